@@ -1,0 +1,57 @@
+/** Every error code the gateway answers with. Stable: clients may branch on them. */
+export const ErrorCode = {
+  VALIDATION: 'HERALD_ERR_VALIDATION',
+  UNAUTHORIZED: 'HERALD_ERR_UNAUTHORIZED',
+  RATE_LIMITED: 'HERALD_ERR_RATE_LIMITED',
+  NOT_FOUND: 'HERALD_ERR_NOT_FOUND',
+  BODY_TOO_LARGE: 'HERALD_ERR_BODY_TOO_LARGE',
+  UNSUPPORTED_MEDIA_TYPE: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+  BAD_REQUEST: 'HERALD_ERR_BAD_REQUEST',
+  UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
+  INTERNAL: 'HERALD_ERR_INTERNAL',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+/**
+ * An error with an HTTP status; the error handler answers it as JSON
+ * `{ error, code, details?, ...extra }` with `headers`.
+ */
+export class HttpError extends Error {
+  readonly statusCode: number;
+  readonly code: ErrorCode;
+  readonly details: unknown;
+  readonly headers: Record<string, string>;
+  readonly extra: Record<string, unknown>;
+  constructor(
+    statusCode: number,
+    code: ErrorCode,
+    message: string,
+    options: {
+      details?: unknown;
+      headers?: Record<string, string>;
+      extra?: Record<string, unknown>;
+      cause?: unknown;
+    } = {},
+  ) {
+    super(message, { cause: options.cause });
+    this.name = 'HttpError';
+    this.statusCode = statusCode;
+    this.code = code;
+    this.details = options.details;
+    this.headers = options.headers ?? {};
+    this.extra = options.extra ?? {};
+  }
+}
+
+/** 503 for a Redis that does not answer: the client should retry after `retryAfterSeconds`. */
+export function unavailable(what: string, cause: unknown, retryAfterSeconds = 1): HttpError {
+  return new HttpError(
+    503,
+    ErrorCode.UNAVAILABLE,
+    `${what} is unavailable; nothing was accepted. Retry later.`,
+    {
+      headers: { 'Retry-After': String(retryAfterSeconds) },
+      cause,
+    },
+  );
+}

@@ -1,0 +1,36 @@
+import closeWithGrace from 'close-with-grace';
+import { buildApp } from './app.js';
+import { ConfigError, loadConfig } from './config.js';
+
+/** Most time a graceful shutdown may take before the process exits anyway. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (error) {
+  process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`);
+  process.exit(1);
+}
+
+const app = await buildApp(config);
+if (config.usingDevApiKey) {
+  app.log.warn('HERALD_API_KEYS is unset: accepting the development key "dev-key". Set it in production.');
+}
+if (config.usingDevJwtSecret) {
+  app.log.warn(
+    'HERALD_JWT_SECRET is unset: signing user tokens with the development secret. Set it in production.',
+  );
+}
+
+// SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the queue and Redis; exit within the grace.
+closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+  if (err) app.log.error({ err }, 'fatal error; shutting down');
+  else app.log.info({ signal }, 'shutting down');
+  await app.close();
+});
+
+await app.listen({ port: config.port, host: config.host });
+const address = app.server.address();
+const port = typeof address === 'object' && address ? address.port : config.port;
+app.log.info({ port, service: 'gateway' }, 'listening');

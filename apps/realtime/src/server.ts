@@ -1,0 +1,34 @@
+import closeWithGrace from 'close-with-grace';
+import { pino } from 'pino';
+import { loadConfig, type RealtimeConfig } from './config.js';
+import { startRealtime } from './realtime.js';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+let config: RealtimeConfig;
+try {
+  config = loadConfig();
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n`);
+  process.exit(1);
+}
+
+const log = pino({
+  level: config.log.level,
+  base: { service: 'realtime' },
+  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty' } } : {}),
+});
+if (config.usingDevJwtSecret) {
+  log.warn(
+    'HERALD_JWT_SECRET is unset: verifying user tokens with the development secret. Set it in production.',
+  );
+}
+const server = await startRealtime(config, log);
+
+closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+  if (err) log.error({ err }, 'fatal error; shutting down');
+  else log.info({ signal }, 'shutting down');
+  await server.close();
+});
+
+log.info({ port: server.port }, 'listening');

@@ -1,0 +1,30 @@
+import closeWithGrace from 'close-with-grace';
+import { pino } from 'pino';
+import { loadConfig, type WorkerConfig } from './config.js';
+import { startWorker } from './worker.js';
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+let config: WorkerConfig;
+try {
+  config = loadConfig();
+} catch (error) {
+  process.stderr.write(`${(error as Error).message}\n`);
+  process.exit(1);
+}
+
+const log = pino({
+  level: config.log.level,
+  base: { service: 'worker' },
+  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty' } } : {}),
+});
+const running = await startWorker(config, log);
+
+// SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect.
+closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+  if (err) log.error({ err }, 'fatal error; shutting down');
+  else log.info({ signal }, 'shutting down');
+  await running.close();
+});
+
+log.info({ queue: config.queue.name, concurrency: config.concurrency }, 'ready');

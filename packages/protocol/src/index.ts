@@ -1,0 +1,3 @@
+export * from './names.js';
+export * from './schemas.js';
+export * from './user-token.js';

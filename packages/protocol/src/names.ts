@@ -1,0 +1,33 @@
+/**
+ * Names shared by every Herald process. Changing one is a breaking change of the wire contract.
+ */
+
+/** Default BullMQ queue that carries notifications from the gateway to the workers. */
+export const DEFAULT_QUEUE_NAME = 'notifications';
+
+/**
+ * Default BullMQ key prefix. The braces are a Redis Cluster hash tag: BullMQ needs every key of one
+ * queue in one slot.
+ */
+export const DEFAULT_QUEUE_PREFIX = '{herald}';
+
+/** Default Socket.IO pub/sub channel prefix shared by `@socket.io/redis-adapter` and `@socket.io/redis-emitter`. */
+export const DEFAULT_PUBSUB_KEY = 'socket.io';
+
+/** BullMQ job name of a single notification. */
+export const NOTIFY_JOB_NAME = 'notify';
+
+/** Socket.IO event that carries a notification to a browser. */
+export const NOTIFICATION_EVENT = 'notification';
+
+/**
+ * The Socket.IO room that every connection of one user joins.
+ *
+ * @example
+ * ```ts
+ * emitter.to(userRoom('alice')).emit(NOTIFICATION_EVENT, event);
+ * ```
+ */
+export function userRoom(userId: string): string {
+  return `user:${userId}`;
+}

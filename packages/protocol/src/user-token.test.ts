@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { signUserToken, TokenErrorCode, verifyUserToken } from './user-token.js';
+
+const secret = 'test-secret-that-is-long-enough-000';
+
+describe('user tokens', () => {
+  it('round-trips the user id and expiry', async () => {
+    const { token, expiresAt } = await signUserToken({ userId: 'alice', secret, ttlSeconds: 60 });
+    const verified = await verifyUserToken(token, secret);
+    expect(verified.userId).toBe('alice');
+    expect(verified.expiresAt.getTime()).toBe(expiresAt.getTime());
+  });
+
+  it('refuses a missing token', async () => {
+    await expect(verifyUserToken(undefined, secret)).rejects.toMatchObject({ code: TokenErrorCode.MISSING });
+    await expect(verifyUserToken('', secret)).rejects.toMatchObject({ code: TokenErrorCode.MISSING });
+  });
+
+  it('refuses a token signed with another secret', async () => {
+    const { token } = await signUserToken({
+      userId: 'alice',
+      secret: 'another-secret-xxxxxxxxxxxx',
+      ttlSeconds: 60,
+    });
+    await expect(verifyUserToken(token, secret)).rejects.toMatchObject({ code: TokenErrorCode.INVALID });
+  });
+
+  it('refuses an expired token', async () => {
+    const { token } = await signUserToken({
+      userId: 'alice',
+      secret,
+      ttlSeconds: 60,
+      now: new Date(Date.now() - 3_600_000),
+    });
+    await expect(verifyUserToken(token, secret)).rejects.toMatchObject({ code: TokenErrorCode.EXPIRED });
+  });
+
+  it('refuses garbage', async () => {
+    await expect(verifyUserToken('not.a.jwt', secret)).rejects.toMatchObject({
+      code: TokenErrorCode.INVALID,
+    });
+  });
+});

@@ -1,0 +1,106 @@
+import { errors, jwtVerify, SignJWT } from 'jose';
+
+const ALGORITHM = 'HS256';
+
+/**
+ * Secret the gateway signs and the realtime server verifies user tokens with when
+ * `HERALD_JWT_SECRET` is unset. Development only: both apps log a warning when they use it.
+ */
+export const DEV_JWT_SECRET = 'herald-dev-secret-change-me';
+/** `iss` claim of every token Herald signs. */
+export const TOKEN_ISSUER = 'herald';
+
+/** Why a user token was refused; stable codes for `connect_error` data. */
+export const TokenErrorCode = {
+  MISSING: 'HERALD_ERR_TOKEN_MISSING',
+  EXPIRED: 'HERALD_ERR_TOKEN_EXPIRED',
+  INVALID: 'HERALD_ERR_TOKEN_INVALID',
+} as const;
+export type TokenErrorCode = (typeof TokenErrorCode)[keyof typeof TokenErrorCode];
+
+/** A user token that cannot be accepted; `message` says what the client should do. */
+export class UserTokenError extends Error {
+  readonly code: TokenErrorCode;
+  constructor(code: TokenErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'UserTokenError';
+    this.code = code;
+  }
+}
+
+function keyOf(secret: string): Uint8Array {
+  return new TextEncoder().encode(secret);
+}
+
+/**
+ * Signs the token a backend hands to its browser so that it can connect as `userId`.
+ *
+ * @example
+ * ```ts
+ * const { token, expiresAt } = await signUserToken({ userId: 'alice', secret, ttlSeconds: 3600 });
+ * ```
+ */
+export async function signUserToken(options: {
+  userId: string;
+  secret: string;
+  ttlSeconds: number;
+  now?: Date;
+}): Promise<{ token: string; expiresAt: Date }> {
+  const issuedAt = Math.floor((options.now ?? new Date()).getTime() / 1000);
+  const expiresAtSeconds = issuedAt + options.ttlSeconds;
+  const token = await new SignJWT({})
+    .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
+    .setSubject(options.userId)
+    .setIssuer(TOKEN_ISSUER)
+    .setIssuedAt(issuedAt)
+    .setExpirationTime(expiresAtSeconds)
+    .sign(keyOf(options.secret));
+  return { token, expiresAt: new Date(expiresAtSeconds * 1000) };
+}
+
+/**
+ * Verifies a user token and returns whom it was issued for.
+ *
+ * @throws {UserTokenError} when the token is missing, expired, forged or malformed.
+ * @example
+ * ```ts
+ * const { userId, expiresAt } = await verifyUserToken(socket.handshake.auth.token, secret);
+ * ```
+ */
+export async function verifyUserToken(
+  token: unknown,
+  secret: string,
+): Promise<{ userId: string; expiresAt: Date }> {
+  if (typeof token !== 'string' || token.length === 0) {
+    throw new UserTokenError(
+      TokenErrorCode.MISSING,
+      'No token: pass { auth: { token } } from POST /tokens when connecting.',
+    );
+  }
+  try {
+    const { payload } = await jwtVerify(token, keyOf(secret), {
+      algorithms: [ALGORITHM],
+      issuer: TOKEN_ISSUER,
+      requiredClaims: ['sub', 'exp'],
+    });
+    if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.exp === undefined) {
+      throw new UserTokenError(
+        TokenErrorCode.INVALID,
+        'Token has no subject: get a new one from POST /tokens.',
+      );
+    }
+    return { userId: payload.sub, expiresAt: new Date(payload.exp * 1000) };
+  } catch (error) {
+    if (error instanceof UserTokenError) throw error;
+    if (error instanceof errors.JWTExpired) {
+      throw new UserTokenError(TokenErrorCode.EXPIRED, 'Token expired: get a new one from POST /tokens.', {
+        cause: error,
+      });
+    }
+    throw new UserTokenError(
+      TokenErrorCode.INVALID,
+      'Token invalid (bad signature or malformed): get a new one from POST /tokens.',
+      { cause: error },
+    );
+  }
+}

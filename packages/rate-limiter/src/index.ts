@@ -1,0 +1,1 @@
+export { type RateLimitDecision, TokenBucket, type TokenBucketOptions } from './token-bucket.js';

@@ -1,0 +1,11 @@
+import { inject } from 'vitest';
+
+export { freePort } from './ports.js';
+export { type AppProcess, startApp } from './processes.js';
+export { hasRedisServerBinary, ping, type RedisServerHandle, startRedisServer } from './redis-server.js';
+export { randomId, waitFor } from './wait.js';
+
+/** URL of the Redis this test run uses (see `global-setup`). */
+export function redisUrl(): string {
+  return inject('redisUrl');
+}

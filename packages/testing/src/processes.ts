@@ -1,0 +1,82 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+
+/** An app process started by a test. */
+export interface AppProcess {
+  name: string;
+  process: ChildProcess;
+  /** Port from the app's `listening` log line (undefined for apps that do not listen). */
+  port: number | undefined;
+  /** `http://127.0.0.1:<port>` */
+  url: string;
+  /** Every stdout/stderr line so far, for failure messages. */
+  lines: string[];
+  /** Sends `signal` (default SIGTERM) and waits for the exit; SIGKILL after `graceMs`. */
+  stop(signal?: NodeJS.Signals, graceMs?: number): Promise<number | null>;
+}
+
+/**
+ * Starts `node <entry>` with `env` on top of this process's environment and waits for its JSON log
+ * line whose `msg` is `listening` (with `port`) or `ready`.
+ */
+export async function startApp(options: {
+  name: string;
+  entry: string;
+  env: Record<string, string>;
+  args?: string[];
+  command?: string;
+  timeoutMs?: number;
+}): Promise<AppProcess> {
+  const command = options.command ?? process.execPath;
+  const args = options.command ? (options.args ?? []) : [options.entry, ...(options.args ?? [])];
+  const child = spawn(command, args, {
+    env: { ...process.env, PORT: '0', HERALD_LOG_LEVEL: 'info', ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: string[] = [];
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+  const ready = new Promise<number | undefined>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new Error(`${options.name} did not start in time. Output:\n${lines.join('\n')}`));
+    }, options.timeoutMs ?? 20_000);
+    const onLine = (line: string) => {
+      lines.push(line);
+      if (!line.startsWith('{')) return;
+      try {
+        const entry = JSON.parse(line) as { msg?: string; port?: number };
+        if (entry.msg === 'listening' || entry.msg === 'ready') {
+          clearTimeout(timer);
+          resolve(entry.port);
+        }
+      } catch {
+        // not a JSON log line
+      }
+    };
+    if (child.stdout) createInterface({ input: child.stdout }).on('line', onLine);
+    if (child.stderr) createInterface({ input: child.stderr }).on('line', onLine);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(
+        new Error(`${options.name} exited with ${code} before it was ready. Output:\n${lines.join('\n')}`),
+      );
+    });
+  });
+
+  const port = await ready;
+  return {
+    name: options.name,
+    process: child,
+    port,
+    url: `http://127.0.0.1:${port ?? 0}`,
+    lines,
+    async stop(signal = 'SIGTERM', graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
+      child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
