@@ -1,5 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { NotificationJob } from '@herald/protocol';
+import { PRETTY_LOG } from '@herald/protocol';
 import { TokenBucket } from '@herald/rate-limiter';
 import { Queue } from 'bullmq';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -44,7 +45,9 @@ export async function buildApp(
         ? false
         : {
             level: config.log.level,
-            ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty' } } : {}),
+            ...(config.log.format === 'pretty'
+              ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } }
+              : {}),
           },
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',

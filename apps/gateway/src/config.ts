@@ -60,7 +60,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   try {
     parsed = envSchema<Env>({
       schema: EnvSchema,
-      data: env,
+      data: withoutEmptyValues(env),
       dotenv: false,
       ajv: {
         customOptions(ajv) {
@@ -94,4 +94,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });
+}
+
+/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
+function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+    ),
+  );
 }

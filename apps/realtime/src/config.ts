@@ -35,7 +35,7 @@ export interface RealtimeConfig {
 export function loadConfig(env: Record<string, string | undefined> = process.env): RealtimeConfig {
   let parsed: Env;
   try {
-    parsed = envSchema<Env>({ schema: EnvSchema, data: env, dotenv: false });
+    parsed = envSchema<Env>({ schema: EnvSchema, data: withoutEmptyValues(env), dotenv: false });
   } catch (error) {
     throw new Error(`Invalid realtime configuration: ${(error as Error).message}`, { cause: error });
   }
@@ -50,4 +50,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     corsOrigin: origins.length === 1 && origins[0] === '*' ? '*' : origins,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });
+}
+
+/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
+function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+    ),
+  );
 }

@@ -1,3 +1,4 @@
+import { PRETTY_LOG } from '@herald/protocol';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type RealtimeConfig } from './config.js';
@@ -16,7 +17,7 @@ try {
 const log = pino({
   level: config.log.level,
   base: { service: 'realtime' },
-  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty' } } : {}),
+  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } } : {}),
 });
 if (config.usingDevJwtSecret) {
   log.warn(

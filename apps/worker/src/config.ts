@@ -30,7 +30,7 @@ export interface WorkerConfig {
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
   let parsed: Env;
   try {
-    parsed = envSchema<Env>({ schema: EnvSchema, data: env, dotenv: false });
+    parsed = envSchema<Env>({ schema: EnvSchema, data: withoutEmptyValues(env), dotenv: false });
   } catch (error) {
     throw new Error(`Invalid worker configuration: ${(error as Error).message}`, { cause: error });
   }
@@ -41,4 +41,13 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });
+}
+
+/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
+function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
+    ),
+  );
 }

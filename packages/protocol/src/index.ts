@@ -1,3 +1,4 @@
+export * from './logging.js';
 export * from './names.js';
 export * from './schemas.js';
 export * from './user-token.js';

@@ -1,0 +1,52 @@
+import { fileURLToPath } from 'node:url';
+import { type AppProcess, randomId, redisUrl, startApp } from '@herald/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+
+describe('one limit shared by several gateway processes', () => {
+  const gateways: AppProcess[] = [];
+
+  beforeAll(async () => {
+    const env = {
+      REDIS_URL: redisUrl(),
+      HERALD_API_KEYS: 'k1',
+      HERALD_JWT_SECRET: 'test-secret-0123456789abcdef',
+      HERALD_QUEUE_NAME: randomId('queue'),
+      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
+      // Burst 10 as the default; refill slowed from 10/s to 1/s so that the 30 requests, which take
+      // some tens of ms on a loaded 2-core machine, cannot earn an 11th token while they run.
+      HERALD_RATE_LIMIT_BURST: '10',
+      HERALD_RATE_LIMIT_PER_SECOND: '1',
+    };
+    gateways.push(
+      ...(await Promise.all([1, 2, 3].map((n) => startApp({ name: `gateway-${n}`, entry, env })))),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map((gateway) => gateway.stop()));
+  });
+
+  it('admits exactly the burst of 30 concurrent requests for one user, whichever instance they hit', async () => {
+    const userId = randomId('user');
+    // Warm every instance (connections, JIT) with another user, so the burst below is not spread out.
+    await Promise.all(gateways.map((gateway) => post(gateway, randomId('warm'))));
+
+    const statuses = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => post(gateways[i % gateways.length] as AppProcess, userId)),
+    );
+    const accepted = statuses.filter((status) => status === 202).length;
+    const limited = statuses.filter((status) => status === 429).length;
+    expect({ accepted, limited }).toEqual({ accepted: 10, limited: 20 });
+  });
+});
+
+async function post(gateway: AppProcess, userId: string): Promise<number> {
+  const response = await fetch(`${gateway.url}/notify`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer k1', 'content-type': 'application/json' },
+    body: JSON.stringify({ userId, payload: { n: 1 } }),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}

@@ -1,0 +1,148 @@
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { type NotificationEvent, signUserToken } from '@herald/protocol';
+import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { io, type Socket } from 'socket.io-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const require = createRequire(import.meta.url);
+const entries = {
+  gateway: require.resolve('@herald/gateway/server'),
+  worker: require.resolve('@herald/worker/server'),
+  realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
+};
+const SECRET = 'e2e-secret-0123456789abcdef';
+const API_KEY = 'e2e-key';
+
+describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → two realtime instances', () => {
+  const processes: AppProcess[] = [];
+  const sockets: Socket[] = [];
+  let gateway: AppProcess;
+  let realtimeA: AppProcess;
+  let realtimeB: AppProcess;
+
+  beforeAll(async () => {
+    const env = {
+      REDIS_URL: redisUrl(),
+      HERALD_API_KEYS: API_KEY,
+      HERALD_JWT_SECRET: SECRET,
+      HERALD_QUEUE_NAME: randomId('queue'),
+      HERALD_PUBSUB_KEY: randomId('pubsub'),
+      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
+    };
+    [gateway, realtimeA, realtimeB] = await Promise.all([
+      startApp({ name: 'gateway', entry: entries.gateway, env }),
+      startApp({ name: 'realtime-a', entry: entries.realtime, env }),
+      startApp({ name: 'realtime-b', entry: entries.realtime, env }),
+      startApp({ name: 'worker', entry: entries.worker, env }).then((worker) => {
+        processes.push(worker);
+        return worker;
+      }),
+    ]);
+    processes.push(gateway, realtimeA, realtimeB);
+  });
+
+  afterAll(async () => {
+    for (const socket of sockets) socket.disconnect();
+    await Promise.all(processes.map((process) => process.stop()));
+  });
+
+  function connect(url: string, auth: Record<string, unknown>): Socket {
+    const socket = io(url, { auth, transports: ['websocket'], reconnection: false, forceNew: true });
+    sockets.push(socket);
+    return socket;
+  }
+
+  async function tokenFor(userId: string): Promise<string> {
+    const response = await fetch(`${gateway.url}/tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId }),
+    });
+    expect(response.status).toBe(200);
+    return ((await response.json()) as { token: string }).token;
+  }
+
+  async function connected(socket: Socket): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect', resolve);
+      socket.once('connect_error', reject);
+    });
+  }
+
+  async function notify(userId: string, payload: Record<string, unknown>): Promise<string> {
+    const response = await fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId, payload }),
+    });
+    expect(response.status).toBe(202);
+    return ((await response.json()) as { id: string }).id;
+  }
+
+  it('delivers one notification to both of a user’s clients, on different instances, exactly once', async () => {
+    const alice = randomId('alice');
+    const mallory = randomId('mallory');
+    const onA = connect(realtimeA.url, { token: await tokenFor(alice) });
+    const onB = connect(realtimeB.url, { token: await tokenFor(alice) });
+    const other = connect(realtimeA.url, { token: await tokenFor(mallory) });
+    const received = new Map<Socket, NotificationEvent[]>([
+      [onA, []],
+      [onB, []],
+      [other, []],
+    ]);
+    for (const [socket, list] of received) socket.on('notification', (event) => list.push(event));
+    await Promise.all([connected(onA), connected(onB), connected(other)]);
+
+    const id = await notify(alice, { text: 'hello', n: 1 });
+    await waitFor(() => received.get(onA)?.length === 1 && received.get(onB)?.length === 1, {
+      what: 'the notification on both instances',
+    });
+
+    // A second notification is a fence: once it has arrived, a duplicate of the first would have too.
+    const fence = await notify(alice, { fence: true });
+    await waitFor(
+      () => received.get(onA)?.some((e) => e.id === fence) && received.get(onB)?.some((e) => e.id === fence),
+      {
+        what: 'the fence notification',
+      },
+    );
+
+    for (const socket of [onA, onB]) {
+      const events = received.get(socket) ?? [];
+      expect(events.map((event) => event.id)).toEqual([id, fence]);
+      expect(events[0]).toMatchObject({ id, userId: alice, payload: { text: 'hello', n: 1 } });
+      expect(Number.isNaN(Date.parse(events[0]?.createdAt ?? ''))).toBe(false);
+    }
+    expect(received.get(other)).toEqual([]);
+  });
+
+  it('refuses a forged, an expired and a missing token with connect_error', async () => {
+    const forged = (
+      await signUserToken({ userId: 'alice', secret: 'not-the-secret-0123456789', ttlSeconds: 60 })
+    ).token;
+    const expired = (
+      await signUserToken({
+        userId: 'alice',
+        secret: SECRET,
+        ttlSeconds: 60,
+        now: new Date(Date.now() - 3_600_000),
+      })
+    ).token;
+    const cases: [Record<string, unknown>, string, RegExp][] = [
+      [{ token: forged }, 'HERALD_ERR_TOKEN_INVALID', /invalid/i],
+      [{ token: expired }, 'HERALD_ERR_TOKEN_EXPIRED', /expired/i],
+      [{}, 'HERALD_ERR_TOKEN_MISSING', /no token/i],
+    ];
+    for (const [auth, code, message] of cases) {
+      const socket = connect(realtimeB.url, auth);
+      const error = await new Promise<Error & { data?: { code?: string } }>((resolve, reject) => {
+        socket.once('connect', () => reject(new Error('connected with a bad token')));
+        socket.once('connect_error', resolve);
+      });
+      expect(error.message).toMatch(message);
+      expect(error.data?.code).toBe(code);
+      expect(socket.connected).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,108 @@
+#!/usr/bin/env node
+// Starts the whole Herald stack in one terminal: gateway, worker and realtime, with prefixed logs.
+// When nothing answers at REDIS_URL (default redis://127.0.0.1:6379) and it points at this machine,
+// it starts an embedded redis-server (data in a temp folder, stopped with the stack) and says so.
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import concurrently from 'concurrently';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const target = new URL(redisUrl);
+const host = target.hostname || '127.0.0.1';
+const port = Number(target.port || 6379);
+const say = (message) => process.stdout.write(`[stack] ${message}\n`);
+
+/** True when something speaking Redis answers PING at host:port within a second. */
+function redisAnswers() {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port });
+    const done = (answer) => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.once('connect', () => socket.write('PING\r\n'));
+    // +PONG, or -NOAUTH when the server wants a password: either way Redis is there.
+    socket.once('data', (data) => done(/^(\+PONG|-NOAUTH)/.test(data.toString())));
+  });
+}
+
+async function waitForRedis(timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await redisAnswers()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return false;
+}
+
+let embedded;
+if (await redisAnswers()) {
+  say(`using the Redis at ${redisUrl}`);
+} else {
+  const local = ['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host);
+  const hasBinary = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+  if (!local || !hasBinary) {
+    process.stderr.write(
+      `[stack] Nothing answers at ${redisUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
+        '  1. install redis-server (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) and run this again;\n' +
+        '  2. docker compose up redis   (then run this again);\n' +
+        '  3. set REDIS_URL to a Redis you already have, e.g. REDIS_URL=redis://my-redis:6379.\n',
+    );
+    process.exit(1);
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'herald-stack-redis-'));
+  embedded = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', '--appendonly', 'yes'],
+    { stdio: 'ignore' },
+  );
+  embedded.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  if (!(await waitForRedis(10_000))) {
+    process.stderr.write(`[stack] the embedded redis-server did not answer on port ${port}\n`);
+    embedded.kill('SIGKILL');
+    process.exit(1);
+  }
+  say(
+    `nothing answered at ${redisUrl}: started an embedded redis-server on port ${port} (data in ${dir}, stopped with the stack)`,
+  );
+}
+
+const env = { REDIS_URL: redisUrl, HERALD_LOG_FORMAT: process.env.HERALD_LOG_FORMAT ?? 'pretty' };
+const app = (name, color) => ({
+  name,
+  prefixColor: color,
+  command: `node ${JSON.stringify(join(root, 'apps', name, 'dist', 'server.js'))}`,
+  env,
+});
+const { result } = concurrently(
+  [app('gateway', 'cyan'), app('worker', 'magenta'), app('realtime', 'green')],
+  {
+    prefix: '{name}',
+    padPrefix: true,
+    killOthersOn: ['failure'],
+    killSignal: 'SIGTERM',
+    handleInput: false,
+  },
+);
+
+const stopRedis = () => {
+  if (embedded && embedded.exitCode === null) embedded.kill('SIGTERM');
+};
+process.on('exit', stopRedis);
+result.then(
+  () => {
+    stopRedis();
+    process.exit(0);
+  },
+  () => {
+    stopRedis();
+    process.exit(1);
+  },
+);
