@@ -2,3 +2,4 @@ export * from './logging.js';
 export * from './names.js';
 export * from './schemas.js';
 export * from './user-token.js';
+export * from './events.js';

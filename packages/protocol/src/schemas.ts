@@ -49,38 +49,3 @@ export const ErrorResponse = Type.Object({
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;
 
-/** Data of a BullMQ `notify` job. */
-export interface NotificationJob {
-  /** Notification id, assigned by the gateway; also the BullMQ job id. */
-  id: string;
-  userId: string;
-  payload: Record<string, unknown>;
-  /** ISO 8601 time the gateway accepted the notification. */
-  createdAt: string;
-}
-
-/** What a browser receives as the `notification` Socket.IO event. */
-export interface NotificationEvent {
-  id: string;
-  userId: string;
-  payload: Record<string, unknown>;
-  createdAt: string;
-}
-
-/** Socket.IO events the server sends. */
-export interface ServerToClientEvents {
-  notification: (event: NotificationEvent) => void;
-}
-
-/** Socket.IO events a client sends (none yet). */
-export type ClientToServerEvents = Record<never, never>;
-
-/** Per-socket data the realtime server keeps after the handshake. */
-export interface SocketData {
-  userId: string;
-}
-
-/** The handshake `auth` object a client passes to `io(url, { auth })`. */
-export interface HandshakeAuth {
-  token: string;
-}
