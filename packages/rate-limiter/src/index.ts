@@ -1,1 +1,26 @@
-export { type RateLimitDecision, TokenBucket, type TokenBucketOptions } from './token-bucket.js';
+export {
+  CostExceedsCapacityError,
+  type FailureReason,
+  RateLimiterError,
+  RateLimiterErrorCode,
+  RateLimiterUnavailableError,
+} from './errors.js';
+export { bucketKey, escapeId, unescapeId } from './keys.js';
+export {
+  type DecisionSource,
+  type FailureMode,
+  type FailureOptions,
+  type Policy,
+  type PolicyCounters,
+  type PolicyOptions,
+  type PolicyState,
+  type RateLimitCost,
+  type RateLimitDecision,
+  RateLimiter,
+  type RateLimiterLogger,
+  type RateLimiterOptions,
+  type RateLimitKey,
+  type RateLimitResult,
+} from './rate-limiter.js';
+export { type Algorithm, LuaCode, scriptSource } from './scripts.js';
+export { TokenBucket, type TokenBucketOptions } from './token-bucket.js';

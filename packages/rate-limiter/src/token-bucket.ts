@@ -1,24 +1,20 @@
 import type { Cluster, Redis } from 'ioredis';
-import { loadLua } from './lua.js';
+import {
+  type FailureOptions,
+  type RateLimitDecision,
+  RateLimiter,
+  type RateLimiterLogger,
+  type RateLimitResult,
+} from './rate-limiter.js';
 
-/** Name under which the token-bucket script is registered with `defineCommand`. */
-const COMMAND = 'heraldTokenBucket';
-const TTL_MARGIN_MS = 1000;
-
-type TokenBucketReply = [allowed: number, remaining: number, retryAfterMs: number, resetAfterMs: number];
-
-interface WithTokenBucket {
-  heraldTokenBucket(
-    key: string,
-    capacity: number,
-    rate: number,
-    cost: number,
-    nowMicros: string,
-    ttlMarginMs: number,
-  ): Promise<TokenBucketReply>;
-}
-
-/** Settings of one token bucket limiter. */
+/**
+ * Settings of one {@link TokenBucket}.
+ *
+ * @example
+ * ```ts
+ * const options: TokenBucketOptions = { redis, capacity: 10, ratePerSecond: 10 };
+ * ```
+ */
 export interface TokenBucketOptions {
   /** ioredis client (single node or Cluster) that holds the buckets. */
   redis: Redis | Cluster;
@@ -26,28 +22,25 @@ export interface TokenBucketOptions {
   capacity: number;
   /** Tokens added per second, continuously. */
   ratePerSecond: number;
-  /** Prefix of every key; the id follows inside a `{hash tag}`. Default `ratelimit:`. */
+  /** Prefix of every key; the id follows inside a `{hash tag}`. Default `ratelimit:` → `ratelimit:{<id>}`. */
   keyPrefix?: string;
+  /** Default `{ mode: 'throw' }`: Redis failures throw `RateLimiterUnavailableError`, as before. */
+  failure?: FailureOptions;
+  /** Default `{ max: 10_000 }`; `false` turns the local deny cache off. */
+  denyCache?: false | { max?: number };
+  /** Name of the policy in results and metrics. Default `default`. */
+  name?: string;
+  logger?: RateLimiterLogger;
+  onDecision?: (result: RateLimitResult) => void;
   /** Tests only: a clock in milliseconds. Production uses Redis `TIME`, which every instance shares. */
   clock?: () => number;
 }
 
-/** The outcome of one `consume` call. */
-export interface RateLimitDecision {
-  allowed: boolean;
-  /** Capacity of the bucket. */
-  limit: number;
-  /** Whole tokens left after this call. */
-  remaining: number;
-  /** When denied: milliseconds until `cost` tokens are there. 0 when allowed. */
-  retryAfterMs: number;
-  /** Milliseconds until the bucket is full again. */
-  resetAfterMs: number;
-}
-
 /**
- * A token bucket shared by every process that talks to the same Redis: refills continuously at
- * `ratePerSecond` up to `capacity`; each call takes `cost` tokens atomically or none.
+ * A single-policy token bucket shared by every process that talks to the same Redis: refills
+ * continuously at `ratePerSecond` up to `capacity`; each call takes `cost` tokens atomically or none.
+ * The key of id `x` is `<keyPrefix>{x}` (default `ratelimit:{x}`). A thin wrapper over
+ * {@link RateLimiter}, which also does several policies at once.
  *
  * @example
  * ```ts
@@ -59,42 +52,78 @@ export interface RateLimitDecision {
 export class TokenBucket {
   readonly capacity: number;
   readonly ratePerSecond: number;
-  readonly #redis: Redis | Cluster;
-  readonly #keyPrefix: string;
-  readonly #clock: (() => number) | undefined;
+  /** The underlying limiter (metrics, peek, the Fastify plugin). */
+  readonly limiter: RateLimiter;
+  readonly #name: string;
 
   constructor(options: TokenBucketOptions) {
-    if (!(options.capacity > 0) || !(options.ratePerSecond > 0)) {
-      throw new RangeError('TokenBucket: capacity and ratePerSecond must be positive numbers');
-    }
     this.capacity = options.capacity;
     this.ratePerSecond = options.ratePerSecond;
-    this.#redis = options.redis;
-    this.#keyPrefix = options.keyPrefix ?? 'ratelimit:';
-    this.#clock = options.clock;
-    if (!(COMMAND in this.#redis)) {
-      this.#redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: loadLua('token-bucket-1.lua') });
-    }
+    this.#name = options.name ?? 'default';
+    this.limiter = new RateLimiter({
+      redis: options.redis,
+      policies: [
+        {
+          name: this.#name,
+          capacity: options.capacity,
+          ratePerSecond: options.ratePerSecond,
+          keyPrefix: options.keyPrefix ?? 'ratelimit:',
+        },
+      ],
+      failure: { mode: 'throw', ...options.failure },
+      ...(options.denyCache === undefined ? {} : { denyCache: options.denyCache }),
+      ...(options.logger === undefined ? {} : { logger: options.logger }),
+      ...(options.onDecision === undefined ? {} : { onDecision: options.onDecision }),
+      ...(options.clock === undefined ? {} : { clock: options.clock }),
+    });
   }
 
-  /** The Redis key of `id`'s bucket. */
+  /**
+   * The Redis key of `id`'s bucket.
+   *
+   * @example
+   * ```ts
+   * limiter.keyOf('user-42'); // 'ratelimit:{user-42}'
+   * ```
+   */
   keyOf(id: string): string {
-    return `${this.#keyPrefix}{${id}}`;
+    return this.limiter.keyOf(this.#name, id);
   }
 
   /**
    * Takes `cost` tokens from `id`'s bucket if they are all there.
    *
+   * @throws {CostExceedsCapacityError} when `cost > capacity`
    * @example
    * ```ts
    * const { allowed, retryAfterMs } = await limiter.consume('user-42');
    * ```
    */
-  async consume(id: string, cost = 1): Promise<RateLimitDecision> {
-    const now = this.#clock ? String(Math.round(this.#clock() * 1000)) : '';
-    const [allowed, remaining, retryAfterMs, resetAfterMs] = await (
-      this.#redis as unknown as WithTokenBucket
-    ).heraldTokenBucket(this.keyOf(id), this.capacity, this.ratePerSecond, cost, now, TTL_MARGIN_MS);
-    return { allowed: allowed === 1, limit: this.capacity, remaining, retryAfterMs, resetAfterMs };
+  consume(id: string, cost = 1): Promise<RateLimitResult> {
+    return this.limiter.consume(id, cost);
+  }
+
+  /**
+   * `id`'s bucket without taking anything.
+   *
+   * @example
+   * ```ts
+   * const { remaining } = await limiter.peek('user-42');
+   * ```
+   */
+  peek(id: string): Promise<RateLimitDecision> {
+    return this.limiter.peek(id);
+  }
+
+  /**
+   * Refills `id`'s bucket (deletes its key).
+   *
+   * @example
+   * ```ts
+   * await limiter.reset('user-42');
+   * ```
+   */
+  reset(id: string): Promise<void> {
+    return this.limiter.reset(id);
   }
 }

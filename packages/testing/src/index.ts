@@ -2,6 +2,7 @@ import { inject } from 'vitest';
 
 export { freePort } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
+export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';
 export { hasRedisServerBinary, ping, type RedisServerHandle, startRedisServer } from './redis-server.js';
 export { randomId, waitFor } from './wait.js';
 

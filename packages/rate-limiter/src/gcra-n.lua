@@ -1,0 +1,94 @@
+--[[
+  GCRA (generic cell rate algorithm) over N policies, all or nothing. One number per key: the
+  theoretical arrival time (TAT). Same admission decisions as the token bucket with the same
+  capacity and rate: a bucket holding `tokens` is a TAT of now + (capacity - tokens) / rate.
+  A denied call writes nothing, so it consumes from none.
+
+  `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
+  Every key of one call must share one hash tag (Redis Cluster: one slot).
+
+  KEYS[i]   TAT of policy i: a string, µs since epoch (float, %.17g)
+
+  ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
+  ARGV[2]   ttl margin    ms added to the time until the TAT, for each key's PX
+  then per policy i, at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
+            capacity      burst, in requests of cost 1, > 0
+            rate          requests of cost 1 per second, > 0
+            cost          >= 0, <= capacity (0 = peek: nothing is written)
+
+  Returns, always 2 + 4 * N integers:
+    { code, index,
+      per policy: allowed (1|0), remaining (floor), retryAfterMs (ceil, 0 when this policy alone
+      would allow), resetAfterMs (ms until the TAT, i.e. until full, ceil) }
+    code   1 allowed, 0 denied, -1 cost > capacity, -2 invalid argument (see LuaCode in scripts.ts)
+    index  the denying policy (the one that needs the longest wait), or the policy of the error;
+           0 when allowed
+]]
+local n = #KEYS
+
+local function fail(code, index)
+  local reply = { code, index }
+  for i = 1, 4 * n do reply[2 + i] = 0 end
+  return reply
+end
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local marginMs = tonumber(ARGV[2])
+if now == nil or marginMs == nil then return fail(-2, 0) end
+
+local intervals, tolerances, newTats, tats = {}, {}, {}, {}
+local allAllowed = true
+local denyIndex, longestWait = 0, -1
+local reply = { 1, 0 }
+
+for i = 1, n do
+  local capacity = tonumber(ARGV[3 * i])
+  local rate = tonumber(ARGV[3 * i + 1])
+  local cost = tonumber(ARGV[3 * i + 2])
+  if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
+    return fail(-2, i)
+  end
+  if cost > capacity then return fail(-1, i) end
+
+  local interval = 1000000 / rate          -- µs per unit of cost
+  local tolerance = capacity * interval    -- µs: how far the TAT may run ahead of now
+  local tat = tonumber(redis.call('GET', KEYS[i]))
+  if tat == nil or tat < now then tat = now end
+  local newTat = tat + cost * interval
+  local allowAt = newTat - tolerance
+  intervals[i], tolerances[i], newTats[i], tats[i] = interval, tolerance, newTat, tat
+
+  local retryAfterMs = 0
+  if allowAt > now then
+    allAllowed = false
+    retryAfterMs = math.ceil((allowAt - now) / 1000)
+    if retryAfterMs > longestWait then
+      longestWait = retryAfterMs
+      denyIndex = i
+    end
+  end
+  reply[4 * i - 1] = (allowAt <= now) and 1 or 0
+  reply[4 * i + 1] = retryAfterMs
+end
+
+if not allAllowed then
+  reply[1] = 0
+  reply[2] = denyIndex
+end
+
+for i = 1, n do
+  local tat = tats[i]
+  if allAllowed and newTats[i] > tat then
+    tat = newTats[i]
+    redis.call('SET', KEYS[i], string.format('%.17g', tat), 'PX', math.ceil((tat - now) / 1000) + marginMs)
+  end
+  reply[4 * i] = math.floor((tolerances[i] - (tat - now)) / intervals[i])
+  reply[4 * i + 2] = math.ceil((tat - now) / 1000)
+end
+return reply

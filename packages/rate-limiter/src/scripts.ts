@@ -1,0 +1,77 @@
+import type { Cluster, Redis } from 'ioredis';
+import { loadLua } from './lua.js';
+
+/**
+ * The algorithms a {@link RateLimiter} can run, each one Lua script over N policies.
+ * - `token-bucket` (default): refills continuously at `ratePerSecond` up to `capacity`.
+ * - `gcra`: one timestamp per key; the same decisions as the token bucket.
+ * - `fixed-window`: `capacity` per window of `capacity / ratePerSecond` s (up to 2x at a window edge).
+ * - `sliding-window`: the fixed window smoothed by the previous window's weighted count.
+ *
+ * @example
+ * ```ts
+ * const algorithm: Algorithm = 'gcra';
+ * ```
+ */
+export type Algorithm = 'token-bucket' | 'gcra' | 'fixed-window' | 'sliding-window';
+
+/**
+ * Codes in the first element of every script reply. Negative codes are errors; the one place that maps
+ * them to TypeScript errors is `RateLimiter`.
+ *
+ * @example
+ * ```ts
+ * if (reply[0] === LuaCode.CostExceedsCapacity) throw new CostExceedsCapacityError(...);
+ * ```
+ */
+export enum LuaCode {
+  Allowed = 1,
+  Denied = 0,
+  CostExceedsCapacity = -1,
+  InvalidArgument = -2,
+}
+
+/** Lua file and ioredis command name of each algorithm. */
+const SCRIPTS: Readonly<Record<Algorithm, { command: string; file: string }>> = {
+  'token-bucket': { command: 'heraldTokenBucket', file: 'token-bucket-n.lua' },
+  gcra: { command: 'heraldGcra', file: 'gcra-n.lua' },
+  'fixed-window': { command: 'heraldFixedWindow', file: 'fixed-window-n.lua' },
+  'sliding-window': { command: 'heraldSlidingWindow', file: 'sliding-window-n.lua' },
+};
+
+const sources = new Map<string, string>();
+
+/**
+ * The Lua source of `algorithm`'s script (read once from beside this module).
+ *
+ * @example
+ * ```ts
+ * const lua = scriptSource('token-bucket'); // e.g. for SCRIPT LOAD in a benchmark
+ * ```
+ */
+export function scriptSource(algorithm: Algorithm): string {
+  const { file } = SCRIPTS[algorithm];
+  let source = sources.get(file);
+  if (source === undefined) {
+    source = loadLua(file);
+    sources.set(file, source);
+  }
+  return source;
+}
+
+/** A script call: `numkeys, ...keys, ...argv` → the flat integer reply. */
+export type ScriptCall = (numKeys: number, ...args: (string | number)[]) => Promise<number[]>;
+
+/**
+ * Registers `algorithm`'s script on `redis` with `defineCommand` (EVALSHA, EVAL on NOSCRIPT) once per
+ * client, and returns a function that runs it.
+ */
+export function defineScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall {
+  const { command } = SCRIPTS[algorithm];
+  if (!(command in redis)) {
+    redis.defineCommand(command, { lua: scriptSource(algorithm) });
+  }
+  const run = (redis as unknown as Record<string, ScriptCall>)[command];
+  if (typeof run !== 'function') throw new Error(`ioredis did not define ${command}`);
+  return run.bind(redis);
+}

@@ -1,0 +1,101 @@
+--[[
+  Token bucket over N policies, all or nothing: refill every bucket continuously at its rate up to
+  its capacity, then take each policy's cost from every bucket only if every bucket has it.
+  A denied call writes nothing, so it consumes from none.
+
+  `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
+  Every key of one call must share one hash tag (Redis Cluster: one slot).
+
+  KEYS[i]   bucket of policy i: a hash { tokens = <float tokens>, ts = <µs since epoch of `tokens`> }
+
+  ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
+  ARGV[2]   ttl margin    ms added to the time to refill fully, for each key's PEXPIRE
+  then per policy i, at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
+            capacity      tokens (burst), > 0
+            rate          tokens per second, > 0
+            cost          tokens to take, >= 0, <= capacity (0 = peek: nothing is written)
+
+  Returns, always 2 + 4 * N integers:
+    { code, index,
+      per policy: allowed (1|0), remaining (whole tokens, floor), retryAfterMs (ceil, 0 when this
+      policy alone would allow), resetAfterMs (ms until full, ceil) }
+    code   1 allowed, 0 denied, -1 cost > capacity, -2 invalid argument (see LuaCode in scripts.ts)
+    index  the denying policy (the one that needs the longest wait), or the policy of the error;
+           0 when allowed
+]]
+local n = #KEYS
+
+local function fail(code, index)
+  local reply = { code, index }
+  for i = 1, 4 * n do reply[2 + i] = 0 end
+  return reply
+end
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+else
+  now = tonumber(ARGV[1])
+end
+local marginMs = tonumber(ARGV[2])
+if now == nil or marginMs == nil then return fail(-2, 0) end
+
+local capacities, rates, costs, tokensOf, tsOf = {}, {}, {}, {}, {}
+local allAllowed = true
+local denyIndex, longestWait = 0, -1
+local reply = { 1, 0 }
+
+for i = 1, n do
+  local capacity = tonumber(ARGV[3 * i])
+  local rate = tonumber(ARGV[3 * i + 1])
+  local cost = tonumber(ARGV[3 * i + 2])
+  if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
+    return fail(-2, i)
+  end
+  if cost > capacity then return fail(-1, i) end
+
+  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts')
+  local tokens = tonumber(state[1])
+  local ts = tonumber(state[2])
+  if tokens == nil or ts == nil then
+    tokens = capacity
+    ts = now
+  end
+  -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
+  if now > ts then
+    tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+    ts = now
+  end
+  capacities[i], rates[i], costs[i], tokensOf[i], tsOf[i] = capacity, rate, cost, tokens, ts
+
+  local retryAfterMs = 0
+  if tokens < cost then
+    allAllowed = false
+    retryAfterMs = math.ceil((cost - tokens) / rate * 1000)
+    if retryAfterMs > longestWait then
+      longestWait = retryAfterMs
+      denyIndex = i
+    end
+  end
+  reply[4 * i - 1] = (tokens >= cost) and 1 or 0
+  reply[4 * i + 1] = retryAfterMs
+end
+
+if not allAllowed then
+  reply[1] = 0
+  reply[2] = denyIndex
+end
+
+for i = 1, n do
+  local tokens = tokensOf[i]
+  if allAllowed and costs[i] > 0 then
+    tokens = tokens - costs[i]
+    -- %.17g keeps every bit of the double; Lua's default tostring keeps only 14 digits.
+    redis.call('HSET', KEYS[i], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%.17g', tsOf[i]))
+    redis.call('PEXPIRE', KEYS[i], math.ceil((capacities[i] - tokens) / rates[i] * 1000) + marginMs)
+  end
+  reply[4 * i] = math.floor(tokens)
+  reply[4 * i + 2] = math.ceil((capacities[i] - tokens) / rates[i] * 1000)
+end
+return reply

@@ -1,0 +1,347 @@
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  bucketKey,
+  CostExceedsCapacityError,
+  RateLimiter,
+  RateLimiterErrorCode,
+  type RateLimiterOptions,
+  TokenBucket,
+} from '../src/index.js';
+import { connectRedis, randomPrefix } from './support/redis.js';
+
+// The limiter's behaviour against real Redis. Runs twice: on one node and on the 3-master cluster.
+
+let redis: Redis | Cluster;
+beforeAll(async () => {
+  redis = await connectRedis();
+});
+afterAll(() => redis.disconnect());
+
+const START_MS = 1_760_000_000_000;
+
+function limiter(options: Partial<RateLimiterOptions> & Pick<RateLimiterOptions, 'policies'>): RateLimiter {
+  return new RateLimiter({ redis, keyPrefix: randomPrefix(), ...options });
+}
+
+describe('TokenBucket (the gateway call shape)', () => {
+  it('keeps the key ratelimit-style `<prefix>{<id>}` and the decision shape', async () => {
+    const prefix = randomPrefix();
+    const bucket = new TokenBucket({ redis, capacity: 3, ratePerSecond: 1, keyPrefix: prefix });
+    expect(bucket.keyOf('user-42')).toBe(`${prefix}{user-42}`);
+    expect(new TokenBucket({ redis, capacity: 1, ratePerSecond: 1 }).keyOf('user-42')).toBe(
+      'ratelimit:{user-42}',
+    );
+    const first = await bucket.consume('user-42');
+    expect(first).toMatchObject({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0 });
+    expect(first.resetAfterMs).toBeGreaterThan(0);
+    await bucket.consume('user-42', 2);
+    const denied = await bucket.consume('user-42');
+    expect(denied).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
+    expect(denied.retryAfterMs).toBeGreaterThan(0);
+    expect(denied.retryAfterMs).toBeLessThanOrEqual(1000);
+    expect(await redis.exists(`${prefix}{user-42}`)).toBe(1);
+  });
+});
+
+describe('multi-policy decisions', () => {
+  it('a call denied by policy B leaves policy A untouched, and names B', async () => {
+    const rl = limiter({
+      policies: [
+        { name: 'apiKey', capacity: 10, ratePerSecond: 0.001 },
+        { name: 'recipient', capacity: 2, ratePerSecond: 0.001 },
+      ],
+      hashTag: 'tenant-1',
+    });
+    const ids = { apiKey: 'key-7', recipient: 'user-42' };
+    expect((await rl.consume(ids)).allowed).toBe(true);
+    expect((await rl.consume(ids)).allowed).toBe(true);
+    const denied = await rl.consume(ids);
+    expect(denied.allowed).toBe(false);
+    expect(denied.policy).toBe('recipient');
+    expect(denied.policies.map((p) => [p.policy, p.allowed, p.remaining])).toEqual([
+      ['apiKey', true, 8],
+      ['recipient', false, 0],
+    ]);
+    // Many more denials: A still holds exactly 10 - 2.
+    for (let i = 0; i < 20; i++) await rl.consume(ids);
+    const peek = await rl.peek(ids);
+    expect(peek.policies.find((p) => p.policy === 'apiKey')?.remaining).toBe(8);
+    // Another recipient under the same API key is still admitted, and takes from A.
+    const other = await rl.consume({ apiKey: 'key-7', recipient: 'user-43' });
+    expect(other.allowed).toBe(true);
+    expect(other.policies[0]?.remaining).toBe(7);
+  });
+
+  it('names the policy that needs the longest wait and reports each policy', async () => {
+    let now = START_MS;
+    const rl = limiter({
+      policies: [
+        { name: 'fast', capacity: 1, ratePerSecond: 10 },
+        { name: 'slow', capacity: 1, ratePerSecond: 1 },
+      ],
+      clock: () => now,
+      denyCache: false,
+    });
+    expect((await rl.consume('u')).allowed).toBe(true);
+    now += 1;
+    const denied = await rl.consume('u');
+    expect(denied).toMatchObject({ allowed: false, policy: 'slow', retryAfterMs: 999 });
+    expect(denied.policies.map((p) => p.retryAfterMs)).toEqual([99, 999]);
+  });
+
+  it('one id for every policy: per-second and per-hour limits of one user', async () => {
+    const rl = limiter({
+      policies: [
+        { name: 'second', capacity: 5, ratePerSecond: 5 },
+        { name: 'hour', capacity: 3, ratePerSecond: 3 / 3600 },
+      ],
+    });
+    const results = [];
+    for (let i = 0; i < 4; i++) results.push((await rl.consume('user-1')).allowed);
+    expect(results).toEqual([true, true, true, false]);
+  });
+
+  it('rejects calls that miss a policy or name an unknown one', async () => {
+    const rl = limiter({
+      policies: [
+        { name: 'a', capacity: 1, ratePerSecond: 1 },
+        { name: 'b', capacity: 1, ratePerSecond: 1 },
+      ],
+      hashTag: 't',
+    });
+    await expect(rl.consume({ a: 'x' })).rejects.toMatchObject({ code: RateLimiterErrorCode.INVALID_KEY });
+    await expect(rl.consume({ a: 'x', b: 'y', c: 'z' })).rejects.toMatchObject({
+      code: RateLimiterErrorCode.INVALID_KEY,
+    });
+  });
+});
+
+describe('weighted cost', () => {
+  it('takes the weight, and a cost above capacity is a distinct error, not a deny', async () => {
+    const rl = limiter({ policies: [{ name: 'p', capacity: 10, ratePerSecond: 0.01 }] });
+    expect(await rl.consume('u', 7)).toMatchObject({ allowed: true, remaining: 3 });
+    expect(await rl.consume('u', 4)).toMatchObject({ allowed: false, remaining: 3 });
+    expect(await rl.consume('u', 3)).toMatchObject({ allowed: true, remaining: 0 });
+    const error = await rl.consume('v', 11).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CostExceedsCapacityError);
+    expect(error).toMatchObject({ code: RateLimiterErrorCode.COST_EXCEEDS_CAPACITY, policy: 'p', cost: 11 });
+    await expect(rl.consume('v', -1)).rejects.toMatchObject({ code: RateLimiterErrorCode.INVALID_COST });
+    await expect(rl.consume('v', Number.NaN)).rejects.toMatchObject({
+      code: RateLimiterErrorCode.INVALID_COST,
+    });
+    // Nothing was taken by the refused calls.
+    expect((await rl.peek('v')).remaining).toBe(10);
+  });
+});
+
+describe('keys', () => {
+  const nasty = [
+    'user-42',
+    'ünïcødé 😀 用户',
+    'a}b',
+    '{a}',
+    '{',
+    '}',
+    '}{',
+    '*',
+    'with spaces',
+    'line\nbreak\r\n',
+    '%7B',
+    '%',
+    '',
+    'x'.repeat(10 * 1024),
+  ];
+
+  it('any string id works, and two different ids never share a bucket', async () => {
+    const rl = limiter({ policies: [{ name: 'p', capacity: 1, ratePerSecond: 0.001 }] });
+    for (const id of nasty) {
+      expect((await rl.consume(id)).allowed, JSON.stringify(id.slice(0, 20))).toBe(true);
+    }
+    // Every id now has its own empty bucket; a second call on each is denied.
+    for (const id of nasty) {
+      expect((await rl.consume(id)).allowed, JSON.stringify(id.slice(0, 20))).toBe(false);
+    }
+    const keys = new Set(nasty.map((id) => rl.keyOf('p', id)));
+    expect(keys.size).toBe(nasty.length);
+    // `{a}` and `%7Ba%7D` are different ids and must stay different buckets.
+    expect(rl.keyOf('p', '{a}')).not.toBe(rl.keyOf('p', '%7Ba%7D'));
+    expect((await rl.consume('%7Ba%7D')).allowed).toBe(true);
+  });
+
+  it('nasty ids in several policies of one call share one slot (works on Cluster)', async () => {
+    const rl = limiter({
+      policies: [
+        { name: 'a', capacity: 2, ratePerSecond: 0.001 },
+        { name: 'b', capacity: 1, ratePerSecond: 0.001 },
+      ],
+      hashTag: (ids) => ids.a ?? '',
+    });
+    for (const id of nasty) {
+      expect((await rl.consume({ a: id, b: `${id}}{` })).allowed).toBe(true);
+      expect((await rl.consume({ a: id, b: `${id}}{` })).allowed).toBe(false);
+    }
+  });
+
+  it('a plain id keeps its readable key', () => {
+    expect(bucketKey('ratelimit:', 'user-42')).toBe('ratelimit:{user-42}');
+  });
+});
+
+describe('TTL', () => {
+  it.each(['token-bucket', 'gcra', 'fixed-window', 'sliding-window'] as const)(
+    '%s: every written key expires after the time to refill fully plus the margin',
+    async (algorithm) => {
+      const rl = limiter({
+        algorithm,
+        policies: [{ name: 'p', capacity: 10, ratePerSecond: 2 }],
+        ttlMarginMs: 1000,
+      });
+      await rl.consume('u', 4);
+      const ttl = await redis.pttl(rl.keyOf('p', 'u'));
+      expect(ttl).toBeGreaterThan(0);
+      // Token bucket / GCRA: 4 tokens at 2/s = 2 s; windows: at most two windows of 5 s.
+      const bound = algorithm === 'sliding-window' ? 10_000 : algorithm === 'fixed-window' ? 5_000 : 2_000;
+      expect(ttl).toBeLessThanOrEqual(bound + 1000);
+    },
+  );
+});
+
+describe('peek and reset', () => {
+  it.each(['token-bucket', 'gcra', 'fixed-window', 'sliding-window'] as const)(
+    '%s: peek consumes nothing; reset refills',
+    async (algorithm) => {
+      const rl = limiter({ algorithm, policies: [{ name: 'p', capacity: 5, ratePerSecond: 0.01 }] });
+      expect((await rl.peek('u')).remaining).toBe(5);
+      await rl.consume('u', 3);
+      expect((await rl.peek('u')).remaining).toBe(2);
+      expect((await rl.peek('u')).remaining).toBe(2);
+      await rl.consume('u', 2);
+      expect((await rl.consume('u')).allowed).toBe(false);
+      await rl.reset('u');
+      expect((await rl.peek('u')).remaining).toBe(5);
+      expect((await rl.consume('u')).allowed).toBe(true);
+    },
+  );
+});
+
+describe('local deny cache', () => {
+  it('denies in-process until retryAfterMs has passed, then asks Redis again', async () => {
+    let now = START_MS;
+    const rl = limiter({
+      policies: [{ name: 'p', capacity: 2, ratePerSecond: 1 }],
+      clock: () => now,
+    });
+    await rl.consume('u', 2);
+    const denied = await rl.consume('u');
+    expect(denied).toMatchObject({ allowed: false, source: 'redis', retryAfterMs: 1000 });
+    now += 400;
+    expect(await rl.consume('u')).toMatchObject({ allowed: false, source: 'deny-cache', retryAfterMs: 600 });
+    // A smaller cost than the denied one is not covered by the entry... here both cost 1, so covered:
+    now += 599;
+    expect((await rl.consume('u')).source).toBe('deny-cache');
+    now += 1;
+    expect(await rl.consume('u')).toMatchObject({ allowed: true, source: 'redis' });
+    expect(rl.metrics().p).toEqual({ allowed: 2, denied: 1, deniedLocally: 2, fallback: 0 });
+  });
+
+  it('does not deny a cheaper call than the one Redis denied', async () => {
+    let now = START_MS;
+    const rl = limiter({ policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }], clock: () => now });
+    await rl.consume('u', 8);
+    expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'redis' });
+    now += 10;
+    expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'deny-cache' });
+    expect(await rl.consume('u', 2)).toMatchObject({ allowed: true, source: 'redis' });
+  });
+});
+
+describe('observability', () => {
+  it('counts allowed, denied and denied-locally per policy and calls onDecision', async () => {
+    const seen: string[] = [];
+    const rl = limiter({
+      policies: [
+        { name: 'apiKey', capacity: 5, ratePerSecond: 0.001 },
+        { name: 'recipient', capacity: 1, ratePerSecond: 0.001 },
+      ],
+      hashTag: 'obs',
+      onDecision: (result) => seen.push(`${result.source}:${result.allowed}:${result.policy}`),
+    });
+    await rl.consume({ apiKey: 'k', recipient: 'u' });
+    await rl.consume({ apiKey: 'k', recipient: 'u' });
+    await rl.consume({ apiKey: 'k', recipient: 'u' });
+    expect(rl.metrics()).toEqual({
+      apiKey: { allowed: 1, denied: 0, deniedLocally: 0, fallback: 0 },
+      recipient: { allowed: 1, denied: 1, deniedLocally: 1, fallback: 0 },
+    });
+    expect(seen).toEqual(['redis:true:recipient', 'redis:false:recipient', 'deny-cache:false:recipient']);
+  });
+});
+
+describe('fixed window vs token bucket at a window edge', () => {
+  it('the fixed window admits 2x its limit within one second across the edge; the token bucket never more than capacity + rate x elapsed', async () => {
+    // Limit 10 per second for both. The window is [k s, (k+1) s) on the injected clock.
+    const edge = 1_760_000_000_000; // a whole second
+    for (const [algorithm, expected] of [
+      ['fixed-window', 20],
+      ['token-bucket', 10],
+    ] as const) {
+      let now = edge - 1000; // a full window/bucket to start
+      const rl = limiter({
+        algorithm,
+        policies: [{ name: 'p', capacity: 10, ratePerSecond: 10 }],
+        clock: () => now,
+        denyCache: false,
+      });
+      const admittedAt: number[] = [];
+      // 10 calls just before the edge and 10 just after, 20 ms apart in total.
+      for (const t of [edge - 10, edge + 10]) {
+        now = t;
+        for (let i = 0; i < 10; i++) if ((await rl.consume('u')).allowed) admittedAt.push(now);
+      }
+      const elapsedS = (admittedAt.at(-1)! - admittedAt[0]!) / 1000;
+      expect(admittedAt.length, algorithm).toBe(expected);
+      if (algorithm === 'token-bucket') {
+        expect(admittedAt.length).toBeLessThanOrEqual(10 + 10 * elapsedS);
+      } else {
+        expect(admittedAt.length).toBeGreaterThan(10 + 10 * elapsedS);
+      }
+    }
+  });
+
+  it('the token bucket stays within capacity + rate x elapsed in every interval of a random flood', async () => {
+    let now = 1_760_000_000_000;
+    const rl = limiter({
+      policies: [{ name: 'p', capacity: 10, ratePerSecond: 10 }],
+      clock: () => now,
+      denyCache: false,
+    });
+    const admitted: number[] = [];
+    for (let i = 0; i < 400; i++) {
+      now += Math.floor(Math.random() * 20);
+      if ((await rl.consume('u')).allowed) admitted.push(now);
+    }
+    for (let i = 0; i < admitted.length; i++) {
+      for (let j = i; j < admitted.length; j++) {
+        expect(j - i + 1).toBeLessThanOrEqual(10 + (10 * (admitted[j]! - admitted[i]!)) / 1000 + 1e-9);
+      }
+    }
+  });
+
+  it('the sliding window smooths the edge: at most ~1x its limit across it', async () => {
+    const edge = 1_760_000_000_000;
+    let now = edge - 1000;
+    const rl = limiter({
+      algorithm: 'sliding-window',
+      policies: [{ name: 'p', capacity: 10, ratePerSecond: 10 }],
+      clock: () => now,
+      denyCache: false,
+    });
+    let admitted = 0;
+    for (const t of [edge - 10, edge + 10]) {
+      now = t;
+      for (let i = 0; i < 10; i++) if ((await rl.consume('u')).allowed) admitted++;
+    }
+    expect(admitted).toBe(10);
+  });
+});

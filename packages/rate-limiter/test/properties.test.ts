@@ -1,0 +1,168 @@
+import fc from 'fast-check';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Algorithm, RateLimiter } from '../src/index.js';
+import { gcraStep, type ModelAnswer, type TokenBucketState, tokenBucketStep } from '../src/models.js';
+import { connectRedis, randomPrefix } from './support/redis.js';
+
+// The Lua scripts against the pure TypeScript models (src/models.ts) on random (time, cost) traces with
+// the injected clock: every answer must be identical, bit for bit (both compute in IEEE-754 doubles in
+// the same order, and the scripts store doubles with %.17g, which round-trips).
+
+let redis: Redis | Cluster;
+beforeAll(async () => {
+  redis = await connectRedis();
+});
+afterAll(() => redis.disconnect());
+
+const START_MS = 1_760_000_000_000;
+
+const policyArb = fc.record({
+  capacity: fc.oneof(fc.integer({ min: 1, max: 50 }), fc.double({ min: 0.5, max: 50, noNaN: true })),
+  ratePerSecond: fc.oneof(fc.integer({ min: 1, max: 100 }), fc.double({ min: 0.01, max: 1000, noNaN: true })),
+});
+/** A step: milliseconds since the previous call (0 = same instant) and the cost as a share of capacity. */
+const stepArb = fc.record({
+  dtMs: fc.oneof(
+    fc.constant(0),
+    fc.double({ min: 0, max: 3000, noNaN: true }),
+    fc.integer({ min: 0, max: 200 }),
+  ),
+  costShare: fc.oneof(fc.constant(0), fc.constant(1), fc.double({ min: 0, max: 1, noNaN: true })),
+  integerCost: fc.boolean(),
+});
+
+function costOf(capacity: number, step: { costShare: number; integerCost: boolean }): number {
+  const cost = capacity * step.costShare;
+  return step.integerCost ? Math.floor(cost) : cost;
+}
+
+type Model = (nowUs: number, capacity: number, rate: number, cost: number) => ModelAnswer;
+
+function tokenBucketModel(): Model {
+  let state: TokenBucketState | undefined;
+  return (now, capacity, rate, cost) => {
+    const step = tokenBucketStep(state, now, capacity, rate, cost);
+    state = step.state ?? state;
+    return step.answer;
+  };
+}
+
+function gcraModel(): Model {
+  let tat: number | undefined;
+  return (now, capacity, rate, cost) => {
+    const step = gcraStep(tat, now, capacity, rate, cost);
+    tat = step.tat ?? tat;
+    return step.answer;
+  };
+}
+
+describe.each([
+  ['token-bucket', tokenBucketModel],
+  ['gcra', gcraModel],
+] as [Algorithm, () => Model][])('%s script = TypeScript model', (algorithm, makeModel) => {
+  it('gives identical decisions, remaining, retryAfterMs and resetAfterMs on random traces', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        policyArb,
+        fc.array(stepArb, { minLength: 1, maxLength: 40 }),
+        async (policy, steps) => {
+          let nowMs = START_MS;
+          const limiter = new RateLimiter({
+            redis,
+            algorithm,
+            keyPrefix: randomPrefix(),
+            policies: [{ name: 'p', ...policy }],
+            denyCache: false,
+            clock: () => nowMs,
+          });
+          const model = makeModel();
+          for (const step of steps) {
+            nowMs += step.dtMs;
+            const cost = costOf(policy.capacity, step);
+            const result = await limiter.consume('user', cost);
+            const expected = model(Math.round(nowMs * 1000), policy.capacity, policy.ratePerSecond, cost);
+            expect({
+              allowed: result.allowed,
+              remaining: result.remaining,
+              retryAfterMs: result.retryAfterMs,
+              resetAfterMs: result.resetAfterMs,
+            }).toEqual(expected);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('decides two policies all or nothing, like the model of each taken together', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        policyArb,
+        policyArb,
+        fc.array(stepArb, { minLength: 1, maxLength: 30 }),
+        async (a, b, steps) => {
+          let nowMs = START_MS;
+          const limiter = new RateLimiter({
+            redis,
+            algorithm,
+            keyPrefix: randomPrefix(),
+            policies: [
+              { name: 'a', ...a },
+              { name: 'b', ...b },
+            ],
+            hashTag: 'properties',
+            denyCache: false,
+            clock: () => nowMs,
+          });
+          let stateA: TokenBucketState | number | undefined;
+          let stateB: TokenBucketState | number | undefined;
+          const step1 = (
+            state: TokenBucketState | number | undefined,
+            now: number,
+            p: typeof a,
+            cost: number,
+          ) =>
+            algorithm === 'gcra'
+              ? (({ tat, answer }) => ({ next: tat, answer }))(
+                  gcraStep(state as number | undefined, now, p.capacity, p.ratePerSecond, cost),
+                )
+              : (({ state: next, answer }) => ({ next, answer }))(
+                  tokenBucketStep(
+                    state as TokenBucketState | undefined,
+                    now,
+                    p.capacity,
+                    p.ratePerSecond,
+                    cost,
+                  ),
+                );
+          for (const step of steps) {
+            nowMs += step.dtMs;
+            const now = Math.round(nowMs * 1000);
+            const costA = costOf(a.capacity, step);
+            const costB = costOf(b.capacity, { ...step, costShare: 1 - step.costShare });
+            const result = await limiter.consume({ a: 'x', b: 'y' }, { a: costA, b: costB });
+            const alone = [step1(stateA, now, a, costA), step1(stateB, now, b, costB)] as const;
+            const allowed = alone[0].answer.allowed && alone[1].answer.allowed;
+            expect(result.allowed).toBe(allowed);
+            expect(result.policies.map((p) => p.allowed)).toEqual(alone.map((s) => s.answer.allowed));
+            if (allowed) {
+              stateA = alone[0].next ?? stateA;
+              stateB = alone[1].next ?? stateB;
+            } else {
+              // Nothing consumed: every policy reports its bucket as a cost-0 call sees it.
+              const peeked = [step1(stateA, now, a, 0), step1(stateB, now, b, 0)];
+              expect(result.policies.map((p) => p.remaining)).toEqual(peeked.map((s) => s.answer.remaining));
+              const denying = alone[0].answer.retryAfterMs >= alone[1].answer.retryAfterMs ? 'a' : 'b';
+              expect(result.policy).toBe(denying);
+              expect(result.retryAfterMs).toBe(
+                Math.max(alone[0].answer.retryAfterMs, alone[1].answer.retryAfterMs),
+              );
+            }
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});

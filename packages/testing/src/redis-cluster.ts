@@ -1,0 +1,171 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { freePort } from './ports.js';
+import { waitFor } from './wait.js';
+
+/** A local Redis Cluster owned by a test run. */
+export interface RedisClusterHandle {
+  /** The masters, e.g. for `new Cluster(nodes)`. */
+  nodes: { host: string; port: number }[];
+  /** `127.0.0.1:<port>,…`: the format of `REDIS_CLUSTER_NODES`. */
+  nodesEnv: string;
+  /** Stops every node (SIGTERM, then SIGKILL) and removes their data folders. */
+  dispose(): Promise<void>;
+}
+
+/**
+ * Parses `REDIS_CLUSTER_NODES` (`host:port,host:port,…`) into ioredis Cluster startup nodes.
+ *
+ * @example
+ * ```ts
+ * const cluster = new Cluster(parseClusterNodes('127.0.0.1:7000,127.0.0.1:7001'));
+ * ```
+ */
+export function parseClusterNodes(value: string): { host: string; port: number }[] {
+  return value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const at = entry.lastIndexOf(':');
+      const port = Number(entry.slice(at + 1));
+      if (at <= 0 || !Number.isInteger(port)) {
+        throw new Error(`REDIS_CLUSTER_NODES: "${entry}" is not host:port`);
+      }
+      return { host: entry.slice(0, at), port };
+    });
+}
+
+/**
+ * Starts a Redis Cluster of `masters` (default 3) `redis-server --cluster-enabled yes` processes on free
+ * ports with no replicas, joins them with `redis-cli --cluster create`, and waits until every node
+ * reports `cluster_state:ok`. Needs `redis-server` and `redis-cli` on PATH.
+ *
+ * @example
+ * ```ts
+ * const cluster = await startRedisCluster();
+ * const client = new Cluster(cluster.nodes);
+ * // …
+ * await cluster.dispose();
+ * ```
+ */
+export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterHandle> {
+  const masters = options.masters ?? 3;
+  const children: ChildProcess[] = [];
+  const dirs: string[] = [];
+  const nodes: { host: string; port: number }[] = [];
+
+  const dispose = async (): Promise<void> => {
+    await Promise.all(
+      children.map(async (child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
+        await exited;
+        clearTimeout(timer);
+      }),
+    );
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  };
+
+  try {
+    for (let i = 0; i < masters; i++) {
+      const port = await freePort();
+      const dir = mkdtempSync(join(tmpdir(), 'herald-redis-cluster-'));
+      dirs.push(dir);
+      // prettier-ignore
+      const child = spawn(
+        'redis-server',
+        [
+          '--port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+          '--dir',
+          dir,
+          '--cluster-enabled',
+          'yes',
+          '--cluster-config-file',
+          join(dir, 'nodes.conf'),
+          '--cluster-node-timeout',
+          '2000',
+        ],
+        { stdio: 'ignore' },
+      );
+      children.push(child);
+      nodes.push({ host: '127.0.0.1', port });
+    }
+    for (const node of nodes) {
+      await waitFor(() => pingNode(node.port), {
+        timeoutMs: 10_000,
+        what: `cluster node on port ${node.port}`,
+      });
+    }
+    const create = spawnSync(
+      'redis-cli',
+      [
+        '--cluster',
+        'create',
+        ...nodes.map((n) => `${n.host}:${n.port}`),
+        '--cluster-replicas',
+        '0',
+        '--cluster-yes',
+      ],
+      { encoding: 'utf8', timeout: 30_000 },
+    );
+    if (create.status !== 0) {
+      throw new Error(
+        `redis-cli --cluster create failed (${create.status}):\n${create.stdout}\n${create.stderr}`,
+      );
+    }
+    for (const node of nodes) {
+      await waitFor(async () => (await clusterInfo(node.port)).includes('cluster_state:ok'), {
+        timeoutMs: 20_000,
+        what: `cluster_state:ok on port ${node.port}`,
+      });
+    }
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+  return { nodes, nodesEnv: nodes.map((n) => `${n.host}:${n.port}`).join(','), dispose };
+}
+
+async function pingNode(port: number): Promise<boolean> {
+  try {
+    return (await withClient(port, (client) => client.ping())) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+async function clusterInfo(port: number): Promise<string> {
+  return withClient(port, (client) => client.cluster('INFO') as Promise<string>);
+}
+
+async function withClient<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
+  const client = new Redis({
+    port,
+    host: '127.0.0.1',
+    lazyConnect: true,
+    connectTimeout: 1000,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}
