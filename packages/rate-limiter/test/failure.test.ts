@@ -1,0 +1,163 @@
+import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
+import { Redis, type RedisOptions } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FailureMode, RateLimiter, RateLimiterUnavailableError } from '../src/index.js';
+import { randomPrefix } from './support/redis.js';
+
+// Redis stopped mid-run, and Redis too slow: a redis-server this file owns, on its own port.
+
+let server: RedisServerHandle;
+const clients: Redis[] = [];
+beforeAll(async () => {
+  server = await startRedisServer();
+});
+afterAll(async () => {
+  for (const client of clients) client.disconnect();
+  await server.dispose();
+});
+
+function client(options: RedisOptions = {}): Redis {
+  const redis = new Redis(server.url, {
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    maxRetriesPerRequest: 1,
+    // Reconnect quickly so that the test sees recovery soon after the restart.
+    retryStrategy: () => 50,
+    ...options,
+  });
+  redis.on('error', () => {});
+  clients.push(redis);
+  return redis;
+}
+
+function limiterFor(redis: Redis, mode: FailureMode, prefix: string): RateLimiter {
+  return new RateLimiter({
+    redis,
+    keyPrefix: prefix,
+    policies: [{ name: 'p', capacity: 10, ratePerSecond: 0.001 }],
+    failure: { mode, timeoutMs: 200, expectedInstances: 2 },
+  });
+}
+
+describe('Redis stopped mid-run', () => {
+  it('each failure mode does what it says, and decisions are shared again after the restart', async () => {
+    const prefix = randomPrefix();
+    // Two "instances" (two clients) per mode; the default offline queue is left ON for instance b, to
+    // show that the limiter never lets ioredis queue a consume while the connection is down.
+    const a = client();
+    const b = client({
+      enableOfflineQueue: true,
+      autoResendUnfulfilledCommands: true,
+      maxRetriesPerRequest: 20,
+    });
+    const modes = ['closed', 'open', 'local', 'throw'] as const;
+    const limiters = Object.fromEntries(modes.map((m) => [m, limiterFor(a, m, `${prefix}${m}:`)]));
+    const others = Object.fromEntries(modes.map((m) => [m, limiterFor(b, m, `${prefix}${m}:`)]));
+    await waitFor(() => a.status === 'ready' && b.status === 'ready', { what: 'both clients ready' });
+
+    for (const mode of modes) expect((await limiters[mode]!.consume('u')).source).toBe('redis');
+
+    await server.stop();
+    await waitFor(() => a.status !== 'ready' && b.status !== 'ready', { what: 'clients to notice' });
+
+    const closed = await limiters.closed!.consume('u');
+    expect(closed).toMatchObject({ allowed: false, source: 'fallback', fallback: { mode: 'closed' } });
+    expect(closed.retryAfterMs).toBeGreaterThan(0);
+
+    expect(await limiters.open!.consume('u')).toMatchObject({ allowed: true, source: 'fallback' });
+
+    // local: capacity 10 / 2 expected instances = 5 per instance while Redis is away.
+    const local = [];
+    for (let i = 0; i < 8; i++) local.push((await limiters.local!.consume('u')).allowed);
+    expect(local).toEqual([true, true, true, true, true, false, false, false]);
+    const localB = [];
+    for (let i = 0; i < 6; i++) localB.push((await others.local!.consume('u')).allowed);
+    expect(localB).toEqual([true, true, true, true, true, false]);
+
+    await expect(limiters.throw!.consume('u')).rejects.toBeInstanceOf(RateLimiterUnavailableError);
+    await expect(limiters.throw!.peek('u')).rejects.toBeInstanceOf(RateLimiterUnavailableError);
+
+    // Instance b tries too, with its offline queue on: nothing may be queued for later.
+    for (let i = 0; i < 5; i++) await others.closed!.consume('stale');
+    expect(limiters.closed!.metrics().p?.fallback).toBe(1);
+
+    await server.restart();
+    // Recovery without restarting anything: the same limiter objects answer from Redis again.
+    for (const mode of modes) {
+      await waitFor(async () => (await limiters[mode]!.consume('v')).source === 'redis', {
+        timeoutMs: 15_000,
+        what: `${mode} limiter back on Redis`,
+      });
+      await waitFor(async () => (await others[mode]!.consume('w')).source === 'redis', {
+        timeoutMs: 15_000,
+        what: `${mode} limiter of instance b back on Redis`,
+      });
+    }
+    // Shared again: what instance a takes, instance b sees.
+    const before = (await others.local!.peek('shared')).remaining;
+    await limiters.local!.consume('shared', 3);
+    expect((await others.local!.peek('shared')).remaining).toBe(before - 3);
+    // No stale consume was replayed after the reconnect: 'stale' is untouched (this server keeps no data
+    // across restarts, so any token missing would have been taken by a replay).
+    expect((await others.closed!.peek('stale')).remaining).toBe(10);
+  });
+});
+
+describe('Redis too slow', () => {
+  it('answers by the failure mode after the timeout, and returns to Redis by itself', async () => {
+    const redis = client();
+    const admin = client();
+    await waitFor(() => redis.status === 'ready' && admin.status === 'ready', { what: 'clients ready' });
+    const limiter = new RateLimiter({
+      redis,
+      keyPrefix: randomPrefix(),
+      policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }],
+      failure: { mode: 'open', timeoutMs: 100 },
+    });
+    expect((await limiter.consume('u')).source).toBe('redis');
+    // Redis stops serving clients for 1.5 s: the script call hangs.
+    await admin.call('CLIENT', 'PAUSE', '1500', 'ALL');
+    const slow = await limiter.consume('u');
+    expect(slow).toMatchObject({
+      allowed: true,
+      source: 'fallback',
+      fallback: { mode: 'open', reason: 'timeout' },
+    });
+    await waitFor(async () => (await limiter.consume('u')).source === 'redis', {
+      timeoutMs: 10_000,
+      what: 'Redis answers again',
+    });
+  });
+});
+
+describe('local deny cache', () => {
+  it('while a key is denied, 1,000 further calls make 0 Redis commands', async () => {
+    const redis = client();
+    const admin = client();
+    await waitFor(() => redis.status === 'ready' && admin.status === 'ready', { what: 'clients ready' });
+    const limiter = new RateLimiter({
+      redis,
+      keyPrefix: randomPrefix(),
+      // 0.01 token/s: a denied call waits 100 s, far beyond this test.
+      policies: [{ name: 'p', capacity: 2, ratePerSecond: 0.01 }],
+    });
+    const id = randomId('user');
+    await limiter.consume(id, 2);
+    expect(await limiter.consume(id)).toMatchObject({ allowed: false, source: 'redis' });
+
+    await admin.config('RESETSTAT');
+    const results = await Promise.all(Array.from({ length: 1000 }, () => limiter.consume(id)));
+    expect(results.every((r) => !r.allowed && r.source === 'deny-cache')).toBe(true);
+
+    const stats = (await admin.info('commandstats'))
+      .split('\n')
+      .filter((line) => line.startsWith('cmdstat_'))
+      .map((line) => line.trim());
+    // Only the admin's own CONFIG RESETSTAT and INFO may have run since the reset.
+    const others = stats.filter(
+      (line) => !/^cmdstat_(config\||info:)/.test(line) && !line.startsWith('cmdstat_info'),
+    );
+    expect(others).toEqual([]);
+    expect(limiter.metrics().p).toMatchObject({ denied: 1, deniedLocally: 1000 });
+  });
+});
