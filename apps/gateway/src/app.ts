@@ -1,33 +1,57 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { NotificationJob } from '@herald/protocol';
 import { PRETTY_LOG } from '@herald/protocol';
-import { TokenBucket } from '@herald/rate-limiter';
 import { Queue } from 'bullmq';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
+import { ApiKeyStore } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
+import { IdempotencyStore } from './idempotency.js';
+import { Limits } from './limits.js';
+import { createMetrics, type GatewayMetrics } from './metrics.js';
 import { createApiKeyAuth } from './plugins/api-key-auth.js';
 import { registerErrorHandler } from './plugins/error-handler.js';
 import { healthRoutes } from './routes/health.js';
 import { notifyRoutes } from './routes/notify.js';
+import { statusRoutes } from './routes/status.js';
 import { tokenRoutes } from './routes/tokens.js';
+import { statusFromQueue, type TenantStatus } from './status.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
     config: GatewayConfig;
     redis: Redis;
     queue: Queue<NotificationJob>;
-    limiter: TokenBucket;
+    limits: Limits;
+    apiKeys: ApiKeyStore;
+    idempotency: IdempotencyStore;
+    metrics: GatewayMetrics;
     authenticate: (request: FastifyRequest) => Promise<void>;
+    /** Rejects when `promise` takes longer than `redisTimeoutMs`: the request gets a 503, never a hang. */
+    withRedisTimeout<T>(promise: Promise<T>): Promise<T>;
+    /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
+    ensureDurable(): Promise<void>;
+    statusOf(id: string): Promise<TenantStatus | undefined>;
   }
 }
 
 /** Largest request body, in bytes. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
+/** Thrown when a Redis operation outlives `redisTimeoutMs`. */
+export class RedisTimeoutError extends Error {
+  readonly code = 'HERALD_ERR_REDIS_TIMEOUT';
+  constructor(ms: number) {
+    super(`Redis did not answer within ${ms} ms`);
+    this.name = 'RedisTimeoutError';
+  }
+}
+
 /**
- * Builds the gateway (routes, Redis, queue, limiter) without listening. Tests call `app.inject()`;
- * `server.ts` listens.
+ * Builds the gateway (routes, Redis, queue, limiter, metrics, OpenAPI) without listening. Tests call
+ * `app.inject()`; `server.ts` listens.
  *
  * @example
  * ```ts
@@ -35,80 +59,136 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
  * await app.listen({ port: 3000 });
  * ```
  */
-export async function buildApp(
-  config: GatewayConfig,
-  options: { logger?: boolean } = {},
-): Promise<FastifyInstance> {
+export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> {
   const app = Fastify({
-    logger:
-      options.logger === false
-        ? false
-        : {
-            level: config.log.level,
-            ...(config.log.format === 'pretty'
-              ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } }
-              : {}),
-          },
+    logger: {
+      level: config.log.level,
+      ...(config.log.format === 'pretty'
+        ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } }
+        : {}),
+    },
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
+    // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
+    trustProxy: false,
     ajv: {
       // A JSON API: no silent coercion of "1" into 1, no silent removal of unknown fields.
       customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false },
     },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  // Producers fail fast: with no offline queue a command to a Redis that is down fails at once,
-  // so the API answers 503 instead of holding the request.
-  const redis = new Redis(config.redisUrl, {
+  // Producers fail fast: with no offline queue a command to a Redis that is down fails at once, and
+  // a command sent before a disconnect is not resent after it (a stale limiter consume or a job add
+  // replayed minutes later would be wrong), so the API answers 503 instead of holding the request.
+  const producerOptions = {
     enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
-    lazyConnect: true,
-  });
+  };
+  const redis = new Redis(config.redisUrl, { ...producerOptions, lazyConnect: true });
   redis.on('error', (error) => app.log.warn({ err: error }, 'redis connection error'));
   await redis.connect().catch((error: unknown) => {
-    app.log.warn({ err: error }, 'redis not reachable at start; requests will get 503 until it is');
+    app.log.warn({ err: error }, 'redis not reachable at start; requests get 503 until it is');
   });
+
+  if (config.durability === 'aof') await assertWaitAofSupported(redis);
 
   const queue = new Queue<NotificationJob>(config.queue.name, {
     prefix: config.queue.prefix,
-    connection: {
-      url: config.redisUrl,
-      enableOfflineQueue: false,
-      maxRetriesPerRequest: 1,
-      connectTimeout: 2000,
-    },
+    connection: { url: config.redisUrl, ...producerOptions },
     defaultJobOptions: {
-      attempts: 5,
-      backoff: { type: 'exponential', delay: 1000 },
-      removeOnComplete: { age: 3600, count: 10_000 },
+      attempts: 8,
+      backoff: { type: 'exponential', delay: 500, jitter: 0.5 },
+      // Completed and failed jobs stay a day (status lookups); idempotency records outlive them anyway.
+      removeOnComplete: { age: 24 * 3600, count: 100_000 },
       removeOnFail: { age: 7 * 24 * 3600 },
     },
   });
   queue.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
 
+  const withRedisTimeout = <T>(promise: Promise<T>): Promise<T> => {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([
+      promise,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new RedisTimeoutError(config.redisTimeoutMs)), config.redisTimeoutMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+  };
+
+  const apiKeys = new ApiKeyStore({
+    redis,
+    keyPrefix: config.keyPrefix,
+    cacheMs: config.apiKeyCacheMs,
+    envKeys: config.apiKeys,
+  });
+  const metrics = createMetrics(() => withRedisTimeout(queue.getJobCounts()));
+
   app.decorate('config', config);
   app.decorate('redis', redis);
   app.decorate('queue', queue);
+  app.decorate('metrics', metrics);
+  app.decorate('apiKeys', apiKeys);
   app.decorate(
-    'limiter',
-    new TokenBucket({
-      redis,
-      capacity: config.rateLimit.burst,
-      ratePerSecond: config.rateLimit.perSecond,
-      keyPrefix: config.rateLimit.keyPrefix,
-    }),
+    'idempotency',
+    new IdempotencyStore({ redis, keyPrefix: config.keyPrefix, ttlSeconds: config.idempotencyTtlSeconds }),
   );
-  app.decorate('authenticate', createApiKeyAuth(config.apiKeys));
+  app.decorate('limits', new Limits(redis, config, metrics, app.log));
+  app.decorate('withRedisTimeout', withRedisTimeout);
+  app.decorate('ensureDurable', async () => {
+    if (config.durability !== 'aof') return;
+    // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
+    await withRedisTimeout(redis.call('WAITAOF', '1', '0', String(config.redisTimeoutMs)));
+  });
+  app.decorate('statusOf', (id: string) => statusFromQueue(queue, id));
+  app.decorateRequest('apiKey', undefined);
+  app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
 
+  app.addHook('onResponse', async (request, reply) => {
+    metrics.requests.inc({
+      method: request.method,
+      route: request.routeOptions.url ?? 'unknown',
+      status: String(reply.statusCode),
+    });
+  });
   app.addHook('onClose', async () => {
     await queue.close();
     redis.disconnect();
   });
 
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Herald gateway',
+        version: '0.1.0',
+        description: 'Send real-time notifications: authenticated, rate-limited, durably queued.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <api key>' },
+        },
+      },
+      security: [{ apiKey: [] }],
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
   registerErrorHandler(app);
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
+  await app.register(statusRoutes);
   await app.register(tokenRoutes);
   return app;
+}
+
+async function assertWaitAofSupported(redis: Redis): Promise<void> {
+  const info = (await redis.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
+  if (!Array.isArray(info) || info[0] === null || info[0] === undefined) {
+    throw new Error(
+      'HERALD_DURABILITY=aof needs WAITAOF (Redis 7.2 or newer) and this Redis lacks it: upgrade Redis or set HERALD_DURABILITY=redis.',
+    );
+  }
 }

@@ -15,6 +15,20 @@ const EnvSchema = Type.Object({
   HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 10 }),
   HERALD_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 10 }),
   HERALD_RATE_LIMIT_PREFIX: Type.String({ default: 'ratelimit:' }),
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 100 }),
+  HERALD_SENDER_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 200 }),
+  HERALD_RATE_LIMIT_FAILURE: Type.Union(
+    [Type.Literal('closed'), Type.Literal('open'), Type.Literal('local')],
+    {
+      default: 'closed',
+    },
+  ),
+  HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
+  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
+  HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
+  HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
+  HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
+  HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   HERALD_LOG_LEVEL: Type.Union(
@@ -30,14 +44,36 @@ export interface GatewayConfig {
   port: number;
   host: string;
   redisUrl: string;
-  /** Accepted API keys. */
+  /** API keys from the environment (development); production keys live hashed in Redis. */
   apiKeys: readonly string[];
   /** True when no keys were configured and `dev-key` is accepted. */
   usingDevApiKey: boolean;
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   tokenTtlSeconds: number;
-  rateLimit: { perSecond: number; burst: number; keyPrefix: string };
+  /** Default limits; an API key may carry its own. */
+  rateLimit: {
+    /** Per recipient `userId`. */
+    perSecond: number;
+    burst: number;
+    /** Per API key (sender). */
+    senderPerSecond: number;
+    senderBurst: number;
+    keyPrefix: string;
+    /** What the limiter does when Redis fails: deny, allow, or limit locally. */
+    failure: 'closed' | 'open' | 'local';
+    /** Gateways sharing the limit; the `local` fallback allows limit ÷ this per instance. */
+    expectedInstances: number;
+  };
+  /** Prefix of the gateway's own keys (API keys, idempotency records, statuses). */
+  keyPrefix: string;
+  /** How long a gateway trusts a looked-up API key before asking Redis again (revocation delay). */
+  apiKeyCacheMs: number;
+  idempotencyTtlSeconds: number;
+  /** A Redis operation that takes longer is abandoned and the request answered 503. */
+  redisTimeoutMs: number;
+  /** `redis`: 202 once the primary has the job. `aof`: also once it is fsynced to the AOF (WAITAOF, Redis ≥ 7.2). */
+  durability: 'redis' | 'aof';
   queue: { name: string; prefix: string };
   log: { level: string; format: 'json' | 'pretty' };
 }
@@ -72,11 +108,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   } catch (error) {
     throw new ConfigError(`Invalid gateway configuration: ${(error as Error).message}`, { cause: error });
   }
-  const apiKeys = (parsed.HERALD_API_KEYS ?? '')
-    .split(',')
-    .map((key) => key.trim())
-    .filter((key) => key.length > 0);
-  const usingDevApiKey = apiKeys.length === 0;
+  // `none`: only keys stored in Redis (created with `herald keys create`) are accepted.
+  const apiKeys =
+    parsed.HERALD_API_KEYS === 'none'
+      ? []
+      : (parsed.HERALD_API_KEYS ?? '')
+          .split(',')
+          .map((key) => key.trim())
+          .filter((key) => key.length > 0);
+  const usingDevApiKey = parsed.HERALD_API_KEYS === undefined;
   return Object.freeze({
     port: parsed.PORT,
     host: parsed.HOST,
@@ -89,8 +129,17 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rateLimit: Object.freeze({
       perSecond: parsed.HERALD_RATE_LIMIT_PER_SECOND,
       burst: parsed.HERALD_RATE_LIMIT_BURST,
+      senderPerSecond: parsed.HERALD_SENDER_RATE_LIMIT_PER_SECOND,
+      senderBurst: parsed.HERALD_SENDER_RATE_LIMIT_BURST,
       keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
+      failure: parsed.HERALD_RATE_LIMIT_FAILURE,
+      expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,
     }),
+    keyPrefix: parsed.HERALD_KEY_PREFIX,
+    apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,
+    idempotencyTtlSeconds: parsed.HERALD_IDEMPOTENCY_TTL_SECONDS,
+    redisTimeoutMs: parsed.HERALD_REDIS_TIMEOUT_MS,
+    durability: parsed.HERALD_DURABILITY,
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });

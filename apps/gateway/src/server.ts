@@ -15,7 +15,9 @@ try {
 
 const app = await buildApp(config);
 if (config.usingDevApiKey) {
-  app.log.warn('HERALD_API_KEYS is unset: accepting the development key "dev-key". Set it in production.');
+  app.log.warn(
+    'HERALD_API_KEYS is unset: accepting the development key "dev-key". In production set it to your keys, or to "none" to accept only keys created with `herald keys create`.',
+  );
 }
 if (config.usingDevJwtSecret) {
   app.log.warn(

@@ -3,23 +3,60 @@ import Type, { type Static } from 'typebox';
 /** Largest `userId` accepted, in characters. */
 export const USER_ID_MAX_LENGTH = 256;
 
+/** Characters a `userId` may contain: letters, digits and `_ . : @ + = | / ~ -`. */
+export const USER_ID_PATTERN = '^[A-Za-z0-9_.:@+=|/~-]+$';
+/** Largest `payload`, in bytes of its JSON. */
+export const PAYLOAD_MAX_BYTES = 16 * 1024;
+/** Most notifications in one `POST /notify/batch`. */
+export const BATCH_MAX_ITEMS = 100;
+
 /** A recipient id: what the sending backend calls its user. */
 export const UserId = Type.String({
   minLength: 1,
   maxLength: USER_ID_MAX_LENGTH,
-  description: 'The recipient, as the sending backend identifies its user.',
+  pattern: USER_ID_PATTERN,
+  description:
+    'The recipient, as the sending backend identifies its user: 1–256 of A–Z a–z 0–9 _ . : @ + = | / ~ -',
 });
 
-/** Body of `POST /notify`. */
-export const NotifyRequest = Type.Object(
-  {
-    userId: UserId,
-    payload: Type.Record(Type.String(), Type.Unknown(), {
-      description: 'Any JSON object; delivered to the browser unchanged.',
+const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.:/-]+$' });
+
+/** The fields of one notification (the body of `POST /notify`, an item of a batch). */
+const NotificationFields = {
+  userId: UserId,
+  payload: Type.Record(Type.String(), Type.Unknown(), {
+    description: `Any JSON object up to ${PAYLOAD_MAX_BYTES} bytes; delivered to the browser unchanged.`,
+  }),
+  priority: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: 2_097_152, description: '1 is the highest; absent = plain FIFO.' }),
+  ),
+  delayMs: Type.Optional(
+    Type.Integer({
+      minimum: 0,
+      maximum: 30 * 24 * 3600 * 1000,
+      description: 'Deliver no earlier than this.',
     }),
-  },
-  { additionalProperties: false },
-);
+  ),
+  ttlMs: Type.Optional(
+    Type.Integer({
+      minimum: 1000,
+      maximum: 30 * 24 * 3600 * 1000,
+      description: 'Drop (status `expired`) if not delivered within this many ms of acceptance.',
+    }),
+  ),
+  dedupeKey: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 128,
+      description: 'Notifications to one recipient with the same key collapse into the first.',
+    }),
+  ),
+  topic: Type.Optional(Label),
+  type: Type.Optional(Label),
+};
+
+/** Body of `POST /notify`. */
+export const NotifyRequest = Type.Object(NotificationFields, { additionalProperties: false });
 export type NotifyRequest = Static<typeof NotifyRequest>;
 
 /** `202` answer of `POST /notify`. */
@@ -28,6 +65,49 @@ export const NotifyAccepted = Type.Object({
   status: Type.Literal('queued'),
 });
 export type NotifyAccepted = Static<typeof NotifyAccepted>;
+
+/** Body of `POST /notify/batch`. */
+export const BatchRequest = Type.Object(
+  {
+    notifications: Type.Array(Type.Object(NotificationFields, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: BATCH_MAX_ITEMS,
+    }),
+  },
+  { additionalProperties: false },
+);
+export type BatchRequest = Static<typeof BatchRequest>;
+
+/** `202` answer of `POST /notify/batch`: one result per item, in order. */
+export const BatchAccepted = Type.Object({
+  accepted: Type.Integer(),
+  results: Type.Array(
+    Type.Object({
+      index: Type.Integer(),
+      id: Type.String(),
+      status: Type.Literal('queued'),
+    }),
+  ),
+});
+export type BatchAccepted = Static<typeof BatchAccepted>;
+
+/** Answer of `GET /notifications/:id`. */
+export const NotificationStatus = Type.Object({
+  id: Type.String(),
+  userId: Type.String(),
+  status: Type.Union([
+    Type.Literal('queued'),
+    Type.Literal('delivered'),
+    Type.Literal('failed'),
+    Type.Literal('expired'),
+  ]),
+  attempts: Type.Integer({ description: 'Delivery attempts the worker made.' }),
+  createdAt: Type.String({ format: 'date-time' }),
+  deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
+  failedAt: Type.Optional(Type.String({ format: 'date-time' })),
+  failedReason: Type.Optional(Type.String()),
+});
+export type NotificationStatus = Static<typeof NotificationStatus>;
 
 /** Body of `POST /tokens`. */
 export const TokenRequest = Type.Object({ userId: UserId }, { additionalProperties: false });
@@ -45,7 +125,9 @@ export const ErrorResponse = Type.Object({
   error: Type.String({ description: 'What went wrong and what to do about it.' }),
   code: Type.String({ description: 'Stable machine-readable code, `HERALD_ERR_*`.' }),
   details: Type.Optional(Type.Unknown()),
-  retryAfterMs: Type.Optional(Type.Integer()),
+  retryAfterMs: Type.Optional(Type.Integer({ description: 'With 429: when the request can succeed.' })),
+  policy: Type.Optional(
+    Type.String({ description: 'With 429: the limit that refused (`sender` or `recipient`).' }),
+  ),
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;
-

@@ -1,17 +1,22 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import { ErrorCode, HttpError } from '../errors.js';
+import type { ApiKeyIdentity, ApiKeyStore } from '../api-keys.js';
+import { ErrorCode, HttpError, unavailable } from '../errors.js';
 
-function digest(value: string): Buffer {
-  return createHash('sha256').update(value).digest();
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller, set by `authenticate`. */
+    apiKey?: ApiKeyIdentity;
+  }
 }
 
 /**
- * Checks `Authorization: Bearer <api key>` against the configured keys. Keys are compared as
- * SHA-256 digests with `timingSafeEqual`, so neither timing nor length leaks a key.
+ * An `onRequest` hook that accepts `Authorization: Bearer <api key>` when the key is known and not
+ * revoked, and sets `request.apiKey`; anything else is a 401 JSON error.
  */
-export function createApiKeyAuth(apiKeys: readonly string[]): (request: FastifyRequest) => Promise<void> {
-  const digests = apiKeys.map(digest);
+export function createApiKeyAuth(
+  store: ApiKeyStore,
+  withTimeout: <T>(promise: Promise<T>) => Promise<T>,
+): (request: FastifyRequest) => Promise<void> {
   return async (request) => {
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
@@ -25,21 +30,20 @@ export function createApiKeyAuth(apiKeys: readonly string[]): (request: FastifyR
         },
       );
     }
-    const presented = digest(match[1]);
-    let found = false;
-    for (const candidate of digests) {
-      // No early exit: every key is compared, whichever matches.
-      if (timingSafeEqual(candidate, presented)) found = true;
+    let identity: ApiKeyIdentity | undefined;
+    try {
+      identity = await withTimeout(store.authenticate(match[1]));
+    } catch (error) {
+      throw unavailable('API key lookup (Redis)', error);
     }
-    if (!found) {
+    if (!identity) {
       throw new HttpError(
         401,
         ErrorCode.UNAUTHORIZED,
-        'Unknown API key: check the key or ask an operator for one.',
-        {
-          headers: { 'WWW-Authenticate': 'Bearer realm="herald", error="invalid_token"' },
-        },
+        'Unknown or revoked API key: check the key or ask an operator for one.',
+        { headers: { 'WWW-Authenticate': 'Bearer realm="herald", error="invalid_token"' } },
       );
     }
+    request.apiKey = identity;
   };
 }

@@ -3,37 +3,55 @@ import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
 import { unavailable } from '../errors.js';
 
-/** `GET /healthz`: 200 when Redis answers PING within a second, else 503. */
+const Ok = Type.Object({ status: Type.Literal('ok') });
+
+/** Liveness, readiness and Prometheus metrics. */
 export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/healthz',
     {
       schema: {
-        summary: 'Liveness: Redis answers',
-        response: { 200: Type.Object({ status: Type.Literal('ok') }), 503: ErrorResponse },
+        summary: 'Liveness: the process serves and Redis answers',
+        tags: ['operations'],
+        response: { 200: Ok, 503: ErrorResponse },
       },
     },
     async () => {
       try {
-        await withTimeout(app.redis.ping(), 1000);
+        await app.withRedisTimeout(app.redis.ping());
       } catch (error) {
         throw unavailable('Redis', error);
       }
       return { status: 'ok' as const };
     },
   );
-};
 
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+  app.get(
+    '/readyz',
+    {
+      schema: {
+        summary: 'Readiness: Redis and the queue answer; take the instance out of rotation otherwise',
+        tags: ['operations'],
+        response: { 200: Ok, 503: ErrorResponse },
+      },
+    },
+    async () => {
+      try {
+        // The queue has its own connection: a count proves it answers.
+        await app.withRedisTimeout(Promise.all([app.redis.ping(), app.queue.count()]));
+      } catch (error) {
+        throw unavailable('Redis or the queue', error);
+      }
+      return { status: 'ok' as const };
+    },
+  );
+
+  app.get(
+    '/metrics',
+    { schema: { summary: 'Prometheus metrics', tags: ['operations'], hide: false } },
+    async (_request, reply) => {
+      const body = await app.metrics.registry.metrics();
+      return reply.type(app.metrics.registry.contentType).send(body);
+    },
+  );
+};

@@ -1,0 +1,164 @@
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/** Limits an API key may carry instead of the gateway's defaults. */
+export interface KeyLimits {
+  /** Per recipient `userId`. */
+  recipientPerSecond?: number;
+  recipientBurst?: number;
+  /** Per API key (this sender). */
+  senderPerSecond?: number;
+  senderBurst?: number;
+}
+
+/** What the gateway knows about the caller once its key is accepted. */
+export interface ApiKeyIdentity {
+  id: string;
+  name: string;
+  tenantId: string;
+  limits: KeyLimits;
+}
+
+/** An API key as stored (never the key itself: only its SHA-256). */
+export interface ApiKeyRecord extends ApiKeyIdentity {
+  createdAt: string;
+  revokedAt?: string;
+}
+
+const LIMIT_FIELDS = ['recipientPerSecond', 'recipientBurst', 'senderPerSecond', 'senderBurst'] as const;
+
+function sha256(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+/**
+ * API keys stored hashed in Redis. A key is `hk_` + 32 random bytes (base64url); Redis holds only its
+ * SHA-256, so a leaked database does not leak keys. Lookups are by digest, so no comparison of the
+ * secret happens in Redis or here; keys from `HERALD_API_KEYS` are compared in constant time.
+ *
+ * Layout: `<prefix>apikey:{<sha256>}` hash (the key's record), `<prefix>apikeys` hash id → sha256.
+ */
+export class ApiKeyStore {
+  readonly #redis: Redis;
+  readonly #prefix: string;
+  readonly #cacheMs: number;
+  readonly #cache = new Map<string, { identity: ApiKeyIdentity | undefined; until: number }>();
+  readonly #envKeys: { digest: Buffer; identity: ApiKeyIdentity }[];
+
+  constructor(options: { redis: Redis; keyPrefix: string; cacheMs: number; envKeys: readonly string[] }) {
+    this.#redis = options.redis;
+    this.#prefix = options.keyPrefix;
+    this.#cacheMs = options.cacheMs;
+    this.#envKeys = options.envKeys.map((key, index) => ({
+      digest: createHash('sha256').update(key).digest(),
+      identity: {
+        id: `env-${index + 1}`,
+        name: `HERALD_API_KEYS #${index + 1}`,
+        tenantId: 'default',
+        limits: {},
+      },
+    }));
+  }
+
+  #recordKey(digest: string): string {
+    return `${this.#prefix}apikey:{${digest}}`;
+  }
+
+  #indexKey(): string {
+    return `${this.#prefix}apikeys`;
+  }
+
+  /**
+   * The identity behind `presented`, or undefined when it is unknown or revoked. A Redis answer is
+   * trusted for `cacheMs` (≤ 1 s), which bounds how long a revoked key keeps working on any gateway.
+   */
+  async authenticate(presented: string): Promise<ApiKeyIdentity | undefined> {
+    const presentedDigest = createHash('sha256').update(presented).digest();
+    let envMatch: ApiKeyIdentity | undefined;
+    for (const candidate of this.#envKeys) {
+      // No early exit: every configured key is compared, whichever matches.
+      if (timingSafeEqual(candidate.digest, presentedDigest)) envMatch = candidate.identity;
+    }
+    if (envMatch) return envMatch;
+
+    const digest = presentedDigest.toString('hex');
+    const now = Date.now();
+    const cached = this.#cache.get(digest);
+    if (cached && cached.until > now) return cached.identity;
+
+    const record = await this.#redis.hgetall(this.#recordKey(digest));
+    const identity = record.id && !record.revokedAt ? toRecord(record) : undefined;
+    if (this.#cacheMs > 0) {
+      if (this.#cache.size > 10_000) this.#cache.clear();
+      this.#cache.set(digest, { identity, until: now + this.#cacheMs });
+    }
+    return identity;
+  }
+
+  /** Creates a key; the returned `key` is shown once and never stored. */
+  async create(options: {
+    name: string;
+    tenantId: string;
+    limits?: KeyLimits;
+  }): Promise<ApiKeyRecord & { key: string }> {
+    const key = `hk_${randomBytes(32).toString('base64url')}`;
+    const digest = sha256(key);
+    const record: ApiKeyRecord = {
+      id: randomUUID(),
+      name: options.name,
+      tenantId: options.tenantId,
+      limits: options.limits ?? {},
+      createdAt: new Date().toISOString(),
+    };
+    const fields: Record<string, string> = {
+      id: record.id,
+      name: record.name,
+      tenantId: record.tenantId,
+      createdAt: record.createdAt,
+    };
+    for (const field of LIMIT_FIELDS) {
+      const value = record.limits[field];
+      if (value !== undefined) fields[field] = String(value);
+    }
+    await this.#redis.hset(this.#recordKey(digest), fields);
+    await this.#redis.hset(this.#indexKey(), record.id, digest);
+    return { ...record, key };
+  }
+
+  /** Every stored key, newest first, revoked ones included (with `revokedAt`). */
+  async list(): Promise<ApiKeyRecord[]> {
+    const index = await this.#redis.hgetall(this.#indexKey());
+    const records = await Promise.all(
+      Object.values(index).map(async (digest) => this.#redis.hgetall(this.#recordKey(digest))),
+    );
+    return records
+      .filter((record) => record.id)
+      .map(toRecord)
+      .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  }
+
+  /** Revokes key `id`; false when there is no such key. Every gateway refuses it within `cacheMs`. */
+  async revoke(id: string): Promise<boolean> {
+    const digest = await this.#redis.hget(this.#indexKey(), id);
+    if (!digest) return false;
+    await this.#redis.hset(this.#recordKey(digest), 'revokedAt', new Date().toISOString());
+    this.#cache.delete(digest);
+    return true;
+  }
+}
+
+function toRecord(fields: Record<string, string>): ApiKeyRecord {
+  const limits: KeyLimits = {};
+  for (const field of LIMIT_FIELDS) {
+    const value = fields[field];
+    if (value !== undefined) limits[field] = Number(value);
+  }
+  return {
+    id: fields.id ?? '',
+    name: fields.name ?? '',
+    tenantId: fields.tenantId ?? '',
+    limits,
+    createdAt: fields.createdAt ?? '',
+    ...(fields.revokedAt ? { revokedAt: fields.revokedAt } : {}),
+  };
+}

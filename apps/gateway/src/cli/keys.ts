@@ -1,0 +1,144 @@
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import { ApiKeyStore, type KeyLimits } from '../api-keys.js';
+import { loadConfig } from '../config.js';
+
+/** Where the CLI writes. */
+export interface CliIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+const USAGE = `usage: herald keys <command>
+  create --name <name> --tenant <tenant id> [--recipient-rate <n/s>] [--recipient-burst <n>]
+         [--sender-rate <n/s>] [--sender-burst <n>]     create a key; it is printed once, store it now
+  list                                                    list keys (never the keys themselves)
+  revoke <key id>                                         revoke a key on every gateway within 1 s
+Reads REDIS_URL and HERALD_KEY_PREFIX like the gateway.`;
+
+/**
+ * `herald keys create|list|revoke`: manages the API keys stored hashed in Redis. Returns the exit code.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await run(['create', '--name', 'shop', '--tenant', 'acme'], { out: console.log, err: console.error });
+ * ```
+ */
+export async function run(
+  args: string[],
+  io: CliIo,
+  env: Record<string, string | undefined> = process.env,
+): Promise<number> {
+  const [command, ...rest] = args;
+  if (!command || command === 'help' || command === '--help') {
+    io.out(USAGE);
+    return command ? 0 : 2;
+  }
+  const config = loadConfig(env);
+  const redis = new Redis(config.redisUrl, {
+    maxRetriesPerRequest: 1,
+    connectTimeout: 3000,
+    lazyConnect: true,
+  });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+  } catch (error) {
+    io.err(`Cannot reach Redis at ${config.redisUrl}: ${(error as Error).message}. Set REDIS_URL.`);
+    return 1;
+  }
+  const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
+  try {
+    switch (command) {
+      case 'create':
+        return await create(store, rest, io);
+      case 'list': {
+        const keys = await store.list();
+        if (keys.length === 0) io.out('no keys');
+        for (const key of keys) {
+          const limits = Object.entries(key.limits)
+            .map(([name, value]) => `${name}=${value}`)
+            .join(' ');
+          io.out(
+            [
+              key.id,
+              key.name,
+              `tenant=${key.tenantId}`,
+              `created=${key.createdAt}`,
+              key.revokedAt ? `REVOKED=${key.revokedAt}` : 'active',
+              limits,
+            ]
+              .filter(Boolean)
+              .join('  '),
+          );
+        }
+        return 0;
+      }
+      case 'revoke': {
+        const id = rest[0];
+        if (!id) {
+          io.err('revoke needs a key id (see `herald keys list`)');
+          return 2;
+        }
+        if (!(await store.revoke(id))) {
+          io.err(`no key with id ${id} (see \`herald keys list\`)`);
+          return 1;
+        }
+        io.out(`revoked ${id}`);
+        return 0;
+      }
+      default:
+        io.err(`unknown command "${command}"\n${USAGE}`);
+        return 2;
+    }
+  } finally {
+    redis.disconnect();
+  }
+}
+
+async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<number> {
+  let values: Record<string, string | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        name: { type: 'string' },
+        tenant: { type: 'string' },
+        'recipient-rate': { type: 'string' },
+        'recipient-burst': { type: 'string' },
+        'sender-rate': { type: 'string' },
+        'sender-burst': { type: 'string' },
+      },
+      strict: true,
+    }));
+  } catch (error) {
+    io.err(`${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (!values.name || !values.tenant) {
+    io.err(`create needs --name and --tenant\n${USAGE}`);
+    return 2;
+  }
+  const limits: KeyLimits = {};
+  const numeric: [keyof KeyLimits, string][] = [
+    ['recipientPerSecond', 'recipient-rate'],
+    ['recipientBurst', 'recipient-burst'],
+    ['senderPerSecond', 'sender-rate'],
+    ['senderBurst', 'sender-burst'],
+  ];
+  for (const [field, flag] of numeric) {
+    const raw = values[flag];
+    if (raw === undefined) continue;
+    const value = Number(raw);
+    if (!Number.isFinite(value) || value <= 0 || (flag.endsWith('burst') && !Number.isInteger(value))) {
+      io.err(`--${flag} must be a positive ${flag.endsWith('burst') ? 'integer' : 'number'}, got "${raw}"`);
+      return 2;
+    }
+    limits[field] = value;
+  }
+  const created = await store.create({ name: values.name, tenantId: values.tenant, limits });
+  io.out(`id:     ${created.id}`);
+  io.out(`key:    ${created.key}`);
+  io.out('Store the key now: Herald keeps only its SHA-256 and cannot show it again.');
+  return 0;
+}

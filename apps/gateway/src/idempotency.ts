@@ -1,0 +1,88 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import stringify from 'safe-stable-stringify';
+
+/** Longest `Idempotency-Key` accepted. */
+export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
+/** How long a request may stay "in flight" before another with the same key may take over. */
+const IN_FLIGHT_TTL_MS = 30_000;
+
+/** A stored first answer. */
+export interface StoredAnswer {
+  statusCode: number;
+  body: unknown;
+}
+
+/** What `begin` found. */
+export type IdempotencyBegin =
+  | { state: 'new' }
+  | { state: 'in-flight' }
+  | { state: 'mismatch' }
+  | { state: 'replay'; answer: StoredAnswer };
+
+interface Entry {
+  /** SHA-256 of the canonical request body. */
+  h: string;
+  /** The first answer, once there is one. */
+  a?: StoredAnswer;
+}
+
+/**
+ * Idempotency records, scoped to an API key: `<prefix>idem:{<apiKeyId>}:<sha256(key)>`.
+ * `begin` claims the key atomically (SET NX GET), so of N concurrent requests exactly one proceeds;
+ * `complete` keeps its answer for the TTL (24 h by default) independent of BullMQ's job retention.
+ */
+export class IdempotencyStore {
+  readonly #redis: Redis;
+  readonly #prefix: string;
+  readonly #ttlMs: number;
+
+  constructor(options: { redis: Redis; keyPrefix: string; ttlSeconds: number }) {
+    this.#redis = options.redis;
+    this.#prefix = options.keyPrefix;
+    this.#ttlMs = options.ttlSeconds * 1000;
+  }
+
+  /** A digest of `body` that ignores key order and whitespace. */
+  static fingerprint(body: unknown): string {
+    return createHash('sha256')
+      .update(stringify(body) ?? '')
+      .digest('hex');
+  }
+
+  /** A stable id derived from the scope and key, used as the job id so even a lost record cannot enqueue twice. */
+  static derivedId(scope: string, key: string): string {
+    const hex = createHash('sha256').update(`${scope}\n${key}`).digest('hex');
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+  }
+
+  #key(scope: string, key: string): string {
+    return `${this.#prefix}idem:{${scope}}:${createHash('sha256').update(key).digest('hex')}`;
+  }
+
+  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
+    const claim: Entry = { h: fingerprint };
+    const previous = await this.#redis.set(
+      this.#key(scope, key),
+      JSON.stringify(claim),
+      'PX',
+      IN_FLIGHT_TTL_MS,
+      'NX',
+      'GET',
+    );
+    if (previous === null) return { state: 'new' };
+    const entry = JSON.parse(previous) as Entry;
+    if (entry.h !== fingerprint) return { state: 'mismatch' };
+    return entry.a ? { state: 'replay', answer: entry.a } : { state: 'in-flight' };
+  }
+
+  async complete(scope: string, key: string, fingerprint: string, answer: StoredAnswer): Promise<void> {
+    const entry: Entry = { h: fingerprint, a: answer };
+    await this.#redis.set(this.#key(scope, key), JSON.stringify(entry), 'PX', this.#ttlMs);
+  }
+
+  /** Releases a claim whose request was not accepted (refused or failed), so the client may retry. */
+  async abandon(scope: string, key: string): Promise<void> {
+    await this.#redis.del(this.#key(scope, key));
+  }
+}

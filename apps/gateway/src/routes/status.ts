@@ -1,0 +1,42 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { ErrorResponse, NotificationStatus } from '@herald/protocol';
+import Type from 'typebox';
+import type { ApiKeyIdentity } from '../api-keys.js';
+import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import type { TenantStatus } from '../status.js';
+
+/** `GET /notifications/:id`: where a notification is, for the tenant that sent it. */
+export const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  app.get(
+    '/notifications/:id',
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'Status of a notification',
+        description:
+          '`queued` until one of the user’s clients acknowledges it (`delivered`); `failed` after its last attempt; `expired` when its ttlMs passed first. Visible only to the tenant that sent it.',
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
+        response: { 200: NotificationStatus, 401: ErrorResponse, 404: ErrorResponse, 503: ErrorResponse },
+      },
+    },
+    async (request) => {
+      const identity = request.apiKey as ApiKeyIdentity;
+      let status: TenantStatus | undefined;
+      try {
+        status = await app.withRedisTimeout(app.statusOf(request.params.id));
+      } catch (error) {
+        throw unavailable('Redis', error);
+      }
+      // Another tenant's notification answers exactly like a missing one.
+      if (!status || status.tenantId !== identity.tenantId) {
+        throw new HttpError(
+          404,
+          ErrorCode.NOT_FOUND,
+          `No notification ${request.params.id} for this API key's tenant`,
+        );
+      }
+      const { tenantId: _tenant, ...visible } = status;
+      return visible;
+    },
+  );
+};
