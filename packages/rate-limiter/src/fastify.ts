@@ -1,0 +1,170 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { CostExceedsCapacityError, RateLimiterUnavailableError } from './errors.js';
+import type { RateLimitCost, RateLimiter, RateLimitKey, RateLimitResult } from './rate-limiter.js';
+
+/**
+ * Per-route settings, given as the route's `config.rateLimit`.
+ *
+ * @example
+ * ```ts
+ * app.post('/notify', {
+ *   config: {
+ *     rateLimit: {
+ *       key: (request) => ({ apiKey: request.apiKeyId, recipient: (request.body as { userId: string }).userId }),
+ *       cost: () => 1,
+ *     },
+ *   },
+ * }, handler);
+ * ```
+ */
+export interface RateLimitRouteConfig {
+  /** The limiter of this route. Default: the plugin's `limiter`. */
+  limiter?: RateLimiter;
+  /** The ids of the call: one string for every policy, or one per policy name. */
+  key: (request: FastifyRequest) => RateLimitKey | Promise<RateLimitKey>;
+  /** The cost of the call. Default 1. */
+  cost?: (request: FastifyRequest) => RateLimitCost | Promise<RateLimitCost>;
+}
+
+/**
+ * Options of {@link heraldRateLimit}.
+ *
+ * @example
+ * ```ts
+ * await app.register(heraldRateLimit, { limiter, hook: 'preHandler' });
+ * ```
+ */
+export interface HeraldRateLimitOptions {
+  /** The default limiter of routes whose `config.rateLimit` names none. */
+  limiter: RateLimiter;
+  /**
+   * The hook that runs the limiter. Default `preHandler` (after authentication and body validation, so
+   * `key` and `cost` can read the body; a rejected body costs nothing).
+   */
+  hook?: 'onRequest' | 'preValidation' | 'preHandler';
+  /** `code` of the 429 body. Default `HERALD_ERR_RATE_LIMITED`. */
+  rateLimitedCode?: string;
+  /** `code` of the 503 body when Redis is away and the limiter fails closed or throws. Default `HERALD_ERR_UNAVAILABLE`. */
+  unavailableCode?: string;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Rate limit of this route (`@herald/rate-limiter/fastify`). */
+    rateLimit?: RateLimitRouteConfig;
+  }
+}
+
+/**
+ * The `RateLimit-Policy` header of draft-ietf-httpapi-ratelimit-headers-11 for `limiter`:
+ * `"name";q=<capacity>;w=<seconds to refill fully>` per policy.
+ *
+ * @example
+ * ```ts
+ * rateLimitPolicyHeader(limiter); // '"apiKey";q=100;w=2, "recipient";q=10;w=10'
+ * ```
+ */
+export function rateLimitPolicyHeader(limiter: RateLimiter): string {
+  return limiter.policies
+    .map((p) => `"${p.name}";q=${Math.floor(p.capacity)};w=${Math.max(1, Math.ceil(p.windowSeconds))}`)
+    .join(', ');
+}
+
+/**
+ * The `RateLimit` header of draft-ietf-httpapi-ratelimit-headers-11 for a decision:
+ * `"name";r=<remaining>;t=<seconds until full>` per policy the decision reports.
+ *
+ * @example
+ * ```ts
+ * rateLimitHeader(await limiter.consume('user-42')); // '"user";r=9;t=1'
+ * ```
+ */
+export function rateLimitHeader(result: RateLimitResult): string {
+  return result.policies
+    .map(
+      (s) => `"${s.policy}";r=${Math.max(0, s.remaining)};t=${Math.max(0, Math.ceil(s.resetAfterMs / 1000))}`,
+    )
+    .join(', ');
+}
+
+/**
+ * Fastify 5 plugin: limits every route that has `config.rateLimit`, sets the `RateLimit-Policy` and
+ * `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers-11) on its responses, and answers a denied
+ * call with 429, an integer `Retry-After` (seconds, rounded up) and
+ * `{ "error": "Rate limit exceeded", "code", "policy", "retryAfterMs" }`. A cost above a policy's
+ * capacity is answered 400; a Redis outage under failure mode `closed` or `throw` is answered 503.
+ *
+ * @example
+ * ```ts
+ * import { heraldRateLimit } from '@herald/rate-limiter/fastify';
+ *
+ * await app.register(heraldRateLimit, { limiter });
+ * app.post('/notify', { config: { rateLimit: { key: (request) => request.ip } } }, async () => ({ ok: true }));
+ * ```
+ */
+export const heraldRateLimit = fp<HeraldRateLimitOptions>(
+  async (app: FastifyInstance, options: HeraldRateLimitOptions) => {
+    const rateLimitedCode = options.rateLimitedCode ?? 'HERALD_ERR_RATE_LIMITED';
+    const unavailableCode = options.unavailableCode ?? 'HERALD_ERR_UNAVAILABLE';
+    const policyHeaders = new WeakMap<RateLimiter, string>();
+
+    app.addHook(options.hook ?? 'preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
+      const route = request.routeOptions.config.rateLimit;
+      if (route === undefined) return;
+      const limiter = route.limiter ?? options.limiter;
+      let policyHeader = policyHeaders.get(limiter);
+      if (policyHeader === undefined) {
+        policyHeader = rateLimitPolicyHeader(limiter);
+        policyHeaders.set(limiter, policyHeader);
+      }
+      reply.header('RateLimit-Policy', policyHeader);
+
+      let result: RateLimitResult;
+      try {
+        const key = await route.key(request);
+        const cost = route.cost === undefined ? 1 : await route.cost(request);
+        result = await limiter.consume(key, cost);
+      } catch (error) {
+        if (error instanceof CostExceedsCapacityError) {
+          return reply.code(400).send({
+            error: error.message,
+            code: error.code,
+            policy: error.policy,
+            cost: error.cost,
+            capacity: error.capacity,
+          });
+        }
+        if (error instanceof RateLimiterUnavailableError) {
+          return reply
+            .code(503)
+            .header('Retry-After', '1')
+            .send({
+              error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+              code: unavailableCode,
+            });
+        }
+        throw error;
+      }
+
+      reply.header('RateLimit', rateLimitHeader(result));
+      if (result.allowed) return;
+      const retryAfterSeconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
+      reply.header('Retry-After', String(retryAfterSeconds));
+      if (result.source === 'fallback') {
+        return reply.code(503).send({
+          error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+          code: unavailableCode,
+          retryAfterMs: result.retryAfterMs,
+        });
+      }
+      return reply.code(429).send({
+        error: 'Rate limit exceeded',
+        code: rateLimitedCode,
+        policy: result.policy,
+        retryAfterMs: result.retryAfterMs,
+      });
+    });
+  },
+  { fastify: '5.x', name: '@herald/rate-limiter' },
+);

@@ -1,0 +1,106 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { heraldRateLimit } from '../src/fastify.js';
+import { RateLimiter } from '../src/index.js';
+import { connectRedis, randomPrefix } from './support/redis.js';
+
+// The Fastify plugin on a bare app, through inject().
+
+let redis: Redis | Cluster;
+beforeAll(async () => {
+  redis = await connectRedis();
+});
+afterAll(() => redis.disconnect());
+
+async function app(limiter: RateLimiter): Promise<FastifyInstance> {
+  const fastify = Fastify();
+  await fastify.register(heraldRateLimit, { limiter });
+  fastify.post<{ Body: { userId: string; weight?: number } }>(
+    '/notify',
+    {
+      config: {
+        rateLimit: {
+          key: (request) => ({
+            apiKey: String(request.headers['x-api-key']),
+            recipient: (request.body as { userId: string }).userId,
+          }),
+          cost: (request) => (request.body as { weight?: number }).weight ?? 1,
+        },
+      },
+    },
+    async (_request, reply) => reply.code(202).send({ status: 'queued' }),
+  );
+  fastify.get('/free', async () => ({ ok: true }));
+  return fastify;
+}
+
+function limiter(): RateLimiter {
+  return new RateLimiter({
+    redis,
+    keyPrefix: randomPrefix(),
+    policies: [
+      { name: 'apiKey', capacity: 100, ratePerSecond: 0.01 },
+      { name: 'recipient', capacity: 2, ratePerSecond: 0.2 },
+    ],
+  });
+}
+
+describe('heraldRateLimit (Fastify plugin)', () => {
+  it('sets the draft-11 headers, answers 429 with Retry-After and the JSON body, and leaves other routes alone', async () => {
+    const fastify = await app(limiter());
+    const send = (userId: string, weight?: number) =>
+      fastify.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { 'x-api-key': 'key-7' },
+        payload: weight === undefined ? { userId } : { userId, weight },
+      });
+
+    const ok = await send('user-1');
+    expect(ok.statusCode).toBe(202);
+    expect(ok.headers['ratelimit-policy']).toBe('"apiKey";q=100;w=10000, "recipient";q=2;w=10');
+    // t: whole seconds until full (1 token at 0.01/s = 100 s; 1 at 0.2/s = 5 s), rounded up.
+    expect(ok.headers.ratelimit).toMatch(/^"apiKey";r=99;t=(99|100), "recipient";r=1;t=[45]$/);
+
+    expect((await send('user-1')).statusCode).toBe(202);
+    const denied = await send('user-1');
+    expect(denied.statusCode).toBe(429);
+    expect(denied.headers['retry-after']).toMatch(/^[45]$/);
+    expect(denied.json()).toEqual({
+      error: 'Rate limit exceeded',
+      code: 'HERALD_ERR_RATE_LIMITED',
+      policy: 'recipient',
+      retryAfterMs: expect.any(Number),
+    });
+    expect(denied.json().retryAfterMs).toBeGreaterThan(4000);
+    expect(denied.json().retryAfterMs).toBeLessThanOrEqual(5000);
+    expect(denied.headers.ratelimit).toMatch(/"recipient";r=0;t=\d+/);
+
+    // Another recipient under the same key still goes through, with a weight.
+    const weighted = await send('user-2', 2);
+    expect(weighted.statusCode).toBe(202);
+    expect(weighted.headers.ratelimit).toMatch(/^"apiKey";r=96;t=(399|400), "recipient";r=0;t=(9|10)$/);
+
+    const free = await fastify.inject({ method: 'GET', url: '/free' });
+    expect(free.statusCode).toBe(200);
+    expect(free.headers.ratelimit).toBeUndefined();
+    await fastify.close();
+  });
+
+  it('answers a cost above capacity with 400 and its code, not a 429', async () => {
+    const fastify = await app(limiter());
+    const response = await fastify.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { 'x-api-key': 'key-7' },
+      payload: { userId: 'user-1', weight: 3 },
+    });
+    expect(response.statusCode).toBe(400);
+    expect(response.json()).toMatchObject({
+      code: 'HERALD_ERR_RATE_LIMITER_COST_EXCEEDS_CAPACITY',
+      policy: 'recipient',
+    });
+    await fastify.close();
+  });
+});
