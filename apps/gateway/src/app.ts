@@ -98,7 +98,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     prefix: config.queue.prefix,
     connection: { url: config.redisUrl, ...producerOptions },
     defaultJobOptions: {
-      attempts: 8,
+      attempts: config.jobAttempts,
       backoff: { type: 'exponential', delay: 500, jitter: 0.5 },
       // Completed and failed jobs stay a day (status lookups); idempotency records outlive them anyway.
       removeOnComplete: { age: 24 * 3600, count: 100_000 },

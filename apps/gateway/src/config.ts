@@ -28,6 +28,7 @@ const EnvSchema = Type.Object({
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
+  HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
@@ -74,6 +75,8 @@ export interface GatewayConfig {
   redisTimeoutMs: number;
   /** `redis`: 202 once the primary has the job. `aof`: also once it is fsynced to the AOF (WAITAOF, Redis ≥ 7.2). */
   durability: 'redis' | 'aof';
+  /** Delivery attempts before a notification is `failed` (exponential backoff with jitter between them). */
+  jobAttempts: number;
   queue: { name: string; prefix: string };
   log: { level: string; format: 'json' | 'pretty' };
 }
@@ -140,6 +143,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     idempotencyTtlSeconds: parsed.HERALD_IDEMPOTENCY_TTL_SECONDS,
     redisTimeoutMs: parsed.HERALD_REDIS_TIMEOUT_MS,
     durability: parsed.HERALD_DURABILITY,
+    jobAttempts: parsed.HERALD_JOB_ATTEMPTS,
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });

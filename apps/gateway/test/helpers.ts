@@ -4,19 +4,31 @@ import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 
 export const API_KEY = 'test-key-1';
+export const JWT_SECRET = 'test-secret-0123456789abcdef';
 
-/** A gateway on the test Redis with its own queue and limiter prefix, built for `inject()`. */
-export async function buildTestApp(env: Record<string, string> = {}): Promise<FastifyInstance> {
-  const config = loadConfig({
+/** Environment of a gateway on the test Redis with its own queue, limiter and key prefixes. */
+export function testEnv(env: Record<string, string> = {}): Record<string, string> {
+  return {
     REDIS_URL: redisUrl(),
     HERALD_API_KEYS: `${API_KEY},test-key-2`,
-    HERALD_JWT_SECRET: 'test-secret-0123456789abcdef',
+    HERALD_JWT_SECRET: JWT_SECRET,
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
+    HERALD_KEY_PREFIX: `${randomId('herald')}:`,
     HERALD_LOG_LEVEL: 'silent',
     ...env,
-  });
-  return buildApp(config);
+  };
+}
+
+/** A gateway built for `inject()`; `cleanup()` empties its queue and closes it. */
+export async function buildTestApp(env: Record<string, string> = {}): Promise<FastifyInstance> {
+  return buildApp(loadConfig(testEnv(env)));
+}
+
+/** Closes `app` after removing what it wrote to Redis. */
+export async function disposeTestApp(app: FastifyInstance): Promise<void> {
+  await app.queue.obliterate({ force: true }).catch(() => {});
+  await app.close();
 }
 
 export const auth = { authorization: `Bearer ${API_KEY}` };

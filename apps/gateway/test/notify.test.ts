@@ -1,15 +1,14 @@
 import { verifyUserToken } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance;
 beforeEach(async () => {
   app = await buildTestApp();
 });
 afterEach(async () => {
-  await app.queue.obliterate({ force: true });
-  await app.close();
+  await disposeTestApp(app);
 });
 
 describe('POST /notify', () => {

@@ -1,0 +1,121 @@
+import { randomId } from '@herald/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+let app: FastifyInstance;
+beforeAll(async () => {
+  app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
+});
+afterAll(async () => {
+  await disposeTestApp(app);
+});
+
+const send = (key: string, body: object, headers: Record<string, string> = auth) =>
+  app.inject({
+    method: 'POST',
+    url: '/notify',
+    headers: { ...headers, 'idempotency-key': key },
+    payload: body,
+  });
+
+describe('Idempotency-Key', () => {
+  it('replays the first answer for the same key and body, and enqueues nothing new', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'idem-user', payload: { n: 1, nested: { a: 1, b: 2 } } };
+    const first = await send(key, body);
+    expect(first.statusCode).toBe(202);
+    expect(first.headers['idempotency-replayed']).toBeUndefined();
+    // Same body with keys in another order is the same request.
+    const again = await send(key, { payload: { nested: { b: 2, a: 1 }, n: 1 }, userId: 'idem-user' });
+    expect(again.statusCode).toBe(202);
+    expect(again.headers['idempotency-replayed']).toBe('true');
+    expect(again.json()).toEqual(first.json());
+    expect(await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed')).toBe(1);
+  });
+
+  it('answers 422 for the same key with a different body', async () => {
+    const key = randomId('idem');
+    expect((await send(key, { userId: 'u1', payload: { n: 1 } })).statusCode).toBe(202);
+    const response = await send(key, { userId: 'u1', payload: { n: 2 } });
+    expect(response.statusCode).toBe(422);
+    expect(response.json()).toMatchObject({ code: 'HERALD_ERR_IDEMPOTENCY_MISMATCH' });
+  });
+
+  it('scopes keys to the API key: another sender may use the same key', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'u2', payload: {} };
+    const mine = await send(key, body);
+    const theirs = await send(key, body, { authorization: 'Bearer test-key-2' });
+    expect(mine.statusCode).toBe(202);
+    expect(theirs.statusCode).toBe(202);
+    expect(theirs.headers['idempotency-replayed']).toBeUndefined();
+    expect(theirs.json<{ id: string }>().id).not.toBe(mine.json<{ id: string }>().id);
+  });
+
+  it('refuses a key over 255 characters with 400', async () => {
+    const response = await send('k'.repeat(256), { userId: 'u', payload: {} });
+    expect(response.statusCode).toBe(400);
+    expect(response.json<{ details: { field: string }[] }>().details[0]?.field).toBe(
+      'headers.idempotency-key',
+    );
+  });
+
+  it('50 concurrent requests with one key enqueue exactly one job; the others get 409 or the replay', async () => {
+    const queueBefore = await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed');
+    const key = randomId('idem');
+    const body = { userId: 'concurrent', payload: { once: true } };
+    const responses = await Promise.all(Array.from({ length: 50 }, () => send(key, body)));
+    const statuses = responses.map((response) => response.statusCode);
+    expect(statuses.filter((status) => status === 202).length).toBeGreaterThanOrEqual(1);
+    expect(statuses.every((status) => status === 202 || status === 409)).toBe(true);
+    const ids = new Set(
+      responses.filter((r) => r.statusCode === 202).map((r) => r.json<{ id: string }>().id),
+    );
+    expect(ids.size).toBe(1);
+    expect(await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed')).toBe(
+      queueBefore + 1,
+    );
+    const conflict = responses.find((response) => response.statusCode === 409);
+    if (conflict) expect(conflict.json()).toMatchObject({ code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT' });
+  });
+
+  it('still replays after the job completed and BullMQ removed it', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'removed', payload: {} };
+    const first = await send(key, body);
+    const id = first.json<{ id: string }>().id;
+    const job = await app.queue.getJob(id);
+    await job?.remove();
+    expect(await app.queue.getJob(id)).toBeUndefined();
+
+    const replay = await send(key, body);
+    expect(replay.statusCode).toBe(202);
+    expect(replay.headers['idempotency-replayed']).toBe('true');
+    expect(replay.json<{ id: string }>().id).toBe(id);
+    expect(await app.queue.getJob(id)).toBeUndefined();
+  });
+
+  it('a refused request (429) releases the key so a retry can succeed', async () => {
+    const limited = await buildTestApp({
+      HERALD_RATE_LIMIT_BURST: '1',
+      HERALD_RATE_LIMIT_PER_SECOND: '0.001',
+    });
+    try {
+      const sendTo = (key: string, userId: string) =>
+        limited.inject({
+          method: 'POST',
+          url: '/notify',
+          headers: { ...auth, 'idempotency-key': key },
+          payload: { userId, payload: {} },
+        });
+      expect((await sendTo(randomId('idem'), 'busy')).statusCode).toBe(202);
+      const key = randomId('idem');
+      expect((await sendTo(key, 'busy')).statusCode).toBe(429);
+      // Not stored as the answer: the same key is free again (and refused again for the same reason).
+      expect((await sendTo(key, 'busy')).statusCode).toBe(429);
+    } finally {
+      await disposeTestApp(limited);
+    }
+  });
+});

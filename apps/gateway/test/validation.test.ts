@@ -1,0 +1,147 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+let app: FastifyInstance;
+beforeAll(async () => {
+  app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
+});
+afterAll(async () => {
+  await disposeTestApp(app);
+});
+
+const post = (payload: unknown, headers: Record<string, string> = auth) =>
+  app.inject({ method: 'POST', url: '/notify', headers, payload: payload as object });
+
+describe('validation: every problem is a 4xx naming the field', () => {
+  it.each([
+    ['a userId with a space', { userId: 'a b', payload: {} }, 'body.userId'],
+    ['a userId with a newline', { userId: 'a\nb', payload: {} }, 'body.userId'],
+    ['a userId of 257 chars', { userId: 'u'.repeat(257), payload: {} }, 'body.userId'],
+    ['a payload that is an array', { userId: 'a', payload: [1, 2] }, 'body.payload'],
+    ['a payload that is null', { userId: 'a', payload: null }, 'body.payload'],
+    ['priority 0', { userId: 'a', payload: {}, priority: 0 }, 'body.priority'],
+    ['priority 1.5', { userId: 'a', payload: {}, priority: 1.5 }, 'body.priority'],
+    ['a negative delayMs', { userId: 'a', payload: {}, delayMs: -1 }, 'body.delayMs'],
+    ['a ttlMs below 1 s', { userId: 'a', payload: {}, ttlMs: 10 }, 'body.ttlMs'],
+    ['an empty dedupeKey', { userId: 'a', payload: {}, dedupeKey: '' }, 'body.dedupeKey'],
+    ['a topic with a space', { userId: 'a', payload: {}, topic: 'a b' }, 'body.topic'],
+    ['a string number for priority', { userId: 'a', payload: {}, priority: '3' }, 'body.priority'],
+  ])('400 for %s', async (_name, body, field) => {
+    const response = await post(body);
+    expect(response.statusCode).toBe(400);
+    const json = response.json<{ code: string; error: string; details: { field: string }[] }>();
+    expect(json.code).toBe('HERALD_ERR_VALIDATION');
+    expect(json.details[0]?.field).toBe(field);
+    expect(json.error).toContain(field);
+  });
+
+  it('accepts a userId of 256 safe characters', async () => {
+    const response = await post({ userId: `${'u'.repeat(250)}@a.b-c`, payload: {} });
+    expect(response.statusCode).toBe(202);
+  });
+
+  it('413 for a payload over 16 KB, naming the field', async () => {
+    const response = await post({ userId: 'a', payload: { text: 'x'.repeat(17 * 1024) } });
+    expect(response.statusCode).toBe(413);
+    expect(response.json()).toMatchObject({
+      code: 'HERALD_ERR_PAYLOAD_TOO_LARGE',
+      details: [{ field: 'body.payload' }],
+    });
+  });
+
+  it('__proto__ and constructor keys in a payload change nothing', async () => {
+    const raw =
+      '{"userId":"proto-user","payload":{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"ok":1}}';
+    const response = await app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: raw,
+    });
+    // Fastify's secure JSON parser refuses prototype poisoning outright.
+    expect(response.statusCode).toBe(400);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect((Object.prototype as Record<string, unknown>).polluted).toBeUndefined();
+
+    const constructorOnly = await app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: '{"userId":"proto-user","payload":{"constructor":{"name":"x"},"toString":"y"}}',
+    });
+    expect(constructorOnly.statusCode).toBe(202);
+    const job = await app.queue.getJob(constructorOnly.json<{ id: string }>().id);
+    expect(job?.data.payload).toEqual({ constructor: { name: 'x' }, toString: 'y' });
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+  });
+
+  it('carries every option to the job, and BullMQ priority and delay are set', async () => {
+    const response = await post({
+      userId: 'opts',
+      payload: { a: 1 },
+      priority: 3,
+      delayMs: 60_000,
+      ttlMs: 120_000,
+      dedupeKey: 'order-42',
+      topic: 'orders',
+      type: 'order.shipped',
+    });
+    expect(response.statusCode).toBe(202);
+    const job = await app.queue.getJob(response.json<{ id: string }>().id);
+    expect(job?.data).toMatchObject({
+      userId: 'opts',
+      priority: 3,
+      delayMs: 60_000,
+      ttlMs: 120_000,
+      dedupeKey: 'order-42',
+      topic: 'orders',
+      type: 'order.shipped',
+      tenantId: 'default',
+    });
+    expect(job?.opts.priority).toBe(3);
+    expect(job?.opts.delay).toBe(60_000);
+    expect(await job?.getState()).toBe('delayed');
+  });
+});
+
+describe('operations', () => {
+  it('GET /readyz answers 200 when Redis and the queue answer', async () => {
+    const response = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(response.statusCode).toBe(200);
+  });
+
+  it('GET /metrics exposes requests, limiter decisions, enqueue latency and queue depth', async () => {
+    await post({ userId: 'metrics-user', payload: {} });
+    const response = await app.inject({ method: 'GET', url: '/metrics' });
+    expect(response.statusCode).toBe(200);
+    expect(response.headers['content-type']).toContain('text/plain');
+    expect(response.body).toMatch(
+      /herald_http_requests_total\{method="POST",route="\/notify",status="202"\} \d+/,
+    );
+    expect(response.body).toContain('herald_enqueue_duration_seconds_bucket');
+    expect(response.body).toMatch(/herald_queue_jobs\{state="(waiting|wait)"\}/);
+    expect(response.body).toContain('herald_ratelimit_decisions_total');
+  });
+
+  it('serves an OpenAPI 3 document generated from the route schemas, and interactive docs', async () => {
+    const spec = await app.inject({ method: 'GET', url: '/openapi.json' });
+    expect(spec.statusCode).toBe(200);
+    const document = spec.json<{ openapi: string; paths: Record<string, Record<string, unknown>> }>();
+    expect(document.openapi).toMatch(/^3\./);
+    expect(Object.keys(document.paths)).toEqual(
+      expect.arrayContaining([
+        '/notify',
+        '/notify/batch',
+        '/tokens',
+        '/notifications/{id}',
+        '/healthz',
+        '/readyz',
+      ]),
+    );
+    expect(JSON.stringify(document.paths['/notify'])).toContain('userId');
+    const docs = await app.inject({ method: 'GET', url: '/docs/' });
+    expect(docs.statusCode).toBe(200);
+    expect(docs.body).toContain('swagger');
+  });
+});
