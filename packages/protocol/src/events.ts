@@ -25,9 +25,18 @@ export interface NotificationJob extends NotificationOptions {
   tenantId?: string;
 }
 
+/**
+ * Position of a notification in its user's inbox: the Redis stream entry id `<ms>-<seq>`, where `seq`
+ * counts the user's notifications 1, 2, 3, … without holes (so a client or server can tell a gap).
+ * Compare offsets with `compareOffsets` from `@herald/inbox`, never as strings.
+ */
+export type InboxOffset = string;
+
 /** What a browser receives as the `notification` Socket.IO event. */
 export interface NotificationEvent {
   id: string;
+  /** Where this notification sits in the user's inbox; pass the last one seen as `auth.lastOffset`. */
+  offset: InboxOffset;
   userId: string;
   payload: Record<string, unknown>;
   createdAt: string;
@@ -35,20 +44,138 @@ export interface NotificationEvent {
   type?: string;
 }
 
+/** The user's exact unread count; `version` grows with every change, so a client keeps the highest. */
+export interface UnreadEvent {
+  count: number;
+  version: number;
+}
+
+/** Sent once per connection, after the replay: everything up to `lastOffset` has been sent. */
+export interface SyncedEvent {
+  lastOffset: InboxOffset;
+  /** How many notifications the replay sent. */
+  replayed: number;
+  unread: UnreadEvent;
+}
+
+/**
+ * The offset a client passed is no longer in the inbox (trimmed by length or age, or the inbox was
+ * lost): reload the inbox (`GET /users/:userId/notifications`), then carry on from `lastOffset`.
+ */
+export interface ResyncEvent {
+  reason: 'trimmed' | 'unknown-offset';
+  /** Live notifications continue after this offset. */
+  lastOffset: InboxOffset;
+}
+
+/** Why the server is about to close the connection, sent just before it does. */
+export interface GoodbyeEvent {
+  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_SERVER_SHUTDOWN';
+  message: string;
+  /** True: reconnect (to any instance) with the same token and `lastOffset`; false: get a new token first. */
+  reconnect: boolean;
+}
+
 /** Socket.IO events the server sends. */
 export interface ServerToClientEvents {
   notification: (event: NotificationEvent) => void;
+  unread: (event: UnreadEvent) => void;
+  synced: (event: SyncedEvent) => void;
+  resync: (event: ResyncEvent) => void;
+  goodbye: (event: GoodbyeEvent) => void;
 }
 
-/** Socket.IO events a client sends (none yet). */
-export type ClientToServerEvents = Record<never, never>;
+/** Answer to `ack`, `read` and `read-all` when the client passes an acknowledgement callback. */
+export type CommandReply =
+  | { ok: true; changed: number; unread?: UnreadEvent }
+  | { ok: false; error: string; code: string };
+
+/** Socket.IO events a client sends. Every one acts only on the token's own user. */
+export interface ClientToServerEvents {
+  /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
+  ack: (body: { ids: string[] }, reply?: (answer: CommandReply) => void) => void;
+  /** Marks these notifications read. */
+  read: (body: { ids: string[] }, reply?: (answer: CommandReply) => void) => void;
+  /** Marks every notification read, or only those up to and including `upTo`. */
+  'read-all': (body: { upTo?: InboxOffset }, reply?: (answer: CommandReply) => void) => void;
+}
 
 /** Per-socket data the realtime server keeps after the handshake. */
 export interface SocketData {
   userId: string;
+  /** When the token stops being valid (ms since epoch); the server disconnects the socket then. */
+  expiresAtMs: number;
 }
 
-/** The handshake `auth` object a client passes to `io(url, { auth })`. */
+/** The handshake `auth` object a client passes to `io(url, { auth, transports: ['websocket'] })`. */
 export interface HandshakeAuth {
   token: string;
+  /**
+   * The `offset` of the last notification this client saw. The server first replays everything after
+   * it, in order, then continues live. Absent: live only, from now. `'0-0'`: the whole retained inbox.
+   */
+  lastOffset?: InboxOffset;
+}
+
+/** Event names of the protocol, for code that does not use the typed maps. */
+export const SocketEvent = {
+  NOTIFICATION: 'notification',
+  UNREAD: 'unread',
+  SYNCED: 'synced',
+  RESYNC: 'resync',
+  GOODBYE: 'goodbye',
+  ACK: 'ack',
+  READ: 'read',
+  READ_ALL: 'read-all',
+} as const;
+
+/** Retry policy of a notification job (BullMQ `attempts` and exponential `backoff` with jitter). */
+export interface RetryPolicy {
+  attempts: number;
+  /** First retry after about this many ms; doubles each attempt. */
+  backoffMs: number;
+  /** 0..1: each delay is reduced by a random fraction up to this, so retries do not arrive in waves. */
+  jitter: number;
+}
+
+/** The retry policy Herald uses when none is configured: 8 attempts over about 4 minutes. */
+export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
+  attempts: 8,
+  backoffMs: 1000,
+  jitter: 0.5,
+});
+
+/**
+ * BullMQ job options for a notification: the job id is the notification id (so enqueueing twice is a
+ * no-op), `delayMs` and `priority` map to BullMQ's `delay` and `priority`, retries back off
+ * exponentially with jitter, and failed jobs are kept for `herald failed list|retry`.
+ *
+ * @example
+ * ```ts
+ * await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+ * ```
+ */
+export function notificationJobOptions(
+  job: NotificationJob,
+  retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+): {
+  jobId: string;
+  delay?: number;
+  priority?: number;
+  attempts: number;
+  backoff: { type: 'exponential'; delay: number; jitter: number };
+  removeOnComplete: { age: number; count: number };
+  removeOnFail: false;
+} {
+  return {
+    jobId: job.id,
+    ...(job.delayMs !== undefined && job.delayMs > 0 ? { delay: job.delayMs } : {}),
+    ...(job.priority !== undefined ? { priority: job.priority } : {}),
+    attempts: retry.attempts,
+    backoff: { type: 'exponential', delay: retry.backoffMs, jitter: retry.jitter },
+    // Completed jobs: an hour or 10 000, whichever is fewer (their record of truth is the inbox).
+    removeOnComplete: { age: 3600, count: 10_000 },
+    // Failed jobs stay until an operator retries or removes them.
+    removeOnFail: false,
+  };
 }

@@ -1,0 +1,28 @@
+--[[
+  Records that notifications of one user reached a screen: `deliveredAt` and `deliveredBy` are written
+  once (the first ack wins; later acks change nothing). Only notifications in the inbox count.
+
+  `-n`: one key per acked notification; all share the user's hash tag (Redis Cluster: one slot).
+
+  KEYS[i]  marker hash of notification i (see append-5.lua)
+
+  ARGV[1]  now        ms since epoch, or "" to read Redis TIME
+  ARGV[2]  instance   who recorded it (realtime instance id, or "api")
+
+  Returns { recorded }: how many notifications got their first `deliveredAt` in this call.
+]]
+local now
+if ARGV[1] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local recorded = 0
+for _, key in ipairs(KEYS) do
+  if redis.call('HGET', key, 'state') == 'inbox' and redis.call('HSETNX', key, 'deliveredAt', now) == 1 then
+    redis.call('HSET', key, 'deliveredBy', ARGV[2])
+    recorded = recorded + 1
+  end
+end
+return { recorded }

@@ -1,0 +1,116 @@
+--[[
+  Appends one notification to its user's inbox, idempotently, and trims the inbox exactly.
+
+  Offsets are stream ids `<ms>-<seq>`: `seq` is the top entry's seq + 1 (1, 2, 3, … per user, no holes,
+  so that a reader can tell a gap from a quiet period) and `ms` never goes below the top entry's.
+  Trimming removes entries from the head only, so a reader that sees seq n followed by seq m > n + 1
+  knows that the entries in between were trimmed.
+
+  Every key of one call shares the user's hash tag (Redis Cluster: one slot).
+
+  KEYS[1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
+  KEYS[2]  meta     hash: `uv` = unread version, incremented on every change of the unread set
+  KEYS[3]  unread   set of the ids of unread notifications still in the stream
+  KEYS[4]  marker   hash of this notification: state (inbox|expired|deduplicated), offset, at (ms),
+                    duplicateOf, deliveredAt (ms), deliveredBy; the idempotency marker
+  KEYS[5]  dedupe   string: the id of the first notification with this dedupe key (unused when ARGV[5] = 0)
+
+  ARGV[1]  id            notification id
+  ARGV[2]  json          the notification as JSON, without its offset
+  ARGV[3]  now           ms since epoch, or "" to read Redis TIME (only tests inject a clock)
+  ARGV[4]  deadline      ms since epoch after which the notification has expired; 0 = never
+  ARGV[5]  hasDedupe     1 when KEYS[5] is a real dedupe key, else 0
+  ARGV[6]  maxLength     entries kept per inbox, >= 1
+  ARGV[7]  maxAgeMs      entries older than this (by offset ms) are trimmed, ms, >= 1
+  ARGV[8]  retentionMs   TTL of every key touched (inbox, markers, dedupe keys), ms, >= maxAgeMs
+
+  Returns, always 5 elements: { code, offset, unreadCount, unreadVersion, duplicateOf }
+    code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated
+          (see AppendCode in scripts.ts); offset is "" unless the notification is in the inbox;
+          duplicateOf is the first notification's id for code 4, else "".
+]]
+local now
+if ARGV[3] == '' then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+else
+  now = tonumber(ARGV[3])
+end
+local id = ARGV[1]
+local retention = tonumber(ARGV[8])
+
+local function unread()
+  return redis.call('SCARD', KEYS[3]), tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
+end
+
+-- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did.
+local previous = redis.call('HMGET', KEYS[4], 'state', 'offset', 'duplicateOf')
+if previous[1] then
+  local codes = { inbox = 2, expired = 3, deduplicated = 4 }
+  local count, version = unread()
+  return { codes[previous[1]] or 2, previous[2] or '', count, version, previous[3] or '' }
+end
+
+local deadline = tonumber(ARGV[4])
+if deadline > 0 and now > deadline then
+  redis.call('HSET', KEYS[4], 'state', 'expired', 'at', now)
+  redis.call('PEXPIRE', KEYS[4], retention)
+  local count, version = unread()
+  return { 3, '', count, version, '' }
+end
+
+if ARGV[5] == '1' then
+  local first = redis.call('GET', KEYS[5])
+  if first and first ~= id then
+    redis.call('HSET', KEYS[4], 'state', 'deduplicated', 'at', now, 'duplicateOf', first)
+    redis.call('PEXPIRE', KEYS[4], retention)
+    local count, version = unread()
+    return { 4, '', count, version, first }
+  end
+  redis.call('SET', KEYS[5], id, 'PX', retention)
+end
+
+local ms, seq = now, 1
+local top = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if top then
+  local dash = string.find(top[1], '-', 1, true)
+  local topMs, topSeq = tonumber(string.sub(top[1], 1, dash - 1)), tonumber(string.sub(top[1], dash + 1))
+  if topMs > ms then ms = topMs end
+  seq = topSeq + 1
+end
+local offset = string.format('%d-%d', ms, seq)
+redis.call('XADD', KEYS[1], offset, 'id', id, 'n', ARGV[2])
+redis.call('HSET', KEYS[4], 'state', 'inbox', 'offset', offset, 'at', now)
+redis.call('SADD', KEYS[3], id)
+redis.call('HINCRBY', KEYS[2], 'uv', 1)
+
+-- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head prefixes,
+-- so the longer of the two is removed). At most 1000 per call keeps one call short; the next append
+-- continues. Unread ids of trimmed entries leave the unread set, so the count stays exact.
+local maxLength, maxAge = tonumber(ARGV[6]), tonumber(ARGV[7])
+local remove = redis.call('XLEN', KEYS[1]) - maxLength
+if remove > 1000 then remove = 1000 end
+local minMs = now - maxAge
+if minMs > 0 and remove < 1000 then
+  local old = redis.call('XRANGE', KEYS[1], '-', '(' .. string.format('%d', minMs) .. '-0', 'COUNT', 1000)
+  if #old > remove then remove = #old end
+end
+if remove > 0 then
+  local head = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', remove)
+  local ids = {}
+  for i, entry in ipairs(head) do
+    ids[i] = entry[1]
+    local fields = entry[2]
+    for f = 1, #fields, 2 do
+      if fields[f] == 'id' then redis.call('SREM', KEYS[3], fields[f + 1]) end
+    end
+  end
+  redis.call('XDEL', KEYS[1], unpack(ids))
+end
+
+redis.call('PEXPIRE', KEYS[1], retention)
+redis.call('PEXPIRE', KEYS[2], retention)
+redis.call('PEXPIRE', KEYS[3], retention)
+redis.call('PEXPIRE', KEYS[4], retention)
+local count, version = unread()
+return { 1, offset, count, version, '' }

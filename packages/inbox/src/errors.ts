@@ -1,0 +1,34 @@
+/**
+ * Stable codes of every error `@herald/inbox` throws.
+ *
+ * @example
+ * ```ts
+ * if (error instanceof InboxError && error.code === InboxErrorCode.INVALID_OFFSET) reply.code(400);
+ * ```
+ */
+export const InboxErrorCode = {
+  /** An offset that is not `<ms>-<seq>`: the caller passes what it got from a notification. */
+  INVALID_OFFSET: 'HERALD_ERR_INBOX_INVALID_OFFSET',
+  /** A user id, id list, limit or option out of range. */
+  INVALID_ARGUMENT: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+  /** A Lua script answered something it never answers: a bug or a foreign script under the same name. */
+  UNEXPECTED_REPLY: 'HERALD_ERR_INBOX_UNEXPECTED_REPLY',
+} as const;
+export type InboxErrorCode = (typeof InboxErrorCode)[keyof typeof InboxErrorCode];
+
+/**
+ * An inbox operation that cannot be done as asked; `message` says what to change.
+ *
+ * @example
+ * ```ts
+ * throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'limit must be 1..1000');
+ * ```
+ */
+export class InboxError extends Error {
+  readonly code: InboxErrorCode;
+  constructor(code: InboxErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'InboxError';
+    this.code = code;
+  }
+}

@@ -1,0 +1,429 @@
+import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
+import type { Cluster, Redis } from 'ioredis';
+import { InboxError, InboxErrorCode } from './errors.js';
+import { assertPrefix, type InboxKeys, inboxKeys } from './keys.js';
+import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
+import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
+
+/** Default key prefix of every inbox key. */
+export const DEFAULT_INBOX_PREFIX = 'herald:inbox:';
+/** Default number of notifications kept per user. */
+export const DEFAULT_INBOX_MAX_LENGTH = 1000;
+/** Default age after which a notification leaves the inbox: 30 days. */
+export const DEFAULT_INBOX_MAX_AGE_MS = 30 * 24 * 3600 * 1000;
+/** Largest page `read`/`list` answer, and most ids per `ack`/`markRead` call. */
+export const MAX_PAGE = 1000;
+
+/** Settings of an {@link Inbox}; every process that touches one user's inbox must use the same ones. */
+export interface InboxOptions {
+  /** Key prefix, without braces. Default {@link DEFAULT_INBOX_PREFIX}. */
+  prefix?: string;
+  /** Notifications kept per user; older ones are trimmed on the next append. Default 1000. */
+  maxLength?: number;
+  /** Notifications older than this (ms) are trimmed on the next append. Default 30 days. */
+  maxAgeMs?: number;
+}
+
+/** What the worker stores: a notification without its offset (the inbox assigns it). */
+export type InboxNotification = Omit<NotificationEvent, 'offset'>;
+
+/** Outcome of {@link Inbox.append}. */
+export type AppendResult =
+  | { outcome: 'appended' | 'already-appended'; offset: InboxOffset; unread: UnreadEvent }
+  | { outcome: 'expired'; unread: UnreadEvent }
+  | { outcome: 'deduplicated'; duplicateOf: string; unread: UnreadEvent };
+
+/** A page read from an inbox, in offset order. */
+export interface InboxPage {
+  entries: NotificationEvent[];
+  /**
+   * Some notifications right after `after` are gone (trimmed by length or age): the reader missed them
+   * and should reload the inbox. `entries` still holds what follows.
+   */
+  trimmed: boolean;
+  /** `after` is later than anything in the inbox (the inbox was lost, or the offset is another user's). */
+  unknownOffset: boolean;
+  /** Offset of the last entry of the page, or `after` when the page is empty. */
+  lastOffset: InboxOffset;
+}
+
+/** One notification as the REST listing shows it. */
+export interface InboxItem extends NotificationEvent {
+  read: boolean;
+  /** ISO time of the first ack by any of the user's clients, or null. */
+  deliveredAt: string | null;
+}
+
+/** A page of `GET /users/:userId/notifications`. */
+export interface InboxListing {
+  items: InboxItem[];
+  /** Pass as `after` for the next page; null when this page reached the end. */
+  nextAfter: InboxOffset | null;
+  /** True when notifications right after `after` were trimmed (see {@link InboxPage.trimmed}). */
+  trimmed: boolean;
+  unread: UnreadEvent;
+}
+
+/** Answer of {@link Inbox.markRead}. */
+export interface ReadResult {
+  /** Notifications that went from unread to read in this call. */
+  changed: number;
+  unread: UnreadEvent;
+}
+
+/** What Herald knows about one notification (`GET /notifications/:id`). */
+export interface NotificationStatus {
+  id: string;
+  userId: string;
+  /** `inbox`: stored and pushed; `expired`: its `ttlMs` passed before delivery; `deduplicated`: collapsed. */
+  state: 'inbox' | 'expired' | 'deduplicated';
+  offset: InboxOffset | null;
+  /** True once any client of the user acked it. */
+  delivered: boolean;
+  deliveredAt: string | null;
+  /** Realtime instance that recorded the first ack. */
+  deliveredBy: string | null;
+  read: boolean;
+  /** For `deduplicated`: the notification it collapsed into. */
+  duplicateOf: string | null;
+}
+
+/** Which notifications {@link Inbox.markRead} marks read. */
+export type ReadSelection = { ids: string[] } | { all: true; upTo?: InboxOffset };
+
+/**
+ * One Redis data model for every user's inbox, shared by the worker (append), the realtime servers
+ * (replay, acks, read) and the gateway (REST listing, read, status).
+ *
+ * Per user, under the hash tag `{<userId>}`: a stream whose entry ids are the offsets (`<ms>-<seq>`,
+ * gapless `seq`), bounded by `maxLength` and `maxAgeMs`; a set of unread ids (its size is the exact
+ * unread count); a version counter; and one hash per notification (idempotency marker and status).
+ * Keys expire `maxAgeMs` + 1 day after the user's last append.
+ *
+ * @example
+ * ```ts
+ * const inbox = new Inbox(new Redis(url), { maxLength: 1000 });
+ * const result = await inbox.append({ id, userId, payload, createdAt });
+ * if (result.outcome === 'appended') emitter.to(userRoom(userId)).emit('notification', { ...n, offset: result.offset });
+ * ```
+ */
+export class Inbox {
+  readonly prefix: string;
+  readonly maxLength: number;
+  readonly maxAgeMs: number;
+  /** TTL of every key, refreshed on append: `maxAgeMs` + 1 day. */
+  readonly retentionMs: number;
+  readonly #redis: Redis | Cluster;
+  readonly #scripts: Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
+
+  constructor(redis: Redis | Cluster, options: InboxOptions = {}) {
+    this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
+    assertPrefix(this.prefix);
+    this.maxLength = options.maxLength ?? DEFAULT_INBOX_MAX_LENGTH;
+    this.maxAgeMs = options.maxAgeMs ?? DEFAULT_INBOX_MAX_AGE_MS;
+    if (!Number.isInteger(this.maxLength) || this.maxLength < 1) {
+      throw new InboxError(
+        InboxErrorCode.INVALID_ARGUMENT,
+        `maxLength must be an integer >= 1, not ${this.maxLength}`,
+      );
+    }
+    if (!Number.isInteger(this.maxAgeMs) || this.maxAgeMs < 1) {
+      throw new InboxError(
+        InboxErrorCode.INVALID_ARGUMENT,
+        `maxAgeMs must be an integer >= 1, not ${this.maxAgeMs}`,
+      );
+    }
+    this.retentionMs = this.maxAgeMs + 24 * 3600 * 1000;
+    this.#redis = redis;
+    this.#scripts = defineScripts(redis);
+  }
+
+  /** The keys of `userId`'s inbox (for operators and tests). */
+  keys(userId: string): InboxKeys {
+    return inboxKeys(this.prefix, checkUserId(userId));
+  }
+
+  /**
+   * Appends a notification to its user's inbox, once: appending the same id again (a retried job)
+   * answers `already-appended` with the first offset and changes nothing. With `expiresAtMs` in the past
+   * it records `expired` instead; with a `dedupeKey` already used for this user (within the retention)
+   * it records `deduplicated`.
+   *
+   * @example
+   * ```ts
+   * const r = await inbox.append(n, { expiresAtMs: Date.parse(n.createdAt) + ttlMs, dedupeKey });
+   * ```
+   */
+  async append(
+    notification: InboxNotification,
+    options: { expiresAtMs?: number; dedupeKey?: string; nowMs?: number } = {},
+  ): Promise<AppendResult> {
+    const keys = this.keys(notification.userId);
+    const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
+    const reply = (await this.#scripts.append(
+      keys.stream,
+      keys.meta,
+      keys.unread,
+      keys.marker(notification.id),
+      hasDedupe ? keys.dedupe(options.dedupeKey ?? '') : keys.dedupe(''),
+      notification.id,
+      JSON.stringify(notification),
+      options.nowMs ?? '',
+      options.expiresAtMs ?? 0,
+      hasDedupe ? 1 : 0,
+      this.maxLength,
+      this.maxAgeMs,
+      this.retentionMs,
+    )) as [number, string, number, number, string];
+    const [code, offset, count, version, duplicateOf] = reply;
+    const unread = { count, version };
+    switch (code) {
+      case AppendCode.Appended:
+        return { outcome: 'appended', offset, unread };
+      case AppendCode.AlreadyAppended:
+        return { outcome: 'already-appended', offset, unread };
+      case AppendCode.Expired:
+        return { outcome: 'expired', unread };
+      case AppendCode.Deduplicated:
+        return { outcome: 'deduplicated', duplicateOf, unread };
+      default:
+        throw new InboxError(
+          InboxErrorCode.UNEXPECTED_REPLY,
+          `append-5.lua answered ${JSON.stringify(reply)}`,
+        );
+    }
+  }
+
+  /**
+   * Reads up to `limit` notifications after `after` (exclusive), in order: the replay of a reconnecting
+   * client. `after` absent or {@link ZERO_OFFSET}: from the oldest kept. Says whether notifications right
+   * after `after` were trimmed, or `after` is unknown.
+   *
+   * @example
+   * ```ts
+   * const page = await inbox.read('alice', { after: lastOffset, limit: 500 });
+   * if (page.trimmed || page.unknownOffset) socket.emit('resync', …);
+   * ```
+   */
+  async read(
+    userId: string,
+    options: { after?: InboxOffset | undefined; limit?: number | undefined } = {},
+  ): Promise<InboxPage> {
+    const keys = this.keys(userId);
+    const limit = checkLimit(options.limit ?? MAX_PAGE);
+    const after = options.after ?? ZERO_OFFSET;
+    const { seq: afterSeq } = parseOffset(after);
+    const raw = (await this.#redis.xrange(keys.stream, `(${after}`, '+', 'COUNT', limit)) as [
+      string,
+      string[],
+    ][];
+    const entries = raw.map(([offset, fields]) => toEvent(offset, fields));
+    const first = entries[0];
+    if (after === ZERO_OFFSET || afterSeq === 0) {
+      return { entries, trimmed: false, unknownOffset: false, lastOffset: entries.at(-1)?.offset ?? after };
+    }
+    if (first !== undefined) {
+      return {
+        entries,
+        trimmed: offsetSeq(first.offset) !== afterSeq + 1,
+        unknownOffset: false,
+        lastOffset: entries.at(-1)?.offset ?? after,
+      };
+    }
+    const top = await this.latestOffset(userId);
+    return { entries, trimmed: false, unknownOffset: compareOffsets(after, top) > 0, lastOffset: after };
+  }
+
+  /**
+   * The offset of the newest notification in `userId`'s inbox, or {@link ZERO_OFFSET} when it is empty.
+   *
+   * @example
+   * ```ts
+   * const from = await inbox.latestOffset('alice'); // live delivery starts after this
+   * ```
+   */
+  async latestOffset(userId: string): Promise<InboxOffset> {
+    const top = (await this.#redis.xrevrange(this.keys(userId).stream, '+', '-', 'COUNT', 1)) as [
+      string,
+      string[],
+    ][];
+    return top[0]?.[0] ?? ZERO_OFFSET;
+  }
+
+  /**
+   * Records that `ids` reached a screen of `userId`: `deliveredAt` (Redis time) and `deliveredBy`
+   * (`instance`) are written by the first ack only. Ids that are not in this user's inbox are ignored,
+   * so a client can only ever ack its own user's notifications. Answers how many were recorded now.
+   *
+   * @example
+   * ```ts
+   * await inbox.ack('alice', ['n-1', 'n-2'], 'realtime-a');
+   * ```
+   */
+  async ack(userId: string, ids: readonly string[], instance: string): Promise<number> {
+    const keys = this.keys(userId);
+    checkIds(ids);
+    if (ids.length === 0) return 0;
+    const [recorded] = (await this.#scripts.ack(
+      ids.length,
+      ...ids.map((id) => keys.marker(id)),
+      '',
+      instance,
+    )) as [number];
+    return recorded;
+  }
+
+  /**
+   * Marks notifications of `userId` read: by id, all, or all up to and including an offset. Answers how
+   * many changed and the exact unread count with its version (push it to the user's tabs when
+   * `changed > 0`). Ids of other users' notifications are never in this user's unread set: no effect.
+   *
+   * @example
+   * ```ts
+   * const { changed, unread } = await inbox.markRead('alice', { ids: ['n-1'] });
+   * if (changed > 0) emitter.to(userRoom('alice')).emit('unread', unread);
+   * ```
+   */
+  async markRead(userId: string, selection: ReadSelection): Promise<ReadResult> {
+    const keys = this.keys(userId);
+    let args: string[];
+    if ('ids' in selection) {
+      checkIds(selection.ids);
+      if (selection.ids.length === 0) return { changed: 0, unread: await this.unread(userId) };
+      args = ['ids', ...selection.ids];
+    } else if (selection.upTo !== undefined) {
+      parseOffset(selection.upTo);
+      args = ['upto', selection.upTo];
+    } else {
+      args = ['all'];
+    }
+    const [changed, count, version] = (await this.#scripts.read(
+      keys.stream,
+      keys.meta,
+      keys.unread,
+      ...args,
+    )) as [number, number, number];
+    return { changed, unread: { count, version } };
+  }
+
+  /**
+   * The exact unread count of `userId` (the size of the unread set: no recount, no cap) and its version.
+   *
+   * @example
+   * ```ts
+   * const { count } = await inbox.unread('alice');
+   * ```
+   */
+  async unread(userId: string): Promise<UnreadEvent> {
+    const keys = this.keys(userId);
+    const results = await this.#redis.multi().scard(keys.unread).hget(keys.meta, 'uv').exec();
+    return { count: Number(results?.[0]?.[1] ?? 0), version: Number(results?.[1]?.[1] ?? 0) };
+  }
+
+  /**
+   * A page of the inbox for a backend (`GET /users/:userId/notifications?after=&limit=`): notifications
+   * after `after` (default: the oldest kept), each with `read` and `deliveredAt`, and the unread count.
+   *
+   * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_OFFSET` for a malformed `after` (answer 400),
+   *   `HERALD_ERR_INBOX_INVALID_ARGUMENT` for a limit outside 1..1000 (answer 400).
+   * @example
+   * ```ts
+   * const page = await inbox.list('alice', { after: request.query.after, limit: 50 });
+   * ```
+   */
+  async list(
+    userId: string,
+    options: { after?: InboxOffset | undefined; limit?: number | undefined } = {},
+  ): Promise<InboxListing> {
+    const limit = checkLimit(options.limit ?? 50);
+    const page = await this.read(userId, { ...options, limit });
+    const keys = this.keys(userId);
+    const unread = await this.unread(userId);
+    if (page.entries.length === 0) {
+      return { items: [], nextAfter: null, trimmed: page.trimmed, unread };
+    }
+    const ids = page.entries.map((entry) => entry.id);
+    const pipeline = this.#redis.multi().smismember(keys.unread, ...ids);
+    for (const id of ids) pipeline.hget(keys.marker(id), 'deliveredAt');
+    const results = (await pipeline.exec()) ?? [];
+    const unreadFlags = (results[0]?.[1] ?? []) as number[];
+    const items = page.entries.map((entry, index) => {
+      const deliveredAt = results[index + 1]?.[1] as string | null | undefined;
+      return {
+        ...entry,
+        read: unreadFlags[index] !== 1,
+        deliveredAt: deliveredAt ? new Date(Number(deliveredAt)).toISOString() : null,
+      };
+    });
+    return {
+      items,
+      nextAfter: items.length === limit ? page.lastOffset : null,
+      trimmed: page.trimmed,
+      unread,
+    };
+  }
+
+  /**
+   * What Herald knows about notification `id` of `userId` (`GET /notifications/:id`); undefined when the
+   * worker has not processed it yet (or its record expired with the inbox retention).
+   *
+   * @example
+   * ```ts
+   * const status = await inbox.status(job.data.userId, job.id); // status?.delivered
+   * ```
+   */
+  async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
+    const keys = this.keys(userId);
+    const results = await this.#redis.multi().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
+    const marker = (results?.[0]?.[1] ?? {}) as Record<string, string>;
+    if (marker.state === undefined) return undefined;
+    const deliveredAt = marker.deliveredAt ? new Date(Number(marker.deliveredAt)).toISOString() : null;
+    return {
+      id,
+      userId,
+      state: marker.state as NotificationStatus['state'],
+      offset: marker.offset ?? null,
+      delivered: deliveredAt !== null,
+      deliveredAt,
+      deliveredBy: marker.deliveredBy ?? null,
+      read: marker.state === 'inbox' && results?.[1]?.[1] !== 1,
+      duplicateOf: marker.duplicateOf ?? null,
+    };
+  }
+}
+
+function toEvent(offset: string, fields: string[]): NotificationEvent {
+  for (let i = 0; i < fields.length; i += 2) {
+    if (fields[i] === 'n') {
+      const stored = JSON.parse(fields[i + 1] ?? '{}') as Omit<NotificationEvent, 'offset'>;
+      return { ...stored, offset };
+    }
+  }
+  throw new InboxError(InboxErrorCode.UNEXPECTED_REPLY, `inbox entry ${offset} has no notification`);
+}
+
+function checkUserId(userId: string): string {
+  if (typeof userId !== 'string' || userId.length === 0) {
+    throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'userId must be a non-empty string');
+  }
+  return userId;
+}
+
+function checkLimit(limit: number): number {
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `limit must be an integer from 1 to ${MAX_PAGE}, not ${limit}`,
+    );
+  }
+  return limit;
+}
+
+function checkIds(ids: readonly string[]): void {
+  if (!Array.isArray(ids) || ids.length > MAX_PAGE || ids.some((id) => typeof id !== 'string' || id === '')) {
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `ids must be an array of at most ${MAX_PAGE} non-empty strings`,
+    );
+  }
+}

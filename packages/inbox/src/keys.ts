@@ -1,0 +1,72 @@
+import { InboxError, InboxErrorCode } from './errors.js';
+
+/**
+ * Escapes a user id for use inside a Redis Cluster hash tag: `%` → `%25`, `{` → `%7B`, `}` → `%7D`, and
+ * the empty string → `%` (an empty tag `{}` would make Redis hash the whole key). Injective: two ids never
+ * give one escaped string. Plain ids stay as they are.
+ *
+ * @example
+ * ```ts
+ * escapeTag('user-42'); // 'user-42'
+ * escapeTag('a{b}');    // 'a%7Bb%7D'
+ * ```
+ */
+export function escapeTag(id: string): string {
+  if (id === '') return '%';
+  if (!/[%{}]/.test(id)) return id;
+  return id.replace(/[%{}]/g, (char) => (char === '%' ? '%25' : char === '{' ? '%7B' : '%7D'));
+}
+
+/**
+ * Every Redis key of one user's inbox. They share the hash tag `{<escaped userId>}`, so one Lua script can
+ * touch them all on Redis Cluster.
+ *
+ * @example
+ * ```ts
+ * const keys = inboxKeys('herald:inbox:', 'alice');
+ * keys.stream;          // 'herald:inbox:{alice}:s'
+ * keys.marker('n-1');   // 'herald:inbox:{alice}:n:n-1'
+ * ```
+ */
+export interface InboxKeys {
+  /** The stream of notifications. */
+  stream: string;
+  /** Hash: `uv`, the unread version. */
+  meta: string;
+  /** Set of unread notification ids. */
+  unread: string;
+  /** Hash of one notification: state, offset, delivered, …; also the idempotency marker. */
+  marker(notificationId: string): string;
+  /** String: the first notification id seen with `dedupeKey`. */
+  dedupe(dedupeKey: string): string;
+}
+
+/** @see InboxKeys */
+export function inboxKeys(prefix: string, userId: string): InboxKeys {
+  const base = `${prefix}{${escapeTag(userId)}}:`;
+  return {
+    stream: `${base}s`,
+    meta: `${base}m`,
+    unread: `${base}u`,
+    marker: (notificationId) => `${base}n:${notificationId}`,
+    dedupe: (dedupeKey) => `${base}d:${dedupeKey}`,
+  };
+}
+
+/**
+ * Refuses a key prefix that would break the hash tag (a brace would become the tag).
+ *
+ * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_ARGUMENT`
+ * @example
+ * ```ts
+ * assertPrefix('herald:inbox:'); // ok
+ * ```
+ */
+export function assertPrefix(prefix: string): void {
+  if (/[{}]/.test(prefix)) {
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `Inbox key prefix "${prefix}" contains a brace: remove it (the user id is the hash tag).`,
+    );
+  }
+}

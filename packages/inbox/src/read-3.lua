@@ -1,0 +1,43 @@
+--[[
+  Marks notifications of one user read, and answers the exact unread count.
+
+  KEYS[1]  stream   the user's inbox (see append-5.lua)
+  KEYS[2]  meta     hash: `uv` = unread version
+  KEYS[3]  unread   set of unread notification ids
+
+  ARGV[1]  mode     "ids": ARGV[2..] are notification ids (at most 1000);
+                    "all": every notification;
+                    "upto": ARGV[2] is an offset; the notifications at or before it
+  ARGV[2..]         per mode
+
+  Returns, always 3 integers: { changed, unreadCount, unreadVersion }
+    changed  how many notifications went from unread to read (0: nothing changed, version unchanged)
+]]
+local mode = ARGV[1]
+local changed = 0
+if mode == 'ids' then
+  if #ARGV > 1 then
+    changed = redis.call('SREM', KEYS[3], unpack(ARGV, 2))
+  end
+elseif mode == 'all' then
+  changed = redis.call('SCARD', KEYS[3])
+  redis.call('DEL', KEYS[3])
+elseif mode == 'upto' then
+  -- Bounded by the inbox length (HERALD_INBOX_MAX_LENGTH).
+  local entries = redis.call('XRANGE', KEYS[1], '-', ARGV[2])
+  for _, entry in ipairs(entries) do
+    local fields = entry[2]
+    for f = 1, #fields, 2 do
+      if fields[f] == 'id' then changed = changed + redis.call('SREM', KEYS[3], fields[f + 1]) end
+    end
+  end
+else
+  return redis.error_reply('HERALD_ERR_INBOX_INVALID_ARGUMENT unknown read mode ' .. tostring(mode))
+end
+local version
+if changed > 0 then
+  version = redis.call('HINCRBY', KEYS[2], 'uv', 1)
+else
+  version = tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
+end
+return { changed, redis.call('SCARD', KEYS[3]), version }

@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import type { Cluster, Redis } from 'ioredis';
+
+/**
+ * First element of an `append-5.lua` reply. The one place that maps it to a result is `Inbox.append`.
+ *
+ * @example
+ * ```ts
+ * if (reply[0] === AppendCode.Appended) emit(event);
+ * ```
+ */
+export enum AppendCode {
+  Appended = 1,
+  AlreadyAppended = 2,
+  Expired = 3,
+  Deduplicated = 4,
+}
+
+const SCRIPTS = {
+  append: { command: 'heraldInboxAppend', file: 'append-5.lua', numberOfKeys: 5 },
+  read: { command: 'heraldInboxRead', file: 'read-3.lua', numberOfKeys: 3 },
+  ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
+} as const;
+export type ScriptName = keyof typeof SCRIPTS;
+
+type Call = (...args: (string | number)[]) => Promise<unknown>;
+
+/**
+ * Registers the inbox's scripts on `redis` (ioredis `defineCommand`: EVALSHA, EVAL on NOSCRIPT) once per
+ * client, and returns functions that run them. Variable-key scripts (`-n`) take `numkeys` first.
+ *
+ * @example
+ * ```ts
+ * const scripts = defineScripts(redis);
+ * await scripts.read(stream, meta, unread, 'all');
+ * ```
+ */
+export function defineScripts(redis: Redis | Cluster): Record<ScriptName, Call> {
+  const calls = {} as Record<ScriptName, Call>;
+  for (const [name, script] of Object.entries(SCRIPTS) as [ScriptName, (typeof SCRIPTS)[ScriptName]][]) {
+    if (!(script.command in redis)) {
+      const lua = readFileSync(new URL(`./${script.file}`, import.meta.url), 'utf8');
+      redis.defineCommand(
+        script.command,
+        script.numberOfKeys === undefined ? { lua } : { lua, numberOfKeys: script.numberOfKeys },
+      );
+    }
+    const run = (redis as unknown as Record<string, Call>)[script.command];
+    if (typeof run !== 'function') throw new Error(`ioredis did not define ${script.command}`);
+    calls[name] = run.bind(redis);
+  }
+  return calls;
+}

@@ -1,0 +1,173 @@
+import { randomId, redisUrl } from '@herald/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compareOffsets, Inbox, type InboxNotification, offsetSeq, ZERO_OFFSET } from '../src/index.js';
+
+describe('inbox', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(redisUrl());
+  });
+  afterAll(() => redis.disconnect());
+
+  function setup(options: { maxLength?: number; maxAgeMs?: number } = {}) {
+    return { inbox: new Inbox(redis, { prefix: `${randomId('inbox')}:`, ...options }), user: randomId('u') };
+  }
+  function notification(userId: string, n: number): InboxNotification {
+    return { id: `n-${n}`, userId, payload: { n }, createdAt: new Date().toISOString() };
+  }
+
+  it('appends with gapless offsets and replays after an offset, in order', async () => {
+    const { inbox, user } = setup();
+    const offsets: string[] = [];
+    for (let n = 1; n <= 10; n++) {
+      const result = await inbox.append(notification(user, n));
+      if (result.outcome !== 'appended') throw new Error(result.outcome);
+      offsets.push(result.offset);
+    }
+    expect(offsets.map(offsetSeq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const page = await inbox.read(user, { after: offsets[3] });
+    expect(page.entries.map((e) => e.payload.n)).toEqual([5, 6, 7, 8, 9, 10]);
+    expect(page.entries[0]).toMatchObject({ id: 'n-5', userId: user, offset: offsets[4] });
+    expect(page).toMatchObject({ trimmed: false, unknownOffset: false, lastOffset: offsets[9] });
+    expect((await inbox.read(user, { after: offsets[9] })).entries).toEqual([]);
+    expect((await inbox.read(user)).entries).toHaveLength(10);
+    expect(await inbox.latestOffset(user)).toBe(offsets[9]);
+    expect(await inbox.latestOffset(randomId('empty'))).toBe(ZERO_OFFSET);
+  });
+
+  it('is idempotent: the same notification appended twice is stored once and answers its first offset', async () => {
+    const { inbox, user } = setup();
+    const first = await inbox.append(notification(user, 1));
+    const again = await inbox.append(notification(user, 1));
+    expect(first.outcome).toBe('appended');
+    expect(again).toMatchObject({
+      outcome: 'already-appended',
+      offset: (first as { offset: string }).offset,
+    });
+    expect((await inbox.read(user)).entries).toHaveLength(1);
+    expect(await inbox.unread(user)).toEqual({ count: 1, version: 1 });
+  });
+
+  it('trims by length, reports the trimmed gap, and keeps the unread count exact', async () => {
+    const { inbox, user } = setup({ maxLength: 3 });
+    const offsets: string[] = [];
+    for (let n = 1; n <= 5; n++) {
+      await inbox.append(notification(user, n));
+      offsets.push(await inbox.latestOffset(user));
+    }
+    const all = await inbox.read(user);
+    expect(all.entries.map((e) => e.id)).toEqual(['n-3', 'n-4', 'n-5']);
+    expect((await inbox.unread(user)).count).toBe(3);
+    expect((await inbox.read(user, { after: offsets[0] })).trimmed).toBe(true);
+    expect((await inbox.read(user, { after: offsets[1] })).trimmed).toBe(false);
+    expect((await inbox.read(user, { after: '99999999999999-9' })).unknownOffset).toBe(true);
+  });
+
+  it('trims by age', async () => {
+    const { inbox, user } = setup({ maxAgeMs: 1000 });
+    const t0 = Date.now();
+    await inbox.append(notification(user, 1), { nowMs: t0 });
+    await inbox.append(notification(user, 2), { nowMs: t0 + 500 });
+    await inbox.append(notification(user, 3), { nowMs: t0 + 1400 });
+    expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual(['n-2', 'n-3']);
+    expect((await inbox.unread(user)).count).toBe(2);
+  });
+
+  it('offsets never go backwards when the clock does', async () => {
+    const { inbox, user } = setup();
+    const a = await inbox.append(notification(user, 1), { nowMs: 2_000_000 });
+    const b = await inbox.append(notification(user, 2), { nowMs: 1_000_000 });
+    if (a.outcome !== 'appended' || b.outcome !== 'appended') throw new Error('not appended');
+    expect(compareOffsets(a.offset, b.offset)).toBeLessThan(0);
+  });
+
+  it('records expired and deduplicated notifications without storing them', async () => {
+    const { inbox, user } = setup();
+    const expired = await inbox.append(notification(user, 1), { expiresAtMs: Date.now() - 1 });
+    expect(expired.outcome).toBe('expired');
+    expect((await inbox.append(notification(user, 1))).outcome).toBe('expired');
+    expect(await inbox.status(user, 'n-1')).toMatchObject({
+      state: 'expired',
+      delivered: false,
+      offset: null,
+    });
+
+    expect((await inbox.append(notification(user, 2), { dedupeKey: 'k' })).outcome).toBe('appended');
+    expect(await inbox.append(notification(user, 3), { dedupeKey: 'k' })).toMatchObject({
+      outcome: 'deduplicated',
+      duplicateOf: 'n-2',
+    });
+    expect((await inbox.append(notification(user, 4), { dedupeKey: 'other' })).outcome).toBe('appended');
+    expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual(['n-2', 'n-4']);
+    expect(await inbox.status(user, 'n-3')).toMatchObject({ state: 'deduplicated', duplicateOf: 'n-2' });
+  });
+
+  it('records delivered once, with time and instance, only for the user’s own notifications', async () => {
+    const { inbox, user } = setup();
+    const other = randomId('other');
+    await inbox.append(notification(user, 1));
+    await inbox.append(notification(other, 2));
+    expect(await inbox.status(user, 'n-1')).toMatchObject({ delivered: false, deliveredBy: null });
+    expect(await inbox.ack(user, ['n-1', 'n-2', 'missing'], 'rt-a')).toBe(1);
+    expect(await inbox.ack(user, ['n-1'], 'rt-b')).toBe(0);
+    const status = await inbox.status(user, 'n-1');
+    expect(status).toMatchObject({ state: 'inbox', delivered: true, deliveredBy: 'rt-a', read: false });
+    expect(Number.isNaN(Date.parse(status?.deliveredAt ?? ''))).toBe(false);
+    expect(await inbox.status(other, 'n-2')).toMatchObject({ delivered: false });
+    expect(await inbox.status(user, 'n-2')).toBeUndefined();
+  });
+
+  it('marks read by id, up to an offset, and all, with an exact count and growing version', async () => {
+    const { inbox, user } = setup();
+    const offsets: string[] = [];
+    for (let n = 1; n <= 6; n++) {
+      const r = await inbox.append(notification(user, n));
+      if (r.outcome === 'appended') offsets.push(r.offset);
+    }
+    const v0 = (await inbox.unread(user)).version;
+    expect(await inbox.markRead(user, { ids: ['n-1', 'n-1', 'nope'] })).toEqual({
+      changed: 1,
+      unread: { count: 5, version: v0 + 1 },
+    });
+    expect(await inbox.markRead(user, { ids: ['n-1'] })).toEqual({
+      changed: 0,
+      unread: { count: 5, version: v0 + 1 },
+    });
+    expect((await inbox.markRead(user, { all: true, upTo: offsets[2] ?? '' })).changed).toBe(2);
+    const listing = await inbox.list(user, { limit: 4 });
+    expect(listing.items.map((i) => [i.id, i.read])).toEqual([
+      ['n-1', true],
+      ['n-2', true],
+      ['n-3', true],
+      ['n-4', false],
+    ]);
+    expect(listing.unread.count).toBe(3);
+    expect(listing.nextAfter).toBe(offsets[3]);
+    const next = await inbox.list(user, { after: listing.nextAfter ?? '', limit: 4 });
+    expect(next.items.map((i) => i.id)).toEqual(['n-5', 'n-6']);
+    expect(next.nextAfter).toBeNull();
+    expect((await inbox.markRead(user, { all: true })).unread.count).toBe(0);
+  });
+
+  it('refuses malformed offsets, limits and prefixes with coded errors', async () => {
+    const { inbox, user } = setup();
+    await expect(inbox.read(user, { after: 'abc' })).rejects.toMatchObject({
+      code: 'HERALD_ERR_INBOX_INVALID_OFFSET',
+    });
+    await expect(inbox.list(user, { limit: 0 })).rejects.toMatchObject({
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+    });
+    expect(() => new Inbox(redis, { prefix: 'a{b}:' })).toThrow(/brace/);
+  });
+
+  it('keeps every key of one user in one hash slot, whatever the user id', () => {
+    const inbox = new Inbox(redis, { prefix: 'p:' });
+    const keys = inbox.keys('we{ir}d%');
+    expect(keys.stream).toBe('p:{we%7Bir%7Dd%25}:s');
+    const tag = (key: string) => key.slice(key.indexOf('{') + 1, key.indexOf('}'));
+    for (const key of [keys.meta, keys.unread, keys.marker('x{y}'), keys.dedupe('{z}')]) {
+      expect(tag(key)).toBe(tag(keys.stream));
+    }
+  });
+});
