@@ -15,14 +15,13 @@ export function testEnv(env: Record<string, string> = {}): Record<string, string
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
     HERALD_KEY_PREFIX: `${randomId('herald')}:`,
-    HERALD_LOG_LEVEL: 'silent',
     ...env,
   };
 }
 
 /** A gateway built for `inject()`; `cleanup()` empties its queue and closes it. */
 export async function buildTestApp(env: Record<string, string> = {}): Promise<FastifyInstance> {
-  return buildApp(loadConfig(testEnv(env)));
+  return buildApp(loadConfig(testEnv({ HERALD_LOG_LEVEL: 'silent', ...env })));
 }
 
 /** Closes `app` after removing what it wrote to Redis. */

@@ -108,7 +108,12 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const perRecipient = new Map<string, number>();
     for (const item of items) perRecipient.set(item.userId, (perRecipient.get(item.userId) ?? 0) + 1);
 
-    const decision = await app.limits.check(identity, perRecipient);
+    let decision: Awaited<ReturnType<typeof app.limits.check>>;
+    try {
+      decision = await app.limits.check(identity, perRecipient);
+    } catch (error) {
+      throw unavailable('The rate limiter (Redis)', error);
+    }
     void reply.headers(decision.headers);
     if (!decision.allowed) {
       throw new HttpError(429, ErrorCode.RATE_LIMITED, 'Rate limit exceeded', {

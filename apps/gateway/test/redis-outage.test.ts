@@ -1,0 +1,53 @@
+import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by itself', () => {
+  let redis: RedisServerHandle;
+  let app: FastifyInstance;
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_BURST: '1000' });
+  });
+  afterAll(async () => {
+    await disposeTestApp(app).catch(() => {});
+    await redis.dispose();
+  });
+
+  const notify = (userId: string) =>
+    app.inject({ method: 'POST', url: '/notify', headers: auth, payload: { userId, payload: {} } });
+
+  it('answers 503 with Retry-After within the Redis timeout while Redis is down, then 202 again', async () => {
+    expect((await notify('before')).statusCode).toBe(202);
+
+    await redis.stop();
+    const accepted: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const started = Date.now();
+      const response = await notify(`during-${i}`);
+      const tookMs = Date.now() - started;
+      expect(response.statusCode, response.body).toBe(503);
+      expect(response.headers['retry-after']).toMatch(/^\d+$/);
+      expect(response.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+      // The bound is the gateway's own redisTimeoutMs (800 ms) plus scheduling: "within 1 s".
+      expect(tookMs).toBeLessThan(1000);
+      if (response.statusCode === 202) accepted.push(response.json<{ id: string }>().id);
+    }
+    expect(accepted).toEqual([]);
+    const health = await app.inject({ method: 'GET', url: '/readyz' });
+    expect(health.statusCode).toBe(503);
+
+    await redis.restart();
+    const id = await waitFor(
+      async () => {
+        const response = await notify(randomId('after'));
+        return response.statusCode === 202 ? response.json<{ id: string }>().id : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, what: 'a 202 after Redis came back' },
+    );
+    expect(await app.queue.getJob(id)).toBeDefined();
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  });
+});

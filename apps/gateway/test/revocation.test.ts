@@ -1,0 +1,101 @@
+import { fileURLToPath } from 'node:url';
+import { type AppProcess, startApp, waitFor } from '@herald/testing';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run } from '../src/cli/keys.js';
+import { testEnv } from './helpers.js';
+
+const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+
+describe('API keys stored in Redis, managed by `herald keys`', () => {
+  const env = testEnv({
+    HERALD_API_KEYS: 'none',
+    HERALD_RATE_LIMIT_BURST: '10000',
+    HERALD_SENDER_RATE_LIMIT_BURST: '10000',
+  });
+  const gateways: AppProcess[] = [];
+  let redis: Redis;
+
+  beforeAll(async () => {
+    redis = new Redis(env.REDIS_URL as string);
+    gateways.push(...(await Promise.all([1, 2].map((n) => startApp({ name: `gateway-${n}`, entry, env })))));
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map((gateway) => gateway.stop()));
+    const keys = await redis.keys(`${env.HERALD_KEY_PREFIX}*`);
+    if (keys.length > 0) await redis.del(...keys);
+    redis.disconnect();
+  });
+
+  async function cli(args: string[]): Promise<{ code: number; out: string[]; err: string[] }> {
+    const out: string[] = [];
+    const err: string[] = [];
+    const code = await run(args, { out: (line) => out.push(line), err: (line) => err.push(line) }, env);
+    return { code, out, err };
+  }
+
+  const notify = (gateway: AppProcess, key: string) =>
+    fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: 'revocation-user', payload: {} }),
+    }).then(async (response) => {
+      await response.arrayBuffer();
+      return response.status;
+    });
+
+  it('stores only the SHA-256 of a created key, with its name and tenant', async () => {
+    const created = await cli(['create', '--name', 'shop', '--tenant', 'acme', '--recipient-burst', '5']);
+    expect(created.code).toBe(0);
+    const key = /key:\s+(hk_\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    expect(key).toBeDefined();
+    const stored = await redis.keys(`${env.HERALD_KEY_PREFIX}*`);
+    const dump = (
+      await Promise.all(stored.map((k) => redis.type(k).then((t) => (t === 'hash' ? redis.hgetall(k) : {}))))
+    )
+      .map((fields) => JSON.stringify(fields))
+      .join('\n');
+    expect(dump).not.toContain(key);
+    expect(dump).toContain('acme');
+
+    const listed = await cli(['list']);
+    expect(listed.out.join('\n')).toMatch(/shop\s+tenant=acme .*active.*recipientBurst=5/);
+  });
+
+  it('refuses wrong usage with a message and exit code 2', async () => {
+    expect((await cli(['create', '--name', 'x'])).code).toBe(2);
+    expect(
+      (await cli(['create', '--name', 'x', '--tenant', 't', '--sender-burst', '1.5'])).err.join(),
+    ).toContain('--sender-burst');
+    expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
+    expect((await cli(['frobnicate'])).code).toBe(2);
+  });
+
+  it('a revoked key is refused by every gateway within 1 s', async () => {
+    const created = await cli(['create', '--name', 'to-revoke', '--tenant', 'acme']);
+    const key = /key:\s+(hk_\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    const id = /id:\s+(\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    for (const gateway of gateways) expect(await notify(gateway, key)).toBe(202);
+
+    const revokedAt = Date.now();
+    expect((await cli(['revoke', id])).code).toBe(0);
+    // Send requests to both gateways until each refuses; record when every accepted one was sent.
+    const acceptedSentAfterMs: number[] = [];
+    for (const gateway of gateways) {
+      await waitFor(
+        async () => {
+          const sentAfterMs = Date.now() - revokedAt;
+          const status = await notify(gateway, key);
+          if (status === 202) acceptedSentAfterMs.push(sentAfterMs);
+          return status === 401;
+        },
+        { timeoutMs: 5000, intervalMs: 25, what: `${gateway.name} to refuse the revoked key` },
+      );
+    }
+    // The bound is the gateways' API-key cache (HERALD_API_KEY_CACHE_MS, 500 ms by default).
+    expect(acceptedSentAfterMs.every((ms) => ms < 1000)).toBe(true);
+    // And from then on it stays refused everywhere.
+    for (const gateway of gateways) expect(await notify(gateway, key)).toBe(401);
+    expect((await cli(['list'])).out.join('\n')).toMatch(/to-revoke .*REVOKED=/);
+  });
+});
