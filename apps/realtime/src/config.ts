@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import { DEFAULT_INBOX_MAX_AGE_MS, DEFAULT_INBOX_MAX_LENGTH, DEFAULT_INBOX_PREFIX } from '@herald/inbox';
 import { DEFAULT_PUBSUB_KEY, DEV_JWT_SECRET } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
@@ -9,6 +11,21 @@ const EnvSchema = Type.Object({
   HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 16 })),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
+  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
+  HERALD_ALLOW_POLLING: Type.Boolean({ default: false }),
+  HERALD_MAX_CONNECTIONS_PER_USER: Type.Integer({ minimum: 1, maximum: 10_000, default: 20 }),
+  HERALD_PING_INTERVAL_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 25_000 }),
+  HERALD_PING_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 20_000 }),
+  HERALD_GAP_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 100 }),
+  HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
+  HERALD_INBOX_PREFIX: Type.String({ minLength: 1, pattern: '^[^{}]+$', default: DEFAULT_INBOX_PREFIX }),
+  HERALD_INBOX_MAX_LENGTH: Type.Integer({
+    minimum: 1,
+    maximum: 1_000_000,
+    default: DEFAULT_INBOX_MAX_LENGTH,
+  }),
+  HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   HERALD_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -28,6 +45,26 @@ export interface RealtimeConfig {
   pubsubKey: string;
   /** Allowed browser origins: `*`, or a comma-separated list. */
   corsOrigin: string | string[];
+  /** `classic`: `createAdapter` (Redis pub/sub); `sharded`: `createShardedAdapter` (Redis 7 sharded pub/sub, for Cluster). */
+  pubsubMode: 'classic' | 'sharded';
+  /**
+   * WebSocket only by default: any instance can take any connection, no sticky sessions. With polling
+   * allowed, a load balancer must pin each client to one instance (sticky sessions), because a polling
+   * session's requests must all reach the instance that holds it.
+   */
+  allowPolling: boolean;
+  /** Sockets one user may hold on one instance; more are refused with HERALD_ERR_TOO_MANY_CONNECTIONS. */
+  maxConnectionsPerUser: number;
+  /** Engine.IO heartbeat: a ping every `pingIntervalMs`; no pong within `pingTimeoutMs` closes the socket. */
+  pingIntervalMs: number;
+  pingTimeoutMs: number;
+  /** How long a live notification that arrives ahead of a missing one waits before the inbox is read. */
+  gapWaitMs: number;
+  /** Notifications per inbox read during a replay. */
+  replayPage: number;
+  inbox: { prefix: string; maxLength: number; maxAgeMs: number };
+  /** Recorded as `deliveredBy` of the acks this instance receives. */
+  instanceId: string;
   log: { level: string; format: 'json' | 'pretty' };
 }
 
@@ -48,6 +85,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     usingDevJwtSecret: parsed.HERALD_JWT_SECRET === undefined,
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     corsOrigin: origins.length === 1 && origins[0] === '*' ? '*' : origins,
+    pubsubMode: parsed.HERALD_PUBSUB_MODE,
+    allowPolling: parsed.HERALD_ALLOW_POLLING,
+    maxConnectionsPerUser: parsed.HERALD_MAX_CONNECTIONS_PER_USER,
+    pingIntervalMs: parsed.HERALD_PING_INTERVAL_MS,
+    pingTimeoutMs: parsed.HERALD_PING_TIMEOUT_MS,
+    gapWaitMs: parsed.HERALD_GAP_WAIT_MS,
+    replayPage: parsed.HERALD_REPLAY_PAGE,
+    inbox: Object.freeze({
+      prefix: parsed.HERALD_INBOX_PREFIX,
+      maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
+      maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
+    }),
+    instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });
 }

@@ -1,36 +1,59 @@
 import { createServer, type Server as HttpServer } from 'node:http';
+import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
 import {
   type ClientToServerEvents,
+  type CommandReply,
+  type GoodbyeEvent,
   type ServerToClientEvents,
   type SocketData,
+  SocketEvent,
+  TokenErrorCode,
   UserTokenError,
   userRoom,
   verifyUserToken,
 } from '@herald/protocol';
-import { createAdapter } from '@socket.io/redis-adapter';
+import { createAdapter, createShardedAdapter } from '@socket.io/redis-adapter';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { Server } from 'socket.io';
+import { Server, type Socket } from 'socket.io';
 import type { RealtimeConfig } from './config.js';
+import { Delivery } from './delivery.js';
+import { withNotificationHook } from './live-hook.js';
+
+type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
+type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
+
+/** Stable codes of handshake refusals (`connect_error` `data.code`), besides the token codes. */
+export const HandshakeErrorCode = {
+  OFFSET_INVALID: 'HERALD_ERR_OFFSET_INVALID',
+  TOO_MANY_CONNECTIONS: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
+} as const;
 
 /** A running realtime server. */
 export interface RealtimeServer {
-  io: Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
+  io: HeraldServer;
   http: HttpServer;
   /** Port actually bound (useful with PORT=0). */
   port: number;
   close(): Promise<void>;
 }
 
+// setTimeout's largest delay (~24.8 days); a token valid longer is checked again then.
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
- * Starts the Socket.IO server: verifies the user token in the handshake, puts each socket in its
- * user's room, and receives events for those rooms from every worker through the Redis adapter.
+ * Starts the Socket.IO server: verifies the user token in the handshake, joins each socket to its user's
+ * room, replays the user's inbox after the client's `lastOffset` and then delivers live notifications
+ * (from every worker, through the Redis adapter) exactly once, in order; takes acks and read marks.
  */
 export async function startRealtime(config: RealtimeConfig, log: Logger): Promise<RealtimeServer> {
   const pub = new Redis(config.redisUrl);
   const sub = pub.duplicate();
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
+  const inbox = new Inbox(pub, config.inbox);
+  const deliveries = new Map<string, Delivery>();
+  const connectionsPerUser = new Map<string, number>();
 
   const http = createServer((_request, response) => {
     response.writeHead(404, { 'content-type': 'application/json' });
@@ -41,36 +64,181 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       }),
     );
   });
-  const io = new Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>(http, {
-    adapter: createAdapter(pub, sub, { key: config.pubsubKey }),
+  const baseAdapter =
+    config.pubsubMode === 'sharded'
+      ? createShardedAdapter(pub, sub, { channelPrefix: config.pubsubKey, subscriptionMode: 'dynamic' })
+      : createAdapter(pub, sub, { key: config.pubsubKey });
+  const io: HeraldServer = new Server(http, {
+    adapter: withNotificationHook(baseAdapter as (nsp: unknown) => unknown, (socket, event) =>
+      deliveries.get(socket.id)?.live(event),
+    ) as unknown as typeof baseAdapter,
     cors: { origin: config.corsOrigin },
+    transports: config.allowPolling ? ['polling', 'websocket'] : ['websocket'],
+    pingInterval: config.pingIntervalMs,
+    pingTimeout: config.pingTimeoutMs,
   });
 
-  // Handshake auth: a refused token reaches the client as `connect_error` with a message and a code.
+  // After Redis comes back, pub/sub messages published meanwhile are lost: every socket reads its
+  // inbox after its last offset. The PING goes after the re-subscriptions on the same connection, so
+  // once it answers, anything published later arrives live.
+  let subWasReady = false;
+  sub.on('ready', () => {
+    if (!subWasReady) {
+      subWasReady = true;
+      return;
+    }
+    sub.ping().then(
+      () => {
+        log.info({ sockets: deliveries.size }, 'redis back: filling gaps from the inbox');
+        for (const delivery of deliveries.values()) delivery.fill();
+      },
+      (error: unknown) => log.warn({ err: error }, 'redis ping after reconnect failed'),
+    );
+  });
+
+  // Handshake: a refusal reaches the client as `connect_error` with a message and a stable `data.code`.
   io.use((socket, next) => {
-    verifyUserToken(socket.handshake.auth.token, config.jwtSecret).then(
-      ({ userId }) => {
+    const refuse = (code: string, message: string) => {
+      const refusal = new Error(message) as Error & { data: { code: string } };
+      refusal.data = { code };
+      log.info({ code }, 'handshake refused');
+      next(refusal);
+    };
+    const { token, lastOffset } = (socket.handshake.auth ?? {}) as Record<string, unknown>;
+    if (lastOffset !== undefined && !isOffset(lastOffset)) {
+      refuse(
+        HandshakeErrorCode.OFFSET_INVALID,
+        'lastOffset is not an inbox offset: pass the `offset` of the last notification received, or leave it out.',
+      );
+      return;
+    }
+    verifyUserToken(token, config.jwtSecret).then(
+      ({ userId, expiresAt }) => {
+        const count = connectionsPerUser.get(userId) ?? 0;
+        if (count >= config.maxConnectionsPerUser) {
+          refuse(
+            HandshakeErrorCode.TOO_MANY_CONNECTIONS,
+            `This user already has ${count} connections to this server (the limit): close one, then retry.`,
+          );
+          return;
+        }
+        connectionsPerUser.set(userId, count + 1);
         socket.data.userId = userId;
+        socket.data.expiresAtMs = expiresAt.getTime();
         next();
       },
       (error: unknown) => {
-        const refusal = new Error(
-          error instanceof UserTokenError ? error.message : 'Token check failed',
-        ) as Error & {
-          data: { code: string };
-        };
-        refusal.data = { code: error instanceof UserTokenError ? error.code : 'HERALD_ERR_TOKEN_INVALID' };
-        log.info({ code: refusal.data.code }, 'handshake refused');
-        next(refusal);
+        if (error instanceof UserTokenError) refuse(error.code, error.message);
+        else refuse(TokenErrorCode.INVALID, 'Token check failed: get a new one from POST /tokens.');
       },
     );
   });
 
-  io.on('connection', (socket) => {
+  io.on('connection', (socket: HeraldSocket) => {
     const { userId } = socket.data;
-    void socket.join(userRoom(userId));
-    log.debug({ userId, socketId: socket.id }, 'connected');
+    const delivery = new Delivery(
+      userId,
+      inbox,
+      {
+        notification: (event) => socket.emit(SocketEvent.NOTIFICATION, event),
+        synced: (event) => socket.emit(SocketEvent.SYNCED, event),
+        resync: (event) => socket.emit(SocketEvent.RESYNC, event),
+      },
+      { gapWaitMs: config.gapWaitMs, replayPage: config.replayPage },
+      log,
+    );
+    deliveries.set(socket.id, delivery);
+    const expiry = scheduleExpiry(socket);
+    socket.on('disconnect', (reason) => {
+      delivery.close();
+      deliveries.delete(socket.id);
+      clearTimeout(expiry.timer);
+      const left = (connectionsPerUser.get(userId) ?? 1) - 1;
+      if (left > 0) connectionsPerUser.set(userId, left);
+      else connectionsPerUser.delete(userId);
+      log.debug({ userId, socketId: socket.id, reason }, 'disconnected');
+    });
+
+    socket.on(SocketEvent.ACK, (body, reply) => {
+      command(reply, async () => ({ changed: await inbox.ack(userId, idsOf(body), config.instanceId) }));
+    });
+    socket.on(SocketEvent.READ, (body, reply) => {
+      command(reply, async () => markRead(userId, { ids: idsOf(body) }));
+    });
+    socket.on(SocketEvent.READ_ALL, (body, reply) => {
+      const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
+      if (upTo !== undefined && !isOffset(upTo)) {
+        command(reply, async () => {
+          throw new InboxError('HERALD_ERR_INBOX_INVALID_OFFSET', 'upTo is not an offset');
+        });
+        return;
+      }
+      command(reply, () => markRead(userId, upTo === undefined ? { all: true } : { all: true, upTo }));
+    });
+
+    // Join first, then replay: whatever is published from now on is held by the Delivery, so nothing
+    // falls between the replay's last read and the first live event. On the sharded adapter the join
+    // subscribes to the room's channel; the PING on the same connection confirms it took effect.
+    const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
+    Promise.resolve(socket.join(userRoom(userId)))
+      .then(() => (config.pubsubMode === 'sharded' ? sub.ping() : undefined))
+      .then(() => delivery.start(lastOffset, () => inbox.unread(userId)))
+      .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
+    log.debug({ userId, socketId: socket.id, lastOffset }, 'connected');
   });
+
+  async function markRead(userId: string, selection: ReadSelection) {
+    const result = await inbox.markRead(userId, selection);
+    // Every tab of the user, on every instance, gets the new count.
+    if (result.changed > 0) io.to(userRoom(userId)).emit(SocketEvent.UNREAD, result.unread);
+    return result;
+  }
+
+  function command(
+    reply: ((answer: CommandReply) => void) | undefined,
+    run: () => Promise<{ changed: number; unread?: { count: number; version: number } }>,
+  ): void {
+    const answer = typeof reply === 'function' ? reply : () => {};
+    run().then(
+      (result) => answer({ ok: true, ...result }),
+      (error: unknown) => {
+        if (error instanceof InboxError) {
+          answer({ ok: false, code: error.code, error: error.message });
+        } else {
+          log.warn({ err: error }, 'command failed');
+          answer({ ok: false, code: 'HERALD_ERR_UNAVAILABLE', error: 'Redis unavailable: retry shortly.' });
+        }
+      },
+    );
+  }
+
+  function scheduleExpiry(socket: HeraldSocket): { timer: NodeJS.Timeout } {
+    const holder = { timer: undefined as unknown as NodeJS.Timeout };
+    const arm = () => {
+      const left = socket.data.expiresAtMs - Date.now();
+      if (left > MAX_TIMER_MS) {
+        holder.timer = setTimeout(arm, MAX_TIMER_MS);
+        return;
+      }
+      holder.timer = setTimeout(
+        () => {
+          goodbye(socket, {
+            code: 'HERALD_ERR_TOKEN_EXPIRED',
+            message: 'Token expired: get a new one from POST /tokens, then reconnect with your lastOffset.',
+            reconnect: false,
+          });
+        },
+        Math.max(0, left),
+      );
+    };
+    arm();
+    return holder;
+  }
+
+  function goodbye(socket: HeraldSocket, event: GoodbyeEvent): void {
+    socket.emit(SocketEvent.GOODBYE, event);
+    socket.disconnect(true);
+  }
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
@@ -84,10 +252,24 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     http,
     port,
     async close() {
-      // Closing io disconnects every socket; clients reconnect to another instance.
+      // Tell every client to reconnect (the load balancer sends it to another instance), then close.
+      for (const socket of io.of('/').sockets.values()) {
+        goodbye(socket, {
+          code: 'HERALD_SERVER_SHUTDOWN',
+          message: 'This server is shutting down: reconnect (to any instance) with your lastOffset.',
+          reconnect: true,
+        });
+      }
       await io.close();
       pub.disconnect();
       sub.disconnect();
     },
   };
+}
+
+function idsOf(body: unknown): string[] {
+  const ids = (body as { ids?: unknown } | undefined)?.ids;
+  if (!Array.isArray(ids))
+    throw new InboxError('HERALD_ERR_INBOX_INVALID_ARGUMENT', 'Expected { ids: string[] }');
+  return ids as string[];
 }

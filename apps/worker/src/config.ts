@@ -1,3 +1,5 @@
+import { hostname } from 'node:os';
+import { DEFAULT_INBOX_MAX_AGE_MS, DEFAULT_INBOX_MAX_LENGTH, DEFAULT_INBOX_PREFIX } from '@herald/inbox';
 import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
@@ -7,7 +9,18 @@ const EnvSchema = Type.Object({
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
+  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
   HERALD_WORKER_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
+  HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 30_000 }),
+  HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 30_000 }),
+  HERALD_INBOX_PREFIX: Type.String({ minLength: 1, pattern: '^[^{}]+$', default: DEFAULT_INBOX_PREFIX }),
+  HERALD_INBOX_MAX_LENGTH: Type.Integer({
+    minimum: 1,
+    maximum: 1_000_000,
+    default: DEFAULT_INBOX_MAX_LENGTH,
+  }),
+  HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   HERALD_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
     { default: 'info' },
@@ -22,7 +35,17 @@ export interface WorkerConfig {
   queue: { name: string; prefix: string };
   /** Channel prefix shared with the realtime servers' Redis adapter. */
   pubsubKey: string;
+  /**
+   * `classic`: Redis pub/sub (`@socket.io/redis-emitter`, realtime's `createAdapter`); `sharded`: Redis 7
+   * sharded pub/sub (SPUBLISH, realtime's `createShardedAdapter`), required on Redis Cluster.
+   */
+  pubsubMode: 'classic' | 'sharded';
   concurrency: number;
+  /** BullMQ lock of an active job and how often stalled jobs (of a dead worker) are looked for, ms. */
+  lockMs: number;
+  stalledIntervalMs: number;
+  inbox: { prefix: string; maxLength: number; maxAgeMs: number };
+  instanceId: string;
   log: { level: string; format: 'json' | 'pretty' };
 }
 
@@ -38,7 +61,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: parsed.REDIS_URL,
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
+    pubsubMode: parsed.HERALD_PUBSUB_MODE,
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
+    lockMs: parsed.HERALD_WORKER_LOCK_MS,
+    stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
+    inbox: Object.freeze({
+      prefix: parsed.HERALD_INBOX_PREFIX,
+      maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
+      maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
+    }),
+    instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });
 }

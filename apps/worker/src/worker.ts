@@ -1,57 +1,112 @@
-import {
-  NOTIFICATION_EVENT,
-  type NotificationEvent,
-  type NotificationJob,
-  type ServerToClientEvents,
-  userRoom,
-} from '@herald/protocol';
-import { Emitter } from '@socket.io/redis-emitter';
+import { type AppendResult, Inbox, type InboxNotification } from '@herald/inbox';
+import type { NotificationJob } from '@herald/protocol';
 import { type Job, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {
-  worker: Worker<NotificationJob>;
+  worker: Worker<NotificationJob, JobResult>;
+  inbox: Inbox;
   close(): Promise<void>;
 }
 
+/** What a completed job returns (BullMQ keeps it as the job's `returnvalue`). */
+export type JobResult =
+  | { outcome: 'appended' | 'already-appended'; offset: string }
+  | { outcome: 'expired' }
+  | { outcome: 'deduplicated'; duplicateOf: string };
+
 /**
- * Starts a BullMQ worker that pushes each notification to the Socket.IO room of its user through
- * Redis pub/sub, so that whichever realtime instance holds the user's sockets delivers it.
+ * Processes one notification job: append to the user's inbox first (idempotent: a job run twice is
+ * stored once), then push it live. A job run again after its append (stalled, retried) pushes again with
+ * the same offset, and realtime drops what a socket already has, so it is on screen once; and a push
+ * lost in a crash between append and push is made good by that second run.
+ */
+export async function processNotification(
+  job: NotificationJob,
+  inbox: Inbox,
+  live: LivePublisher,
+): Promise<AppendResult> {
+  const notification: InboxNotification = {
+    id: job.id,
+    userId: job.userId,
+    payload: job.payload,
+    createdAt: job.createdAt,
+    ...(job.topic !== undefined ? { topic: job.topic } : {}),
+    ...(job.type !== undefined ? { type: job.type } : {}),
+  };
+  const createdAtMs = Date.parse(job.createdAt);
+  const result = await inbox.append(notification, {
+    ...(job.ttlMs !== undefined && Number.isFinite(createdAtMs)
+      ? { expiresAtMs: createdAtMs + job.ttlMs }
+      : {}),
+    ...(job.dedupeKey !== undefined ? { dedupeKey: job.dedupeKey } : {}),
+  });
+  if (result.outcome === 'appended' || result.outcome === 'already-appended') {
+    live.notification({ ...notification, offset: result.offset });
+    if (result.outcome === 'appended') live.unread(job.userId, result.unread);
+  }
+  return result;
+}
+
+/**
+ * Starts a BullMQ worker that stores each notification in its user's inbox and pushes it through Redis
+ * pub/sub, so that whichever realtime instance holds the user's sockets delivers it.
  */
 export async function startWorker(config: WorkerConfig, log: Logger): Promise<NotificationWorker> {
-  const publisher = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
-  publisher.on('error', (error) => log.warn({ err: error }, 'publisher connection error'));
-  const emitter = new Emitter<ServerToClientEvents>(publisher, { key: config.pubsubKey });
+  // Workers wait for Redis rather than fail: BullMQ requires maxRetriesPerRequest: null, and the
+  // inbox commands of a job should outlive a Redis restart the same way.
+  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
+  const inbox = new Inbox(redis, config.inbox);
+  const live =
+    config.pubsubMode === 'sharded'
+      ? shardedPublisher(redis, config.pubsubKey)
+      : classicPublisher(redis, config.pubsubKey);
 
-  const worker = new Worker<NotificationJob>(
+  const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
-    async (job: Job<NotificationJob>) => {
-      const { id, userId, payload, createdAt } = job.data;
-      const event: NotificationEvent = { id, userId, payload, createdAt };
-      emitter.to(userRoom(userId)).emit(NOTIFICATION_EVENT, event);
-      log.debug({ notificationId: id, userId }, 'notification pushed');
+    async (job: Job<NotificationJob, JobResult>) => {
+      const result = await processNotification(job.data, inbox, live);
+      log.debug(
+        { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
+        'notification processed',
+      );
+      if (result.outcome === 'expired')
+        log.info({ notificationId: job.data.id }, 'notification expired before delivery');
+      const { unread: _unread, ...jobResult } = result;
+      return jobResult;
     },
     {
       prefix: config.queue.prefix,
       concurrency: config.concurrency,
-      // Workers wait for Redis rather than fail: BullMQ requires maxRetriesPerRequest: null.
+      lockDuration: config.lockMs,
+      stalledInterval: config.stalledIntervalMs,
       connection: { url: config.redisUrl, maxRetriesPerRequest: null },
     },
   );
   worker.on('failed', (job, error) => {
-    log.warn({ err: error, notificationId: job?.id, attempts: job?.attemptsMade }, 'notification failed');
+    const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
+    log[final ? 'error' : 'warn'](
+      { err: error, notificationId: job?.id, attempts: job?.attemptsMade, final },
+      final
+        ? 'notification failed for good: see `pnpm herald failed list`'
+        : 'notification attempt failed; will retry',
+    );
   });
   worker.on('error', (error) => log.warn({ err: error }, 'worker error'));
   await worker.waitUntilReady();
 
   return {
     worker,
+    inbox,
     async close() {
+      // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await worker.close();
-      publisher.disconnect();
+      redis.disconnect();
     },
   };
 }

@@ -1,0 +1,193 @@
+import { compareOffsets, type Inbox, offsetSeq } from '@herald/inbox';
+import type { InboxOffset, NotificationEvent, ResyncEvent, SyncedEvent, UnreadEvent } from '@herald/protocol';
+import type { Logger } from 'pino';
+
+/** What a {@link Delivery} sends to its socket. */
+export interface DeliveryTarget {
+  notification(event: NotificationEvent): void;
+  synced(event: SyncedEvent): void;
+  resync(event: ResyncEvent): void;
+}
+
+export interface DeliveryOptions {
+  gapWaitMs: number;
+  replayPage: number;
+  /** Delay before retrying an inbox read that failed (Redis down), ms. */
+  retryMs?: number;
+}
+
+/** Live notifications held at most while a replay or gap fill runs; beyond, the inbox read covers them. */
+const MAX_HELD = 10_000;
+
+/**
+ * The exactly-once, in-order stream of one socket. Every notification reaches the socket through
+ * `send`, which only ever moves forward by one `seq`:
+ * - on connect, the socket is already in its user's room (live events arrive and are held) while the
+ *   inbox is replayed after the client's `lastOffset`; then the held events are let through, those at or
+ *   before the last replayed offset dropped. No gap: the room was joined before the first read. No
+ *   duplicate: offsets only move forward.
+ * - a live event whose `seq` is not the next one (concurrent workers publish out of order, or pub/sub
+ *   lost a message while Redis restarted) waits `gapWaitMs` for the missing one, then the inbox is read
+ *   from the last sent offset. `fill()` does the same on demand (after a Redis reconnect).
+ * - an offset that is no longer in the inbox (trimmed, lost) answers `resync`: the client reloads.
+ */
+export class Delivery {
+  #lastOffset: InboxOffset = '0-0';
+  #lastSeq = 0;
+  #reading = true;
+  #held: NotificationEvent[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+  readonly #userId: string;
+  readonly #inbox: Inbox;
+  readonly #target: DeliveryTarget;
+  readonly #options: Required<DeliveryOptions>;
+  readonly #log: Logger;
+
+  constructor(userId: string, inbox: Inbox, target: DeliveryTarget, options: DeliveryOptions, log: Logger) {
+    this.#userId = userId;
+    this.#inbox = inbox;
+    this.#target = target;
+    this.#options = { retryMs: 1000, ...options };
+    this.#log = log;
+  }
+
+  /** The last offset sent to the socket. */
+  get lastOffset(): InboxOffset {
+    return this.#lastOffset;
+  }
+
+  /**
+   * Replays after `lastOffset` (absent: nothing, live from now), then goes live and sends `synced`.
+   * Call after the socket joined its user's room.
+   */
+  async start(lastOffset: InboxOffset | undefined, unread: () => Promise<UnreadEvent>): Promise<void> {
+    let replayed = 0;
+    for (;;) {
+      try {
+        if (lastOffset === undefined) {
+          this.#moveTo(await this.#inbox.latestOffset(this.#userId));
+        } else {
+          this.#moveTo(lastOffset);
+          replayed = await this.#readInbox();
+        }
+        break;
+      } catch (error) {
+        if (this.#closed) return;
+        this.#log.warn({ err: error, userId: this.#userId }, 'replay failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, this.#options.retryMs));
+      }
+    }
+    if (this.#closed) return;
+    this.#reading = false;
+    this.#release();
+    this.#target.synced({ lastOffset: this.#lastOffset, replayed, unread: await unread() });
+  }
+
+  /** A live notification for this socket's user (from the Redis adapter). */
+  live(event: NotificationEvent): void {
+    if (this.#closed) return;
+    if (this.#reading) {
+      this.#hold(event);
+      return;
+    }
+    this.#offer(event);
+  }
+
+  /** Reads the inbox after the last sent offset now (e.g. after Redis came back): fills any gap. */
+  fill(): void {
+    if (this.#closed) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#reading) return;
+    this.#reading = true;
+    this.#readInbox().then(
+      () => {
+        this.#reading = false;
+        this.#release();
+      },
+      (error: unknown) => {
+        this.#reading = false;
+        this.#log.warn({ err: error, userId: this.#userId }, 'gap fill failed; retrying');
+        if (!this.#closed) this.#timer = setTimeout(() => this.fill(), this.#options.retryMs);
+      },
+    );
+  }
+
+  close(): void {
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#held = [];
+  }
+
+  #offer(event: NotificationEvent): void {
+    if (compareOffsets(event.offset, this.#lastOffset) <= 0) return; // already sent
+    if (offsetSeq(event.offset) === this.#lastSeq + 1) {
+      this.#send(event);
+      this.#release();
+      return;
+    }
+    this.#hold(event);
+    this.#timer ??= setTimeout(() => this.fill(), this.#options.gapWaitMs);
+  }
+
+  #hold(event: NotificationEvent): void {
+    // Beyond MAX_HELD, dropping is safe: the next inbox read sends them.
+    if (this.#held.length < MAX_HELD) this.#held.push(event);
+    else if (!this.#reading) this.#timer ??= setTimeout(() => this.fill(), 0);
+  }
+
+  /** Sends the held events that now follow on, in order; keeps the rest for the gap fill. */
+  #release(): void {
+    if (this.#held.length === 0) return;
+    const held = this.#held.sort((a, b) => compareOffsets(a.offset, b.offset));
+    this.#held = [];
+    let index = 0;
+    for (; index < held.length; index++) {
+      const event = held[index] as NotificationEvent;
+      if (compareOffsets(event.offset, this.#lastOffset) <= 0) continue;
+      if (offsetSeq(event.offset) !== this.#lastSeq + 1) break;
+      this.#send(event);
+    }
+    const rest = held.slice(index);
+    if (rest.length > 0) {
+      this.#held = rest;
+      this.#timer ??= setTimeout(() => this.fill(), this.#options.gapWaitMs);
+    } else if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  /** Sends everything in the inbox after the last sent offset; answers how many. */
+  async #readInbox(): Promise<number> {
+    let sent = 0;
+    for (;;) {
+      const page = await this.#inbox.read(this.#userId, {
+        after: this.#lastOffset,
+        limit: this.#options.replayPage,
+      });
+      if (this.#closed) return sent;
+      if (page.trimmed || page.unknownOffset) {
+        const latest = await this.#inbox.latestOffset(this.#userId);
+        this.#log.info({ userId: this.#userId, from: this.#lastOffset, latest }, 'offset gone: resync');
+        this.#moveTo(latest);
+        this.#target.resync({ reason: page.trimmed ? 'trimmed' : 'unknown-offset', lastOffset: latest });
+        return sent;
+      }
+      for (const event of page.entries) this.#send(event);
+      sent += page.entries.length;
+      if (page.entries.length < this.#options.replayPage) return sent;
+    }
+  }
+
+  #send(event: NotificationEvent): void {
+    this.#target.notification(event);
+    this.#moveTo(event.offset);
+  }
+
+  #moveTo(offset: InboxOffset): void {
+    this.#lastOffset = offset;
+    this.#lastSeq = offsetSeq(offset);
+  }
+}
