@@ -136,13 +136,10 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
           });
         }
         if (error instanceof RateLimiterUnavailableError) {
-          return reply
-            .code(503)
-            .header('Retry-After', '1')
-            .send({
-              error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
-              code: unavailableCode,
-            });
+          return reply.code(503).header('Retry-After', '1').send({
+            error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+            code: unavailableCode,
+          });
         }
         throw error;
       }

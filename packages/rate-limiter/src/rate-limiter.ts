@@ -634,11 +634,20 @@ export class RateLimiter {
   }
 
   #withTimeout<T>(promise: Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(TIMEOUT), this.#timeoutMs);
+    // One promise and one timer per call (Promise.race plus finally cost two more promises).
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(reject, this.#timeoutMs, TIMEOUT);
+      promise.then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
     });
-    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
   }
 
   #toResult(reply: number[], source: DecisionSource): RateLimitResult {

@@ -6,7 +6,8 @@
   `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
   Every key of one call must share one hash tag (Redis Cluster: one slot).
 
-  KEYS[i]   bucket of policy i: a hash { tokens = <float tokens>, ts = <µs since epoch of `tokens`> }
+  KEYS[i]   bucket of policy i: a string "<tokens> <ts>": float tokens at ts, µs since epoch (both %.17g);
+            one GET and one SET PX per key (cheaper than a hash plus PEXPIRE)
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the time to refill fully, for each key's PEXPIRE
@@ -41,10 +42,12 @@ end
 local marginMs = tonumber(ARGV[2])
 if now == nil or marginMs == nil then return fail(-2, 0) end
 
-local capacities, rates, costs, tokensOf, tsOf = {}, {}, {}, {}, {}
+-- One table for the whole call (tables cost more than arithmetic here): the reply, whose per-policy
+-- slots also hold the refilled tokens and ts between the two passes.
+local reply = { 1, 0 }
+local state = {}
 local allAllowed = true
 local denyIndex, longestWait = 0, -1
-local reply = { 1, 0 }
 
 for i = 1, n do
   local capacity = tonumber(ARGV[3 * i])
@@ -55,9 +58,15 @@ for i = 1, n do
   end
   if cost > capacity then return fail(-1, i) end
 
-  local state = redis.call('HMGET', KEYS[i], 'tokens', 'ts')
-  local tokens = tonumber(state[1])
-  local ts = tonumber(state[2])
+  local tokens, ts
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    local space = string.find(stored, ' ', 1, true)
+    if space then
+      tokens = tonumber(string.sub(stored, 1, space - 1))
+      ts = tonumber(string.sub(stored, space + 1))
+    end
+  end
   if tokens == nil or ts == nil then
     tokens = capacity
     ts = now
@@ -67,7 +76,8 @@ for i = 1, n do
     tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
     ts = now
   end
-  capacities[i], rates[i], costs[i], tokensOf[i], tsOf[i] = capacity, rate, cost, tokens, ts
+  state[2 * i - 1] = tokens
+  state[2 * i] = ts
 
   local retryAfterMs = 0
   if tokens < cost then
@@ -77,8 +87,10 @@ for i = 1, n do
       longestWait = retryAfterMs
       denyIndex = i
     end
+    reply[4 * i - 1] = 0
+  else
+    reply[4 * i - 1] = 1
   end
-  reply[4 * i - 1] = (tokens >= cost) and 1 or 0
   reply[4 * i + 1] = retryAfterMs
 end
 
@@ -88,14 +100,17 @@ if not allAllowed then
 end
 
 for i = 1, n do
-  local tokens = tokensOf[i]
-  if allAllowed and costs[i] > 0 then
-    tokens = tokens - costs[i]
+  local capacity = tonumber(ARGV[3 * i])
+  local rate = tonumber(ARGV[3 * i + 1])
+  local cost = tonumber(ARGV[3 * i + 2])
+  local tokens = state[2 * i - 1]
+  if allAllowed and cost > 0 then
+    tokens = tokens - cost
     -- %.17g keeps every bit of the double; Lua's default tostring keeps only 14 digits.
-    redis.call('HSET', KEYS[i], 'tokens', string.format('%.17g', tokens), 'ts', string.format('%.17g', tsOf[i]))
-    redis.call('PEXPIRE', KEYS[i], math.ceil((capacities[i] - tokens) / rates[i] * 1000) + marginMs)
+    redis.call('SET', KEYS[i], string.format('%.17g %.17g', tokens, state[2 * i]),
+      'PX', math.ceil((capacity - tokens) / rate * 1000) + marginMs)
   end
   reply[4 * i] = math.floor(tokens)
-  reply[4 * i + 2] = math.ceil((capacities[i] - tokens) / rates[i] * 1000)
+  reply[4 * i + 2] = math.ceil((capacity - tokens) / rate * 1000)
 end
 return reply

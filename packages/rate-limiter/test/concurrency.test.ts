@@ -63,6 +63,14 @@ async function nextJson<T>(child: Child): Promise<T> {
   return JSON.parse(value) as T;
 }
 
+/** The bucket as the script stores it: "<tokens> <ts µs, Redis TIME>". */
+async function bucketState(redis: Redis, key: string): Promise<{ tokens: number; ts: number }> {
+  const [tokens, ts] = ((await redis.get(key)) ?? '').split(' ').map(Number);
+  if (tokens === undefined || ts === undefined || !Number.isFinite(ts))
+    throw new Error(`no bucket at ${key}`);
+  return { tokens, ts };
+}
+
 async function run(skews: (string | undefined)[]) {
   const prefix = randomPrefix();
   const children = skews.map((skew) => startChild(prefix, skew));
@@ -81,15 +89,13 @@ async function run(skews: (string | undefined)[]) {
       const key = limiter.keyOf('p', 'hot');
       const first = await limiter.consume('hot', CAPACITY);
       expect(first.allowed).toBe(true);
-      const t0 = Number(await admin.hget(key, 'ts'));
+      const t0 = (await bucketState(admin, key)).ts;
       for (const child of children) child.process.stdin?.write('go\n');
 
       const results = await Promise.all(
         children.map((c) => nextJson<{ admitted: number; calls: number; local: number }>(c)),
       );
-      const [tokens, ts] = await admin.hmget(key, 'tokens', 'ts');
-      const t1 = Number(ts);
-      const left = Number(tokens);
+      const { tokens: left, ts: t1 } = await bucketState(admin, key);
       const elapsedS = (t1 - t0) / 1e6;
       const admitted = CAPACITY + results.reduce((sum, r) => sum + r.admitted, 0);
       const bound = CAPACITY + RATE * elapsedS;
