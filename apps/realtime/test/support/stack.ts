@@ -1,0 +1,233 @@
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Inbox } from '@herald/inbox';
+import {
+  type GoodbyeEvent,
+  NOTIFY_JOB_NAME,
+  type NotificationEvent,
+  type NotificationJob,
+  notificationJobOptions,
+  type ResyncEvent,
+  type SyncedEvent,
+  signUserToken,
+  type UnreadEvent,
+} from '@herald/protocol';
+import { type AppProcess, randomId, startApp, waitFor } from '@herald/testing';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { io, type Socket } from 'socket.io-client';
+
+const require = createRequire(import.meta.url);
+export const entries = {
+  worker: require.resolve('@herald/worker/server'),
+  realtime: fileURLToPath(new URL('../../dist/server.js', import.meta.url)),
+};
+export const SECRET = 'delivery-secret-0123456789abcdef';
+
+/** Settings shared by every process of one test stack: random names, so that tests never meet. */
+export function stackEnv(redisUrl: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    REDIS_URL: redisUrl,
+    HERALD_JWT_SECRET: SECRET,
+    HERALD_QUEUE_NAME: randomId('queue'),
+    HERALD_PUBSUB_KEY: randomId('pubsub'),
+    HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+    HERALD_INBOX_MAX_LENGTH: '10000',
+    HERALD_LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+/** The processes, queue and inbox of one test: start what you need, `dispose()` stops it all. */
+export class Stack {
+  readonly env: Record<string, string>;
+  readonly redis: Redis;
+  readonly queue: Queue<NotificationJob>;
+  readonly inbox: Inbox;
+  readonly processes: AppProcess[] = [];
+  readonly clients: TestClient[] = [];
+
+  constructor(redisUrl: string, extra: Record<string, string> = {}) {
+    this.env = stackEnv(redisUrl, extra);
+    // Like the gateway's producer, but patient: the Redis-restart test enqueues across the restart.
+    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+    this.redis.on('error', () => {});
+    this.queue = new Queue(this.env.HERALD_QUEUE_NAME ?? '', {
+      prefix: '{herald}',
+      connection: { url: redisUrl, maxRetriesPerRequest: null },
+    });
+    this.queue.on('error', () => {});
+    this.inbox = new Inbox(this.redis, {
+      prefix: this.env.HERALD_INBOX_PREFIX ?? '',
+      maxLength: Number(this.env.HERALD_INBOX_MAX_LENGTH),
+    });
+  }
+
+  async start(
+    kind: 'worker' | 'realtime',
+    name: string,
+    env: Record<string, string> = {},
+  ): Promise<AppProcess> {
+    const app = await startApp({
+      name,
+      entry: entries[kind],
+      env: { ...this.env, HERALD_INSTANCE_ID: name, ...env },
+    });
+    this.processes.push(app);
+    return app;
+  }
+
+  /** Enqueues notifications the way the gateway does (job id = notification id, same options). */
+  async send(userId: string, count: number, extra: Partial<NotificationJob> = {}): Promise<string[]> {
+    const jobs = Array.from({ length: count }, (_, n) => notificationJob(userId, { n }, extra));
+    await this.queue.addBulk(
+      jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
+    );
+    return jobs.map((job) => job.id);
+  }
+
+  client(userId: string, options: { ttlSeconds?: number; now?: Date } = {}): TestClient {
+    const client = new TestClient(userId, options);
+    this.clients.push(client);
+    return client;
+  }
+
+  async inboxIds(userId: string): Promise<string[]> {
+    const ids: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.inbox.read(userId, { ...(after ? { after } : {}), limit: 1000 });
+      ids.push(...page.entries.map((entry) => entry.id));
+      if (page.entries.length < 1000) return ids;
+      after = page.lastOffset;
+    }
+  }
+
+  async dispose(): Promise<void> {
+    for (const client of this.clients) client.disconnect();
+    await Promise.all(this.processes.map((app) => app.stop('SIGTERM', 5000)));
+    try {
+      await this.queue.obliterate({ force: true });
+      const stream = this.redis.scanStream({ match: `${this.env.HERALD_INBOX_PREFIX}*`, count: 1000 });
+      for await (const keys of stream as AsyncIterable<string[]>)
+        if (keys.length > 0) await this.redis.unlink(...keys);
+    } catch {
+      // a test that stopped its Redis for good
+    }
+    await this.queue.close();
+    this.redis.disconnect();
+  }
+}
+
+export function notificationJob(
+  userId: string,
+  payload: Record<string, unknown>,
+  extra: Partial<NotificationJob> = {},
+): NotificationJob {
+  return { id: randomUUID(), userId, payload, createdAt: new Date().toISOString(), ...extra };
+}
+
+/** A real socket.io-client that records everything the server sends. */
+export class TestClient {
+  readonly userId: string;
+  /** Every `notification` event received, duplicates included (so that tests can see them). */
+  readonly received: NotificationEvent[] = [];
+  readonly synced: SyncedEvent[] = [];
+  readonly resyncs: ResyncEvent[] = [];
+  readonly goodbyes: GoodbyeEvent[] = [];
+  /** The `unread` event with the highest version so far. */
+  unread: UnreadEvent | undefined;
+  socket: Socket | undefined;
+  disconnectReason: string | undefined;
+  #token: Promise<string>;
+
+  constructor(userId: string, options: { ttlSeconds?: number; now?: Date } = {}) {
+    this.userId = userId;
+    this.#token = signUserToken({
+      userId,
+      secret: SECRET,
+      ttlSeconds: options.ttlSeconds ?? 3600,
+      ...(options.now ? { now: options.now } : {}),
+    }).then((t) => t.token);
+  }
+
+  /** The offset of the last notification received (what a client passes as `lastOffset`). */
+  get lastOffset(): string | undefined {
+    return this.received.at(-1)?.offset ?? this.synced.at(-1)?.lastOffset;
+  }
+
+  /** Connects and waits for `synced` (the replay is done). */
+  async connect(url: string, lastOffset?: string, extraAuth: Record<string, unknown> = {}): Promise<void> {
+    this.socket?.disconnect();
+    const socket = io(url, {
+      auth: { token: await this.#token, ...(lastOffset !== undefined ? { lastOffset } : {}), ...extraAuth },
+      transports: ['websocket'],
+      reconnection: false,
+      forceNew: true,
+    });
+    this.socket = socket;
+    this.disconnectReason = undefined;
+    const syncedBefore = this.synced.length;
+    socket.on('notification', (event: NotificationEvent) => this.received.push(event));
+    socket.on('synced', (event: SyncedEvent) => {
+      this.synced.push(event);
+      this.#takeUnread(event.unread);
+    });
+    socket.on('resync', (event: ResyncEvent) => this.resyncs.push(event));
+    socket.on('goodbye', (event: GoodbyeEvent) => this.goodbyes.push(event));
+    socket.on('unread', (event: UnreadEvent) => this.#takeUnread(event));
+    socket.on('disconnect', (reason) => {
+      this.disconnectReason = reason;
+    });
+    await new Promise<void>((resolve, reject) => {
+      socket.once('connect_error', reject);
+      socket.once('connect', () => resolve());
+    });
+    await waitFor(() => this.synced.length > syncedBefore, {
+      timeoutMs: 30_000,
+      what: `synced for ${this.userId}`,
+    });
+  }
+
+  /** Sends `event` and waits for the server's answer. */
+  async command(
+    event: 'ack' | 'read' | 'read-all',
+    body: unknown,
+  ): Promise<{ ok: boolean; changed?: number; code?: string }> {
+    const socket = this.socket;
+    if (!socket) throw new Error('not connected');
+    return socket.timeout(20_000).emitWithAck(event, body);
+  }
+
+  /** Fails unless the notifications received are exactly `expected` (as a set), each once, in offset order. */
+  check(expected: readonly string[]): void {
+    const ids = this.received.map((event) => event.id);
+    const seen = new Set<string>();
+    for (const id of ids) {
+      if (seen.has(id)) throw new Error(`${this.userId}: notification ${id} received twice`);
+      seen.add(id);
+    }
+    const missing = expected.filter((id) => !seen.has(id));
+    if (missing.length > 0 || ids.length !== expected.length) {
+      throw new Error(
+        `${this.userId}: received ${ids.length} of ${expected.length}; missing ${missing.slice(0, 5).join(',')}…`,
+      );
+    }
+    const seqs = this.received.map((event) => Number(event.offset.split('-')[1]));
+    for (let i = 1; i < seqs.length; i++) {
+      if (seqs[i] !== (seqs[i - 1] ?? 0) + 1)
+        throw new Error(`${this.userId}: out of order or gap at ${i}: ${seqs[i - 1]} then ${seqs[i]}`);
+    }
+  }
+
+  disconnect(): void {
+    this.socket?.disconnect();
+  }
+
+  #takeUnread(event: UnreadEvent): void {
+    if (this.unread === undefined || event.version > this.unread.version) this.unread = event;
+  }
+}
+
+export { randomId, waitFor };
