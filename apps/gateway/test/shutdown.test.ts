@@ -1,0 +1,70 @@
+import { fileURLToPath } from 'node:url';
+import { NOTIFY_JOB_NAME } from '@herald/protocol';
+import { randomId, startApp, waitFor } from '@herald/testing';
+import { Queue } from 'bullmq';
+import { afterAll, describe, expect, it } from 'vitest';
+import { testEnv } from './helpers.js';
+
+const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+
+describe('graceful shutdown', () => {
+  const env = testEnv({ HERALD_RATE_LIMIT_BURST: '100000', HERALD_SENDER_RATE_LIMIT_BURST: '100000' });
+  const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
+    prefix: '{herald}',
+    connection: { url: env.REDIS_URL as string },
+  });
+  afterAll(async () => {
+    await queue.obliterate({ force: true });
+    await queue.close();
+  });
+
+  it('SIGTERM during a stream of requests: every 202 has its job, the rest are refused, exit 0 within 10 s', async () => {
+    const gateway = await startApp({ name: 'gateway', entry, env });
+    const accepted: string[] = [];
+    const refused: string[] = [];
+    let stopping = false;
+
+    // 8 clients post back to back until the gateway stops answering.
+    const client = async () => {
+      for (;;) {
+        try {
+          const response = await fetch(`${gateway.url}/notify`, {
+            method: 'POST',
+            headers: { authorization: 'Bearer test-key-1', 'content-type': 'application/json' },
+            body: JSON.stringify({ userId: randomId('u'), payload: { n: 1 } }),
+          });
+          const body = (await response.json()) as { id?: string; code?: string };
+          if (response.status === 202 && body.id) accepted.push(body.id);
+          else if (response.status === 503) refused.push(`503 ${body.code}`);
+          else throw new Error(`unexpected ${response.status} ${JSON.stringify(body)}`);
+        } catch (error) {
+          if (!stopping) throw error;
+          // Connection refused or reset once the server closed: the request was not accepted.
+          refused.push(String((error as Error).cause ?? error));
+          return;
+        }
+      }
+    };
+    const clients = Array.from({ length: 8 }, client);
+    await waitFor(() => accepted.length >= 200, { timeoutMs: 30_000, what: '200 accepted notifications' });
+
+    stopping = true;
+    const started = Date.now();
+    const exitCode = await gateway.stop('SIGTERM', 15_000);
+    const tookMs = Date.now() - started;
+    await Promise.all(clients);
+
+    expect(exitCode).toBe(0);
+    expect(tookMs).toBeLessThan(10_000);
+    expect(refused.length).toBeGreaterThan(0);
+    // Nothing answered 202 is lost.
+    const jobs = await Promise.all(accepted.map((id) => queue.getJob(id)));
+    const missing = accepted.filter((_, index) => jobs[index]?.name !== NOTIFY_JOB_NAME);
+    expect(missing).toEqual([]);
+    // Every request's log lines carry its request id.
+    const queuedLines = gateway.lines.filter((line) => line.includes('"msg":"queued"'));
+    expect(queuedLines.length).toBeGreaterThan(0);
+    expect(queuedLines.every((line) => /"reqId":"[^"]+"/.test(line))).toBe(true);
+    expect(gateway.lines.some((line) => line.includes('"msg":"shutting down"'))).toBe(true);
+  });
+});
