@@ -26,7 +26,12 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'cluster',
-          include: ['test/limiter.test.ts', 'test/properties.test.ts', 'test/**/*.cluster.test.ts'],
+          include: [
+            'test/limiter.test.ts',
+            'test/multi-id.test.ts',
+            'test/properties.test.ts',
+            'test/**/*.cluster.test.ts',
+          ],
           globalSetup: [findRedis, startCluster],
           provide: { redisMode: 'cluster' },
         },

@@ -16,11 +16,26 @@ import type { RateLimitCost, RateLimiter, RateLimitKey, RateLimitResult } from '
  *     },
  *   },
  * }, handler);
+ * // A batch, with a limiter chosen per API key: one token per notification from the sender and from
+ * // each recipient, all or nothing.
+ * app.post('/notify/batch', {
+ *   config: {
+ *     rateLimit: {
+ *       limiter: (request) => limiters.for(request.apiKeyId),
+ *       key: (request) => ({ sender: request.apiKeyId, recipient: batchOf(request).map((n) => n.userId) }),
+ *       cost: (request) => ({ sender: batchOf(request).length, recipient: 1 }),
+ *     },
+ *   },
+ * }, handler);
  * ```
  */
 export interface RateLimitRouteConfig {
-  /** The limiter of this route. Default: the plugin's `limiter`. */
-  limiter?: RateLimiter;
+  /**
+   * The limiter of this route, or a function that picks one per request (e.g. per API key, when keys
+   * carry their own limits; it runs after `hook`'s earlier hooks, so it can read the authenticated
+   * identity). Default: the plugin's `limiter`.
+   */
+  limiter?: RateLimiter | ((request: FastifyRequest) => RateLimiter | Promise<RateLimiter>);
   /** The ids of the call: one string for every policy, or one per policy name. */
   key: (request: FastifyRequest) => RateLimitKey | Promise<RateLimitKey>;
   /** The cost of the call. Default 1. */
@@ -112,7 +127,10 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
     app.addHook(options.hook ?? 'preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
       const route = request.routeOptions.config.rateLimit;
       if (route === undefined) return;
-      const limiter = route.limiter ?? options.limiter;
+      const limiter =
+        typeof route.limiter === 'function'
+          ? await route.limiter(request)
+          : (route.limiter ?? options.limiter);
       let policyHeader = policyHeaders.get(limiter);
       if (policyHeader === undefined) {
         policyHeader = rateLimitPolicyHeader(limiter);

@@ -124,6 +124,8 @@ export interface RateLimiterOptions {
    * Redis Cluster and several ids in one call: the hash tag every key of the call shares. A string puts
    * all of this limiter's keys in one slot; a function of the call's ids (e.g. `(ids) => ids.apiKey`)
    * spreads them, but then every other policy's bucket is per (tag, id). See the README.
+   * The function sees the policies given one id (a string); policies given an array of ids are left
+   * out, so tag by a single-id policy (e.g. the sender of a batch).
    * Default: each key is tagged by its own id (single node, or one id per call).
    */
   hashTag?: string | ((ids: Readonly<Record<string, string>>) => string);
@@ -151,7 +153,12 @@ export interface RateLimiterOptions {
  */
 export interface PolicyState {
   policy: string;
-  /** Whether this policy alone would allow the call. */
+  /**
+   * The id whose bucket this state describes. A policy given several ids reports one of them: the
+   * bucket that denied (the longest wait) or, when all allow, the one with the fewest units left.
+   */
+  id?: string;
+  /** Whether this policy alone would allow the call (every one of its ids). */
   allowed: boolean;
   /** The policy's capacity. */
   limit: number;
@@ -204,9 +211,13 @@ export type DecisionSource = 'redis' | 'deny-cache' | 'fallback';
  * ```
  */
 export interface RateLimitResult extends RateLimitDecision {
+  /** The denying policy, or when allowed the policy with the fewest units left. */
   policy: string;
+  /** When denied (not by a `closed` fallback): the id whose bucket refused, in `policy`. */
+  deniedId?: string;
   /**
-   * Every policy's state, in the limiter's order. For a `deny-cache` decision only the denying policy
+   * One state per policy, in the limiter's order (a policy given several ids: its denying or most
+   * constrained id, see {@link PolicyState.id}). For a `deny-cache` decision only the denying policy
    * (the others were not asked); for a `fallback` decision what the failure mode knows.
    */
   policies: PolicyState[];
@@ -235,24 +246,29 @@ export interface PolicyCounters {
 }
 
 /**
- * Ids of one call: one string for every policy, or one per policy name.
+ * Ids of one call: one string for every policy, or per policy name one id or several (an array: each
+ * id is a bucket of that policy, all decided in the same all-or-nothing call; an id given twice is one
+ * bucket charged the sum of its costs).
  *
  * @example
  * ```ts
  * const ids: RateLimitKey = { apiKey: 'key-7', recipient: 'user-42' };
+ * const batch: RateLimitKey = { sender: 'key-7', recipient: ['user-1', 'user-2', 'user-1'] };
  * ```
  */
-export type RateLimitKey = string | Readonly<Record<string, string>>;
+export type RateLimitKey = string | Readonly<Record<string, string | readonly string[]>>;
 
 /**
- * Cost of one call: one number for every policy, or one per policy name (a missing name costs 1).
+ * Cost of one call: one number for every id of every policy, or per policy name a number (for each of
+ * its ids) or an array paired index by index with that policy's array of ids. A missing name costs 1.
  *
  * @example
  * ```ts
  * const cost: RateLimitCost = { apiKey: 1, recipient: 3 };
+ * const batchCost: RateLimitCost = { sender: 3, recipient: [1, 1, 1] }; // or recipient: 1
  * ```
  */
-export type RateLimitCost = number | Readonly<Record<string, number>>;
+export type RateLimitCost = number | Readonly<Record<string, number | readonly number[]>>;
 
 interface DenyEntry {
   /** Local clock (ms) until which calls with at least `cost` are denied. */
@@ -262,9 +278,13 @@ interface DenyEntry {
   resetAfterMs: number;
 }
 
+/** A call expanded to slots: one bucket each (slot j is `ids[j]` of policy `slotPolicy[j]`). */
 interface PreparedCall {
   keys: string[];
   costs: number[];
+  ids: string[];
+  /** Policy index of each slot; `IDENTITY` when slot i is policy i (no arrays of ids). */
+  slotPolicy: readonly number[];
 }
 
 class Unavailable {
@@ -318,6 +338,8 @@ export class RateLimiter {
   readonly #denyCache: LRUCache<string, DenyEntry> | undefined;
   readonly #localBuckets = new LRUCache<string, TokenBucketState>({ max: 10_000 });
   readonly #counters: PolicyCounters[];
+  /** `[0, 1, …, policies - 1]`: the slot-to-policy map of a call that gives every policy one id. */
+  readonly #identity: readonly number[];
   readonly #logger: RateLimiterLogger | undefined;
   readonly #onDecision: ((result: RateLimitResult) => void) | undefined;
   #redisHealthy = true;
@@ -373,6 +395,7 @@ export class RateLimiter {
         ? undefined
         : new LRUCache<string, DenyEntry>({ max: options.denyCache?.max ?? 10_000 });
     this.#counters = this.policies.map(() => ({ allowed: 0, denied: 0, deniedLocally: 0, fallback: 0 }));
+    this.#identity = Object.freeze(this.policies.map((_, i) => i));
     this.#logger = options.logger;
     this.#onDecision = options.onDecision;
   }
@@ -395,31 +418,37 @@ export class RateLimiter {
   }
 
   /**
-   * Takes `cost` from every policy's bucket if every one has it, else from none.
+   * Takes `cost` from every bucket of the call if every one has it, else from none.
    *
-   * @param key one id for every policy, or an id per policy name
-   * @param cost default 1; a number for every policy or one per policy name (missing names cost 1)
-   * @throws {CostExceedsCapacityError} when a cost exceeds its policy's capacity
+   * @param key one id for every policy, or per policy name one id or an array of ids (a batch: one
+   *   bucket per id, all or nothing; an id given twice is one bucket charged the summed cost)
+   * @param cost default 1; a number for every id, or per policy name a number (for each of its ids) or
+   *   an array paired with its array of ids (missing names cost 1)
+   * @throws {CostExceedsCapacityError} when a bucket's cost (summed over duplicates) exceeds its capacity
    * @throws {RateLimiterUnavailableError} when Redis is away and the failure mode is `throw`
    * @example
    * ```ts
    * const result = await limiter.consume({ apiKey: 'key-7', recipient: 'user-42' }, 1);
    * if (!result.allowed) reply.code(429).header('Retry-After', Math.ceil(result.retryAfterMs / 1000));
+   * // A batch: one token per notification from the sender and from each recipient, all or nothing.
+   * await limiter.consume({ sender: 'key-7', recipient: ['user-1', 'user-2', 'user-1'] }, { sender: 3, recipient: 1 });
    * ```
    */
   async consume(key: RateLimitKey, cost: RateLimitCost = 1): Promise<RateLimitResult> {
     const call = this.#prepare(key, cost);
     const started = this.#now();
 
-    const cached = this.#denyCache === undefined ? undefined : this.#checkDenyCache(call, started);
-    if (cached !== undefined) return this.#emit(cached);
+    if (this.#denyCache !== undefined) {
+      const cached = this.#checkDenyCache(call, started);
+      if (cached !== undefined) return this.#emit(cached);
+    }
 
     const reply = await this.#send(call);
     if (reply instanceof Unavailable) return this.#emit(this.#fallback(call, reply));
-    const result = this.#toResult(reply, 'redis');
+    const result = this.#toResult(call, reply, 'redis');
     if (!result.allowed) {
-      this.#counters[reply[1]! - 1]!.denied++;
-      if (this.#denyCache !== undefined) this.#remember(call, result, started);
+      this.#counters[call.slotPolicy[reply[1]! - 1]!]!.denied++;
+      if (this.#denyCache !== undefined) this.#remember(call, reply, started);
     } else {
       for (const counters of this.#counters) counters.allowed++;
     }
@@ -436,15 +465,16 @@ export class RateLimiter {
    * ```
    */
   async peek(key: RateLimitKey): Promise<RateLimitResult> {
-    const reply = await this.#send(this.#prepare(key, 0));
+    const call = this.#prepare(key, 0);
+    const reply = await this.#send(call);
     if (reply instanceof Unavailable)
       throw new RateLimiterUnavailableError(reply.reason, { cause: reply.cause });
-    return this.#toResult(reply, 'redis');
+    return this.#toResult(call, reply, 'redis');
   }
 
   /**
-   * Deletes `key`'s buckets (every policy) so they are full again, and forgets them in this process's
-   * deny cache (other processes keep theirs until their `retryAfterMs` passes).
+   * Deletes `key`'s buckets (every policy, every id) so they are full again, and forgets them in this
+   * process's deny cache (other processes keep theirs until their `retryAfterMs` passes).
    *
    * @throws {RateLimiterUnavailableError} when Redis is away
    * @example
@@ -481,113 +511,179 @@ export class RateLimiter {
     return snapshot;
   }
 
+  /** Expands a call to slots (one per bucket), merges an id given twice for one policy, checks costs. */
   #prepare(key: RateLimitKey, cost: RateLimitCost): PreparedCall {
-    const n = this.policies.length;
-    const ids: string[] = new Array(n);
-    if (typeof key === 'string') {
-      ids.fill(key);
-    } else {
+    const policies = this.policies;
+    const n = policies.length;
+    if (typeof key !== 'string') {
       for (const name of Object.keys(key)) {
         if (!this.#byName.has(name)) {
           throw new RateLimiterError(RateLimiterErrorCode.INVALID_KEY, `No policy is named "${name}".`);
         }
       }
-      for (let i = 0; i < n; i++) {
-        const id = key[this.policies[i]!.name];
+    }
+    if (typeof cost !== 'number') {
+      for (const name of Object.keys(cost)) {
+        if (!this.#byName.has(name)) {
+          throw new RateLimiterError(RateLimiterErrorCode.INVALID_COST, `No policy is named "${name}".`);
+        }
+      }
+    }
+    const ids: string[] = [];
+    const costs: number[] = [];
+    let slotPolicy: number[] | undefined;
+    for (let p = 0; p < n; p++) {
+      const name = policies[p]!.name;
+      const given = typeof key === 'string' ? key : key[name];
+      const c = typeof cost === 'number' ? cost : (cost[name] ?? 1);
+      if (typeof given === 'string') {
+        if (typeof c !== 'number') {
+          throw new RateLimiterError(
+            RateLimiterErrorCode.INVALID_COST,
+            `Policy "${name}" has one id but an array of costs: give a number.`,
+          );
+        }
+        ids.push(given);
+        costs.push(checkCost(name, c));
+        slotPolicy?.push(p);
+        continue;
+      }
+      if (!Array.isArray(given) || given.length === 0) {
+        throw new RateLimiterError(
+          RateLimiterErrorCode.INVALID_KEY,
+          `No id for policy "${name}": give a string, or a non-empty array of strings, for every policy.`,
+        );
+      }
+      if (typeof c !== 'number' && (!Array.isArray(c) || c.length !== given.length)) {
+        throw new RateLimiterError(
+          RateLimiterErrorCode.INVALID_COST,
+          `Policy "${name}" has ${given.length} ids: give a number, or an array of ${given.length} numbers.`,
+        );
+      }
+      if (slotPolicy === undefined) slotPolicy = Array.from({ length: ids.length }, (_, i) => i);
+      // One bucket per distinct id: the script would otherwise refill and write the same key twice and
+      // check each cost alone (2 calls of cost 1 on a bucket with 1 token would both pass).
+      const seen = given.length > 1 ? new Map<string, number>() : undefined;
+      for (let j = 0; j < given.length; j++) {
+        const id: unknown = given[j];
         if (typeof id !== 'string') {
           throw new RateLimiterError(
             RateLimiterErrorCode.INVALID_KEY,
-            `No id for policy "${this.policies[i]!.name}": give a string for every policy.`,
+            `Id ${j} of policy "${name}" is not a string.`,
           );
         }
-        ids[i] = id;
+        const cj = checkCost(name, typeof c === 'number' ? c : (c as readonly number[])[j]);
+        const slot = seen?.get(id);
+        if (slot !== undefined) {
+          costs[slot]! += cj;
+          continue;
+        }
+        seen?.set(id, ids.length);
+        ids.push(id);
+        costs.push(cj);
+        slotPolicy.push(p);
       }
     }
+    const slots = slotPolicy ?? this.#identity;
+    for (let s = 0; s < costs.length; s++) {
+      const policy = policies[slots[s]!]!;
+      if (costs[s]! > policy.capacity)
+        throw new CostExceedsCapacityError(policy.name, costs[s]!, policy.capacity);
+    }
+
     let tag: string | undefined;
     if (this.#hashTag !== undefined) {
-      tag =
-        typeof this.#hashTag === 'string'
-          ? this.#hashTag
-          : this.#hashTag(
-              typeof key === 'string' ? Object.fromEntries(this.policies.map((p) => [p.name, key])) : key,
-            );
-    } else if (this.#isCluster && n > 1 && ids.some((id) => id !== ids[0])) {
+      tag = typeof this.#hashTag === 'string' ? this.#hashTag : this.#hashTag(this.#tagIds(key));
+    } else if (this.#isCluster && ids.length > 1 && ids.some((id) => id !== ids[0])) {
       throw new RateLimiterError(
         RateLimiterErrorCode.CROSS_SLOT,
         'On Redis Cluster, the keys of one call must share a slot: set the `hashTag` option (see the README).',
       );
     }
-    const keys: string[] = new Array(n);
-    const costs: number[] = new Array(n);
-    for (let i = 0; i < n; i++) {
-      const policy = this.policies[i]!;
-      keys[i] = bucketKey(policy.keyPrefix, ids[i]!, tag);
-      const c = typeof cost === 'number' ? cost : (cost[policy.name] ?? 1);
-      if (typeof c !== 'number' || !Number.isFinite(c) || c < 0) {
-        throw new RateLimiterError(
-          RateLimiterErrorCode.INVALID_COST,
-          `Cost ${String(c)} for policy "${policy.name}" is not a finite number >= 0.`,
-        );
-      }
-      if (c > policy.capacity) throw new CostExceedsCapacityError(policy.name, c, policy.capacity);
-      costs[i] = c;
+    const keys: string[] = new Array(ids.length);
+    for (let s = 0; s < ids.length; s++) keys[s] = bucketKey(policies[slots[s]!]!.keyPrefix, ids[s]!, tag);
+    return { keys, costs, ids, slotPolicy: slots };
+  }
+
+  /** The ids a `hashTag` function sees: every policy given one id (arrays are left out). */
+  #tagIds(key: RateLimitKey): Readonly<Record<string, string>> {
+    const ids: Record<string, string> = {};
+    for (const policy of this.policies) {
+      const id = typeof key === 'string' ? key : key[policy.name];
+      if (typeof id === 'string') ids[policy.name] = id;
     }
-    return { keys, costs };
+    return ids;
   }
 
   #checkDenyCache(call: PreparedCall, now: number): RateLimitResult | undefined {
     const cache = this.#denyCache!;
-    for (let i = 0; i < call.keys.length; i++) {
-      const entry = cache.get(call.keys[i]!);
+    for (let s = 0; s < call.keys.length; s++) {
+      const entry = cache.get(call.keys[s]!);
       if (entry === undefined) continue;
       if (now >= entry.until) {
-        cache.delete(call.keys[i]!);
+        cache.delete(call.keys[s]!);
         continue;
       }
-      if (call.costs[i]! < entry.cost) continue;
-      const policy = this.policies[i]!;
-      this.#counters[i]!.deniedLocally++;
+      if (call.costs[s]! < entry.cost) continue;
+      const p = call.slotPolicy[s]!;
+      const policy = this.policies[p]!;
+      this.#counters[p]!.deniedLocally++;
       const retryAfterMs = Math.max(1, Math.ceil(entry.until - now));
-      const state: PolicyState = {
-        policy: policy.name,
+      const resetAfterMs = Math.max(
+        retryAfterMs,
+        Math.ceil(entry.resetAfterMs - (entry.retryAfterMs - retryAfterMs)),
+      );
+      const id = call.ids[s]!;
+      return {
         allowed: false,
         limit: policy.capacity,
         remaining: 0,
         retryAfterMs,
-        resetAfterMs: Math.max(
-          retryAfterMs,
-          Math.ceil(entry.resetAfterMs - (entry.retryAfterMs - retryAfterMs)),
-        ),
+        resetAfterMs,
+        policy: policy.name,
+        deniedId: id,
+        policies: [
+          {
+            policy: policy.name,
+            id,
+            allowed: false,
+            limit: policy.capacity,
+            remaining: 0,
+            retryAfterMs,
+            resetAfterMs,
+          },
+        ],
+        source: 'deny-cache',
       };
-      return { ...state, allowed: false, policies: [state], source: 'deny-cache' };
     }
     return undefined;
   }
 
-  #remember(call: PreparedCall, result: RateLimitResult, started: number): void {
+  #remember(call: PreparedCall, reply: number[], started: number): void {
     // Counted from when the call started: Redis decided later, so `started + retryAfterMs` is never
-    // after the moment the bucket really has the cost again.
-    for (let i = 0; i < result.policies.length; i++) {
-      const state = result.policies[i]!;
-      if (state.allowed) continue;
-      this.#denyCache!.set(call.keys[i]!, {
-        until: started + state.retryAfterMs,
-        cost: call.costs[i]!,
-        retryAfterMs: state.retryAfterMs,
-        resetAfterMs: state.resetAfterMs,
+    // after the moment the bucket really has the cost again. Every bucket that refused is remembered.
+    for (let s = 0; s < call.keys.length; s++) {
+      const at = 2 + 4 * s;
+      if (reply[at] === 1) continue;
+      this.#denyCache!.set(call.keys[s]!, {
+        until: started + reply[at + 2]!,
+        cost: call.costs[s]!,
+        retryAfterMs: reply[at + 2]!,
+        resetAfterMs: reply[at + 3]!,
       });
     }
   }
 
   async #send(call: PreparedCall): Promise<number[] | Unavailable> {
+    const slots = call.keys.length;
     const args: (string | number)[] = [
       ...call.keys,
       this.#clock ? String(Math.round(this.#clock() * 1000)) : '',
     ];
     args.push(this.#ttlMarginMs);
-    for (let i = 0; i < call.keys.length; i++) {
-      const policy = this.policies[i]!;
-      args.push(policy.capacity, policy.ratePerSecond, call.costs[i]!);
+    for (let s = 0; s < slots; s++) {
+      const policy = this.policies[call.slotPolicy[s]!]!;
+      args.push(policy.capacity, policy.ratePerSecond, call.costs[s]!);
     }
     let reply: number[];
     try {
@@ -600,14 +696,15 @@ export class RateLimiter {
         if (status === 'wait') this.#redis.connect().catch(() => {});
         await this.#withTimeout(once(this.#redis, 'ready'));
       }
-      reply = await this.#withTimeout(this.#run(call.keys.length, ...args));
+      reply = await this.#withTimeout(this.#run(slots, ...args));
     } catch (error) {
       return this.#unhealthy(new Unavailable(error === TIMEOUT ? 'timeout' : 'error', error));
     }
     const code = reply[0];
     if (code === LuaCode.CostExceedsCapacity) {
-      const policy = this.policies[reply[1]! - 1]!;
-      throw new CostExceedsCapacityError(policy.name, call.costs[reply[1]! - 1]!, policy.capacity);
+      const s = reply[1]! - 1;
+      const policy = this.policies[call.slotPolicy[s]!]!;
+      throw new CostExceedsCapacityError(policy.name, call.costs[s]!, policy.capacity);
     }
     if (code !== LuaCode.Allowed && code !== LuaCode.Denied) {
       throw new RateLimiterError(
@@ -650,25 +747,66 @@ export class RateLimiter {
     });
   }
 
-  #toResult(reply: number[], source: DecisionSource): RateLimitResult {
-    const policies: PolicyState[] = new Array(this.policies.length);
-    let pick = 0;
-    for (let i = 0; i < this.policies.length; i++) {
-      const at = 2 + 4 * i;
-      policies[i] = {
-        policy: this.policies[i]!.name,
+  #toResult(call: PreparedCall, reply: number[], source: DecisionSource): RateLimitResult {
+    const slots = call.keys.length;
+    const states: PolicyState[] = new Array(slots);
+    for (let s = 0; s < slots; s++) {
+      const at = 2 + 4 * s;
+      const policy = this.policies[call.slotPolicy[s]!]!;
+      states[s] = {
+        policy: policy.name,
+        id: call.ids[s]!,
         allowed: reply[at] === 1,
-        limit: this.policies[i]!.capacity,
+        limit: policy.capacity,
         remaining: reply[at + 1]!,
         retryAfterMs: reply[at + 2]!,
         resetAfterMs: reply[at + 3]!,
       };
-      if (policies[i]!.remaining < policies[pick]!.remaining) pick = i;
     }
     const allowed = reply[0] === LuaCode.Allowed;
-    if (!allowed) pick = reply[1]! - 1;
-    const top = policies[pick]!;
-    return {
+    return this.#decide(call, states, allowed, allowed ? -1 : reply[1]! - 1, source);
+  }
+
+  /**
+   * One result from per-slot states: per policy its denying slot (longest wait) or, when it allows, its
+   * slot with the fewest units left; on top the denying slot `denySlot`, or when allowed the policy with
+   * the fewest units left.
+   */
+  #decide(
+    call: PreparedCall,
+    states: PolicyState[],
+    allowed: boolean,
+    denySlot: number,
+    source: DecisionSource,
+  ): RateLimitResult {
+    let policies = states;
+    if (call.slotPolicy !== this.#identity) {
+      policies = new Array(this.policies.length);
+      for (let s = 0; s < states.length; s++) {
+        const state = states[s]!;
+        const p = call.slotPolicy[s]!;
+        const held = policies[p];
+        if (
+          held === undefined ||
+          (held.allowed
+            ? !state.allowed || state.remaining < held.remaining
+            : !state.allowed && state.retryAfterMs > held.retryAfterMs)
+        ) {
+          policies[p] = state;
+        }
+      }
+    }
+    let top: PolicyState;
+    if (denySlot >= 0) {
+      top = states[denySlot]!;
+      // The denying slot is also its policy's state: make sure of it when waits tie.
+      if (policies !== states) policies[call.slotPolicy[denySlot]!] = top;
+    } else {
+      top = policies[0]!;
+      for (let i = 1; i < policies.length; i++)
+        if (policies[i]!.remaining < top.remaining) top = policies[i]!;
+    }
+    const result: RateLimitResult = {
       allowed,
       limit: top.limit,
       remaining: top.remaining,
@@ -678,6 +816,8 @@ export class RateLimiter {
       policies,
       source,
     };
+    if (!allowed && top.id !== undefined) result.deniedId = top.id;
+    return result;
   }
 
   #fallback(call: PreparedCall, unavailable: Unavailable): RateLimitResult {
@@ -686,60 +826,91 @@ export class RateLimiter {
       throw new RateLimiterUnavailableError(unavailable.reason, { cause: unavailable.cause });
     for (const counters of this.#counters) counters.fallback++;
     const fallback = { mode, reason: unavailable.reason };
-    if (mode === 'local') return { ...this.#localDecision(call), source: 'fallback', fallback };
-    const allowed = mode === 'open';
-    const policies = this.policies.map(
-      (policy, i): PolicyState => ({
-        policy: policy.name,
-        allowed,
-        limit: policy.capacity,
-        remaining: allowed ? Math.floor(policy.capacity - call.costs[i]!) : 0,
-        retryAfterMs: allowed ? 0 : this.#fallbackRetryAfterMs,
-        resetAfterMs: allowed ? 0 : this.#fallbackRetryAfterMs,
-      }),
-    );
-    const top = policies[0]!;
-    return { ...top, policy: top.policy, policies, source: 'fallback', fallback };
+    const result =
+      mode === 'local'
+        ? this.#localDecision(call)
+        : this.#decide(
+            call,
+            call.keys.map((_, s): PolicyState => {
+              const policy = this.policies[call.slotPolicy[s]!]!;
+              const allowed = mode === 'open';
+              return {
+                policy: policy.name,
+                id: call.ids[s]!,
+                allowed,
+                limit: policy.capacity,
+                remaining: allowed ? Math.floor(policy.capacity - call.costs[s]!) : 0,
+                retryAfterMs: allowed ? 0 : this.#fallbackRetryAfterMs,
+                resetAfterMs: allowed ? 0 : this.#fallbackRetryAfterMs,
+              };
+            }),
+            mode === 'open',
+            mode === 'open' ? -1 : 0,
+            'fallback',
+          );
+    // A `closed` deny is the failure mode's, not a bucket's.
+    if (mode === 'closed') delete result.deniedId;
+    result.fallback = fallback;
+    return result;
   }
 
   /** The `local` failure mode: an in-process token bucket per key at 1/expectedInstances of the policy. */
-  #localDecision(call: PreparedCall): Omit<RateLimitResult, 'source'> {
+  #localDecision(call: PreparedCall): RateLimitResult {
     const nowUs = Math.round(this.#now() * 1000);
+    const slots = call.keys.length;
     const share = (policy: Policy) =>
       [policy.capacity / this.#instances, policy.ratePerSecond / this.#instances] as const;
-    const steps = this.policies.map((policy, i) =>
-      tokenBucketStep(this.#localBuckets.get(call.keys[i]!), nowUs, ...share(policy), call.costs[i]!),
+    const steps = call.keys.map((key, s) =>
+      tokenBucketStep(
+        this.#localBuckets.get(key),
+        nowUs,
+        ...share(this.policies[call.slotPolicy[s]!]!),
+        call.costs[s]!,
+      ),
     );
     const allowed = steps.every((step) => step.answer.allowed);
-    let pick = 0;
-    const policies = this.policies.map((policy, i): PolicyState => {
-      const step = steps[i]!;
-      if (allowed && step.state !== undefined) this.#localBuckets.set(call.keys[i]!, step.state);
+    let denySlot = -1;
+    const states: PolicyState[] = new Array(slots);
+    for (let s = 0; s < slots; s++) {
+      const policy = this.policies[call.slotPolicy[s]!]!;
+      const key = call.keys[s]!;
+      const step = steps[s]!;
+      if (allowed && step.state !== undefined) this.#localBuckets.set(key, step.state);
       // Denied as a whole: nothing was taken, so report the refilled bucket (a cost-0 step).
       const answer = allowed
         ? step.answer
-        : tokenBucketStep(this.#localBuckets.get(call.keys[i]!), nowUs, ...share(policy), 0).answer;
-      const better = allowed
-        ? answer.remaining < steps[pick]!.answer.remaining
-        : step.answer.retryAfterMs > steps[pick]!.answer.retryAfterMs;
-      if (better) pick = i;
-      return {
+        : tokenBucketStep(this.#localBuckets.get(key), nowUs, ...share(policy), 0).answer;
+      if (!allowed && (denySlot < 0 || step.answer.retryAfterMs > steps[denySlot]!.answer.retryAfterMs)) {
+        denySlot = s;
+      }
+      states[s] = {
         policy: policy.name,
+        id: call.ids[s]!,
         allowed: step.answer.allowed,
         limit: policy.capacity,
         remaining: answer.remaining,
         retryAfterMs: step.answer.retryAfterMs,
         resetAfterMs: answer.resetAfterMs,
       };
-    });
-    const top = policies[pick]!;
-    return { ...top, allowed, retryAfterMs: allowed ? 0 : top.retryAfterMs, policies };
+    }
+    return this.#decide(call, states, allowed, denySlot, 'fallback');
   }
 
   #emit(result: RateLimitResult): RateLimitResult {
     this.#onDecision?.(result);
     return result;
   }
+}
+
+/** Validates one cost given for policy `name`. */
+function checkCost(name: string, cost: unknown): number {
+  if (typeof cost !== 'number' || !Number.isFinite(cost) || cost < 0) {
+    throw new RateLimiterError(
+      RateLimiterErrorCode.INVALID_COST,
+      `Cost ${String(cost)} for policy "${name}" is not a finite number >= 0.`,
+    );
+  }
+  return cost;
 }
 
 const TIMEOUT = Symbol('timeout');

@@ -103,6 +103,72 @@ describe('Redis stopped mid-run', () => {
   });
 });
 
+describe('Redis stopped: several ids for one policy (a batch)', () => {
+  it('closed denies, open allows, local decides the batch all or nothing in-process, counted per policy', async () => {
+    const server2 = await startRedisServer();
+    try {
+      const redis = new Redis(server2.url, {
+        enableOfflineQueue: false,
+        autoResendUnfulfilledCommands: false,
+        maxRetriesPerRequest: 1,
+        retryStrategy: () => 50,
+      });
+      redis.on('error', () => {});
+      clients.push(redis);
+      await waitFor(() => redis.status === 'ready', { what: 'client ready' });
+      const make = (mode: FailureMode) =>
+        new RateLimiter({
+          redis,
+          keyPrefix: randomPrefix(),
+          policies: [
+            { name: 'sender', capacity: 100, ratePerSecond: 0.001 },
+            { name: 'recipient', capacity: 2, ratePerSecond: 0.001 },
+          ],
+          failure: { mode, timeoutMs: 200, expectedInstances: 1 },
+        });
+      const closed = make('closed');
+      const open = make('open');
+      const local = make('local');
+      await server2.stop();
+      await waitFor(() => redis.status !== 'ready', { what: 'client to notice' });
+
+      const batch = { sender: 'k', recipient: ['x', 'y', 'x'] };
+      const c = await closed.consume(batch);
+      expect(c).toMatchObject({ allowed: false, source: 'fallback', fallback: { mode: 'closed' } });
+      expect(c.deniedId).toBeUndefined();
+      expect(c.policies.map((p) => p.policy)).toEqual(['sender', 'recipient']);
+
+      const o = await open.consume(batch);
+      expect(o).toMatchObject({ allowed: true, source: 'fallback', fallback: { mode: 'open' } });
+      // The sender pays 1 (the default cost), x is charged 2 (merged): its state is the most constrained.
+      expect(o.policies.map((p) => [p.policy, p.id, p.remaining])).toEqual([
+        ['sender', 'k', 99],
+        ['recipient', 'x', 0],
+      ]);
+
+      // local: x takes 2 (both its tokens), y 1.
+      expect((await local.consume(batch)).allowed).toBe(true);
+      // x is empty: this batch is refused whole, so z and y keep their tokens.
+      const refused = await local.consume({ sender: 'k', recipient: ['z', 'y', 'x'] });
+      expect(refused).toMatchObject({
+        allowed: false,
+        policy: 'recipient',
+        deniedId: 'x',
+        source: 'fallback',
+      });
+      expect((await local.consume({ sender: 'k', recipient: ['z', 'z', 'y'] })).allowed).toBe(true);
+      expect((await local.consume({ sender: 'k', recipient: ['y'] })).allowed).toBe(false);
+      // Counted once per call on every policy, not once per id.
+      expect(local.metrics()).toEqual({
+        sender: { allowed: 0, denied: 0, deniedLocally: 0, fallback: 4 },
+        recipient: { allowed: 0, denied: 0, deniedLocally: 0, fallback: 4 },
+      });
+    } finally {
+      await server2.dispose();
+    }
+  });
+});
+
 describe('Redis too slow', () => {
   it('answers by the failure mode after the timeout, and returns to Redis by itself', async () => {
     const redis = client();

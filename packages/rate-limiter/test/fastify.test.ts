@@ -1,9 +1,9 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { heraldRateLimit } from '../src/fastify.js';
 import { RateLimiter } from '../src/index.js';
-import { connectRedis, randomPrefix } from './support/redis.js';
+import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
 
 // The Fastify plugin on a bare app, through inject().
 
@@ -101,6 +101,83 @@ describe('heraldRateLimit (Fastify plugin)', () => {
       code: 'HERALD_ERR_RATE_LIMITER_COST_EXCEEDS_CAPACITY',
       policy: 'recipient',
     });
+    await fastify.close();
+  });
+
+  it('picks the limiter per request when `limiter` is a function (sync or async), and limits a batch', async () => {
+    const prefix = randomPrefix();
+    // Two API keys with their own limits; the same Redis keys whichever limiter reads them.
+    const make = (senderCapacity: number) =>
+      new RateLimiter({
+        redis,
+        keyPrefix: prefix,
+        policies: [
+          { name: 'sender', capacity: senderCapacity, ratePerSecond: 0.01 },
+          { name: 'recipient', capacity: 2, ratePerSecond: 0.01 },
+        ],
+        ...(onCluster() ? { hashTag: 'fastify-batch' } : {}),
+      });
+    const small = make(3);
+    const big = make(50);
+    const chosen: string[] = [];
+    const fastify = Fastify();
+    await fastify.register(heraldRateLimit, { limiter: big });
+    const key = (request: FastifyRequest) => String(request.headers['x-api-key']);
+    const recipients = (request: FastifyRequest) => (request.body as { userIds: string[] }).userIds;
+    fastify.post(
+      '/batch',
+      {
+        config: {
+          rateLimit: {
+            limiter: (request) => {
+              chosen.push(key(request));
+              return key(request) === 'small' ? small : big;
+            },
+            key: (request) => ({ sender: key(request), recipient: recipients(request) }),
+            cost: (request) => ({ sender: recipients(request).length, recipient: 1 }),
+          },
+        },
+      },
+      async (_request, reply) => reply.code(202).send({ status: 'queued' }),
+    );
+    fastify.post(
+      '/async',
+      {
+        config: {
+          rateLimit: {
+            limiter: async () => small,
+            key: (request) => ({ sender: `async-${key(request)}`, recipient: 'someone' }),
+          },
+        },
+      },
+      async (_request, reply) => reply.code(202).send({ status: 'queued' }),
+    );
+    const send = (apiKey: string, userIds: string[], url = '/batch') =>
+      fastify.inject({ method: 'POST', url, headers: { 'x-api-key': apiKey }, payload: { userIds } });
+
+    const ok = await send('small', ['u1', 'u2']);
+    expect(ok.statusCode).toBe(202);
+    expect(ok.headers['ratelimit-policy']).toBe('"sender";q=3;w=300, "recipient";q=2;w=200');
+    // One entry per policy: the sender, and the recipient with the fewest tokens left.
+    expect(ok.headers.ratelimit).toMatch(/^"sender";r=1;t=\d+, "recipient";r=1;t=\d+$/);
+    // 2 more recipients exceed the small key's sender bucket (1 left); nothing is taken.
+    const denied = await send('small', ['u3', 'u4']);
+    expect(denied.statusCode).toBe(429);
+    expect(denied.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'sender' });
+    // The big key's limiter on the same recipients: u3 and u4 were untouched by the refused batch.
+    const bigOk = await send('big', ['u3', 'u4', 'u3']);
+    expect(bigOk.statusCode).toBe(202);
+    expect(bigOk.headers['ratelimit-policy']).toBe('"sender";q=50;w=5000, "recipient";q=2;w=200');
+    expect(bigOk.headers.ratelimit).toMatch(/^"sender";r=47;t=\d+, "recipient";r=0;t=\d+$/);
+    // u3 is empty now: refused, and the recipient policy names it.
+    const recipientDenied = await send('big', ['u1', 'u3']);
+    expect(recipientDenied.statusCode).toBe(429);
+    expect(recipientDenied.json()).toMatchObject({ policy: 'recipient' });
+    expect(chosen).toEqual(['small', 'small', 'big', 'big']);
+
+    const viaAsync = await send('x', [], '/async');
+    expect(viaAsync.statusCode).toBe(202);
+    expect(viaAsync.headers['ratelimit-policy']).toBe('"sender";q=3;w=300, "recipient";q=2;w=200');
     await fastify.close();
   });
 });
