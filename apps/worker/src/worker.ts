@@ -1,6 +1,6 @@
-import { type AppendResult, Inbox, type InboxNotification } from '@herald/inbox';
+import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
-import { type Job, Worker } from 'bullmq';
+import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
@@ -70,7 +70,16 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
     async (job: Job<NotificationJob, JobResult>) => {
-      const result = await processNotification(job.data, inbox, live);
+      let result: AppendResult;
+      try {
+        result = await processNotification(job.data, inbox, live);
+      } catch (error) {
+        // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
+        if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {
+          throw new UnrecoverableError(`${error.code}: ${error.message}`);
+        }
+        throw error;
+      }
       log.debug(
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
         'notification processed',

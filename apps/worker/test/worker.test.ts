@@ -24,6 +24,7 @@ describe('worker', () => {
       REDIS_URL: redisUrl(),
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_PUBSUB_KEY: pubsubKey,
+      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     });
     worker = await startWorker(config, pino({ level: 'silent' }));
     queue = new Queue(config.queue.name, {

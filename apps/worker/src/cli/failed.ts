@@ -1,0 +1,120 @@
+import type { NotificationJob } from '@herald/protocol';
+import { Queue } from 'bullmq';
+import { loadConfig } from '../config.js';
+
+const USAGE = [
+  'usage: herald failed list [--limit N]     list notifications that failed after all their attempts',
+  '       herald failed retry <id>...         put these failed notifications back in the queue',
+  '       herald failed retry --all           put every failed notification back in the queue',
+  'Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.',
+];
+
+/** Output of the command: one line per call. */
+export interface CliIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+/**
+ * `herald failed list|retry`: the operator's view of the failed set (BullMQ's `failed` jobs of the
+ * notification queue: notifications that could not be delivered after all their attempts).
+ * Answers the exit code: 0 done, 1 failed (Redis unreachable, unknown or not-failed id), 2 usage.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await run(process.argv.slice(3), { out: console.log, err: console.error });
+ * ```
+ */
+export async function run(args: string[], io: CliIo): Promise<number> {
+  const [command, ...rest] = args;
+  if (command !== 'list' && command !== 'retry') {
+    for (const line of USAGE) io.err(line);
+    return 2;
+  }
+  let limit = 50;
+  if (command === 'list') {
+    const at = rest.indexOf('--limit');
+    if (at >= 0) limit = Number(rest[at + 1]);
+    if (!Number.isInteger(limit) || limit < 1 || rest.some((arg, i) => arg !== '--limit' && i !== at + 1)) {
+      for (const line of USAGE) io.err(line);
+      return 2;
+    }
+  } else if (rest.length === 0 || (rest.includes('--all') && rest.length > 1)) {
+    for (const line of USAGE) io.err(line);
+    return 2;
+  }
+
+  let config: ReturnType<typeof loadConfig>;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    io.err((error as Error).message);
+    return 1;
+  }
+  // An operator command fails fast: no endless reconnecting to a Redis that is not there.
+  const queue = new Queue<NotificationJob>(config.queue.name, {
+    prefix: config.queue.prefix,
+    connection: {
+      url: config.redisUrl,
+      maxRetriesPerRequest: 1,
+      connectTimeout: 5000,
+      retryStrategy: () => null,
+    },
+  });
+  queue.on('error', () => {});
+  try {
+    await queue.waitUntilReady();
+    return command === 'list' ? await list(queue, limit, io) : await retry(queue, rest, io);
+  } catch (error) {
+    io.err(`Could not reach the queue at ${config.redisUrl}: ${(error as Error).message}`);
+    return 1;
+  } finally {
+    await queue.close().catch(() => {});
+  }
+}
+
+async function list(queue: Queue<NotificationJob>, limit: number, io: CliIo): Promise<number> {
+  const count = await queue.getFailedCount();
+  const jobs = await queue.getFailed(0, limit - 1);
+  io.out(
+    `${count} failed notification(s) in queue "${queue.name}"${count > jobs.length ? `, showing ${jobs.length}` : ''}`,
+  );
+  if (jobs.length > 0) io.out(['id', 'userId', 'attempts', 'failedAt', 'reason'].join('\t'));
+  for (const job of jobs) {
+    const failedAt = job.finishedOn ? new Date(job.finishedOn).toISOString() : '-';
+    io.out(
+      [
+        job.id,
+        job.data.userId,
+        job.attemptsMade,
+        failedAt,
+        (job.failedReason ?? '').replace(/\s+/g, ' '),
+      ].join('\t'),
+    );
+  }
+  return 0;
+}
+
+async function retry(queue: Queue<NotificationJob>, ids: string[], io: CliIo): Promise<number> {
+  if (ids[0] === '--all') {
+    const count = await queue.getFailedCount();
+    await queue.retryJobs({ state: 'failed', count: 1000 });
+    io.out(`retried ${count} failed notification(s)`);
+    return 0;
+  }
+  let code = 0;
+  for (const id of ids) {
+    const job = await queue.getJob(id);
+    const state = job ? await job.getState() : undefined;
+    if (!job || state !== 'failed') {
+      io.err(
+        `${id}: ${job ? `not failed (it is ${state})` : 'no such notification in this queue'}; nothing done`,
+      );
+      code = 1;
+      continue;
+    }
+    await job.retry('failed');
+    io.out(`retried ${id}`);
+  }
+  return code;
+}

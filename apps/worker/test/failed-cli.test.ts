@@ -1,0 +1,104 @@
+import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
+import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { Queue } from 'bullmq';
+import { pino } from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { run } from '../src/cli/failed.js';
+import { loadConfig } from '../src/config.js';
+import { startWorker } from '../src/worker.js';
+
+describe('herald failed list|retry', () => {
+  const saved = { ...process.env };
+  let queue: Queue<NotificationJob>;
+  let queueName: string;
+
+  beforeEach(() => {
+    queueName = randomId('queue');
+    process.env.REDIS_URL = redisUrl();
+    process.env.HERALD_QUEUE_NAME = queueName;
+    queue = new Queue(queueName, { prefix: '{herald}', connection: { url: redisUrl() } });
+  });
+  afterEach(async () => {
+    process.env = { ...saved };
+    await queue.obliterate({ force: true });
+    await queue.close();
+  });
+
+  function capture() {
+    const out: string[] = [];
+    const err: string[] = [];
+    return { out, err, io: { out: (line: string) => out.push(line), err: (line: string) => err.push(line) } };
+  }
+
+  /** Enqueues `count` jobs the worker can never store (empty userId: failed at once, no retries). */
+  async function failedJobs(count: number): Promise<string[]> {
+    const jobs: NotificationJob[] = Array.from({ length: count }, () => ({
+      id: randomId('n'),
+      userId: '',
+      payload: {},
+      createdAt: new Date().toISOString(),
+    }));
+    for (const job of jobs) await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+    const worker = await startWorker(
+      loadConfig({
+        REDIS_URL: redisUrl(),
+        HERALD_QUEUE_NAME: queueName,
+        HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+      }),
+      pino({ level: 'silent' }),
+    );
+    try {
+      await waitFor(async () => (await queue.getFailedCount()) === count, {
+        timeoutMs: 20_000,
+        what: 'failed',
+      });
+    } finally {
+      await worker.close();
+    }
+    return jobs.map((job) => job.id);
+  }
+
+  it('lists notifications that failed after their attempts and retries them', async () => {
+    const [id] = await failedJobs(1);
+    const listed = capture();
+    expect(await run(['list'], listed.io)).toBe(0);
+    expect(listed.out[0]).toMatch(/^1 failed notification/);
+    expect(listed.out[2]).toContain(id);
+    expect(listed.out[2]).toContain('HERALD_ERR_INBOX_INVALID_ARGUMENT');
+
+    const retried = capture();
+    expect(await run(['retry', id ?? ''], retried.io)).toBe(0);
+    expect(retried.out).toEqual([`retried ${id}`]);
+    expect(await queue.getJobState(id ?? '')).toBe('waiting');
+
+    const again = capture();
+    expect(await run(['retry', id ?? '', 'nope'], again.io)).toBe(1);
+    expect(again.err.join('\n')).toMatch(/not failed \(it is waiting\)/);
+    expect(again.err.join('\n')).toMatch(/nope: no such notification/);
+  });
+
+  it('retries every failed notification with --all', async () => {
+    const ids = await failedJobs(3);
+    const listed = capture();
+    expect(await run(['list', '--limit', '2'], listed.io)).toBe(0);
+    expect(listed.out[0]).toMatch(/^3 failed notification.*showing 2/);
+    const result = capture();
+    expect(await run(['retry', '--all'], result.io)).toBe(0);
+    expect(result.out[0]).toMatch(/retried 3/);
+    await waitFor(async () => (await queue.getFailedCount()) === 0, { what: 'failed set empty' });
+    for (const id of ids) expect(await queue.getJobState(id)).toBe('waiting');
+  });
+
+  it('answers usage errors with 2 and an unreachable Redis with 1', async () => {
+    const usage = capture();
+    expect(await run([], usage.io)).toBe(2);
+    expect(usage.err[0]).toMatch(/usage: herald failed list/);
+    expect(await run(['list', '--limit', 'x'], capture().io)).toBe(2);
+    expect(await run(['retry'], capture().io)).toBe(2);
+
+    process.env.REDIS_URL = 'redis://127.0.0.1:1';
+    const down = capture();
+    expect(await run(['list'], down.io)).toBe(1);
+    expect(down.err[0]).toMatch(/Could not reach the queue at redis:\/\/127\.0\.0\.1:1/);
+  });
+});

@@ -1,0 +1,111 @@
+import { Inbox } from '@herald/inbox';
+import {
+  DEFAULT_RETRY_POLICY,
+  NOTIFY_JOB_NAME,
+  type NotificationEvent,
+  type NotificationJob,
+  notificationJobOptions,
+  type UnreadEvent,
+} from '@herald/protocol';
+import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import type { LivePublisher } from '../src/live.js';
+import { processNotification, startWorker } from '../src/worker.js';
+
+function job(userId: string, extra: Partial<NotificationJob> = {}): NotificationJob {
+  return { id: randomId('n'), userId, payload: { x: 1 }, createdAt: new Date().toISOString(), ...extra };
+}
+
+describe('processNotification', () => {
+  let redis: Redis;
+  let inbox: Inbox;
+  const pushed: NotificationEvent[] = [];
+  const unread: UnreadEvent[] = [];
+  const live: LivePublisher = {
+    notification: (event) => pushed.push(event),
+    unread: (_user, event) => unread.push(event),
+  };
+  beforeAll(() => {
+    redis = new Redis(redisUrl());
+    inbox = new Inbox(redis, { prefix: `${randomId('inbox')}:` });
+  });
+  afterAll(() => redis.disconnect());
+
+  it('appends before pushing; a job processed twice is stored once and pushed with the same offset', async () => {
+    const user = randomId('u');
+    const data = job(user, { topic: 't' });
+    const first = await processNotification(data, inbox, live);
+    const second = await processNotification(data, inbox, live);
+    expect(first.outcome).toBe('appended');
+    expect(second.outcome).toBe('already-appended');
+    expect((await inbox.read(user)).entries).toHaveLength(1);
+    const mine = pushed.filter((event) => event.userId === user);
+    // Pushed again (a crash may have cut the first push); realtime drops the second by offset.
+    expect(mine).toHaveLength(2);
+    expect(mine[0]?.offset).toBe(mine[1]?.offset);
+    expect(mine[0]).toMatchObject({ id: data.id, topic: 't', payload: { x: 1 } });
+    expect(unread.at(-1)).toEqual({ count: 1, version: 1 });
+  });
+
+  it('expires after ttlMs and collapses by dedupeKey, pushing nothing for either', async () => {
+    const user = randomId('u');
+    const before = pushed.length;
+    const old = job(user, { ttlMs: 1000, createdAt: new Date(Date.now() - 5000).toISOString() });
+    expect((await processNotification(old, inbox, live)).outcome).toBe('expired');
+    expect((await processNotification(job(user, { dedupeKey: 'k' }), inbox, live)).outcome).toBe('appended');
+    expect((await processNotification(job(user, { dedupeKey: 'k' }), inbox, live)).outcome).toBe(
+      'deduplicated',
+    );
+    expect(pushed.length - before).toBe(1);
+  });
+});
+
+describe('job options (the gateway uses notificationJobOptions)', () => {
+  it('map delayMs and priority, back off exponentially with jitter, and keep failed jobs', () => {
+    const options = notificationJobOptions(job('u', { delayMs: 5000, priority: 3 }));
+    expect(options).toMatchObject({
+      delay: 5000,
+      priority: 3,
+      attempts: DEFAULT_RETRY_POLICY.attempts,
+      backoff: { type: 'exponential', delay: 1000, jitter: 0.5 },
+      removeOnFail: false,
+    });
+    expect(notificationJobOptions(job('u'))).not.toHaveProperty('delay');
+  });
+
+  it('a higher-priority job waiting with others is processed first', async () => {
+    const config = loadConfig({
+      REDIS_URL: redisUrl(),
+      HERALD_QUEUE_NAME: randomId('queue'),
+      HERALD_WORKER_CONCURRENCY: '1',
+      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+    });
+    const queue = new Queue<NotificationJob>(config.queue.name, {
+      prefix: config.queue.prefix,
+      connection: { url: config.redisUrl },
+    });
+    try {
+      const user = randomId('u');
+      const jobs = [job(user, { priority: 10 }), job(user, { priority: 10 }), job(user, { priority: 1 })];
+      for (const j of jobs) await queue.add(NOTIFY_JOB_NAME, j, notificationJobOptions(j));
+      const worker = await startWorker(config, pino({ level: 'silent' }));
+      try {
+        await waitFor(async () => (await worker.inbox.read(user)).entries.length === 3, {
+          timeoutMs: 20_000,
+          what: '3 appended',
+        });
+        const order = (await worker.inbox.read(user)).entries.map((e) => e.id);
+        expect(order[0]).toBe(jobs[2]?.id);
+      } finally {
+        await worker.close();
+      }
+    } finally {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    }
+  });
+});

@@ -1,0 +1,63 @@
+import { fileURLToPath } from 'node:url';
+import { Inbox } from '@herald/inbox';
+import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
+import { randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+
+describe('worker process', () => {
+  const env = {
+    REDIS_URL: redisUrl(),
+    HERALD_QUEUE_NAME: randomId('queue'),
+    HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+    HERALD_PUBSUB_KEY: randomId('pubsub'),
+  };
+  const queue = new Queue<NotificationJob>(env.HERALD_QUEUE_NAME, {
+    prefix: '{herald}',
+    connection: { url: env.REDIS_URL },
+  });
+  const redis = new Redis(env.REDIS_URL);
+  const inbox = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX });
+  afterAll(async () => {
+    await queue.obliterate({ force: true });
+    await queue.close();
+    redis.disconnect();
+  });
+
+  it('on SIGTERM finishes its active jobs, exits 0, and leaves the rest queued for the next worker', async () => {
+    const user = randomId('u');
+    const jobs: NotificationJob[] = Array.from({ length: 1000 }, (_, n) => ({
+      id: randomId('n'),
+      userId: user,
+      payload: { n },
+      createdAt: new Date().toISOString(),
+    }));
+    await queue.addBulk(
+      jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
+    );
+    const first = await startApp({ name: 'worker-1', entry, env });
+    await waitFor(async () => (await queue.getCompletedCount()) >= 100, {
+      timeoutMs: 30_000,
+      what: '100 done',
+    });
+    expect(await first.stop('SIGTERM')).toBe(0);
+    expect(first.lines.some((line) => line.includes('shutting down'))).toBe(true);
+    expect(await queue.getActiveCount()).toBe(0);
+
+    const second = await startApp({ name: 'worker-2', entry, env });
+    try {
+      await waitFor(async () => (await queue.getCompletedCount()) === 1000, {
+        timeoutMs: 60_000,
+        what: 'all done',
+      });
+    } finally {
+      await second.stop();
+    }
+    const ids = (await inbox.read(user, { limit: 1000 })).entries.map((e) => e.id);
+    expect(ids).toHaveLength(1000);
+    expect(new Set(ids)).toEqual(new Set(jobs.map((job) => job.id)));
+  });
+});
