@@ -3,6 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { NotificationJob } from '@herald/protocol';
 import { PRETTY_LOG } from '@herald/protocol';
+import { heraldRateLimit } from '@herald/rate-limiter/fastify';
 import { Queue } from 'bullmq';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
@@ -13,6 +14,7 @@ import { Limits } from './limits.js';
 import { createMetrics, type GatewayMetrics } from './metrics.js';
 import { createApiKeyAuth } from './plugins/api-key-auth.js';
 import { registerErrorHandler } from './plugins/error-handler.js';
+import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
 import { healthRoutes } from './routes/health.js';
 import { notifyRoutes } from './routes/notify.js';
 import { statusRoutes } from './routes/status.js';
@@ -177,6 +179,12 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   registerErrorHandler(app);
+  registerIdempotencyRelease(app);
+  // Routes name their limiter, key and cost in `config.rateLimit`; the plugin runs after
+  // authentication and validation, so bad input costs no tokens, and sets the draft-11 headers.
+  await app.register(heraldRateLimit, {
+    limiter: app.limits.for({ id: '', name: '', tenantId: '', limits: {} }),
+  });
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
   await app.register(statusRoutes);

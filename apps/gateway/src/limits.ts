@@ -1,40 +1,88 @@
-import { TokenBucket } from '@herald/rate-limiter';
+import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { ApiKeyIdentity } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
 import type { GatewayMetrics } from './metrics.js';
 
-/** The outcome of checking one request against every limit that applies to it. */
-export interface LimitCheck {
-  allowed: boolean;
-  /** The policy that refused (`sender` or `recipient`). */
-  policy?: string;
-  retryAfterMs: number;
-  /** Headers to send with the answer. */
-  headers: Record<string, string>;
-}
+/** Policy names, as they appear in `RateLimit-Policy`, in 429 bodies and in metrics. */
+export const SENDER_POLICY = 'sender';
+export const RECIPIENT_POLICY = 'recipient';
 
-/** The gateway's limits: per API key (sender) and per recipient `userId`, taken in one decision. */
+/** Most time a limiter decision may take before the failure policy decides instead. */
+const LIMITER_TIMEOUT_MS = 150;
+
+/**
+ * The gateway's limits: per API key (`sender`) and per recipient `userId` (`recipient`), both taken
+ * in one atomic decision. API keys may carry their own limits, so there is one limiter per distinct
+ * set of limits (a handful in practice); they share Redis keys, so a key's buckets are the same
+ * whichever limiter reads them.
+ */
 export class Limits {
-  readonly #recipient: TokenBucket;
+  readonly #redis: Redis;
+  readonly #config: GatewayConfig;
+  readonly #metrics: GatewayMetrics;
+  readonly #log: FastifyBaseLogger;
+  readonly #limiters = new Map<string, RateLimiter>();
 
-  constructor(redis: Redis, config: GatewayConfig, _metrics: GatewayMetrics, _log: FastifyBaseLogger) {
-    this.#recipient = new TokenBucket({
-      redis,
-      capacity: config.rateLimit.burst,
-      ratePerSecond: config.rateLimit.perSecond,
-      keyPrefix: config.rateLimit.keyPrefix,
-    });
+  constructor(redis: Redis, config: GatewayConfig, metrics: GatewayMetrics, log: FastifyBaseLogger) {
+    this.#redis = redis;
+    this.#config = config;
+    this.#metrics = metrics;
+    this.#log = log;
   }
 
-  async check(_identity: ApiKeyIdentity, perRecipient: ReadonlyMap<string, number>): Promise<LimitCheck> {
-    for (const [userId, cost] of perRecipient) {
-      const decision = await this.#recipient.consume(userId, cost);
-      if (!decision.allowed) {
-        return { allowed: false, policy: 'recipient', retryAfterMs: decision.retryAfterMs, headers: {} };
-      }
+  /** The limiter for `identity`'s limits (its own, else the gateway's defaults). */
+  for(identity: ApiKeyIdentity): RateLimiter {
+    const defaults = this.#config.rateLimit;
+    const senderBurst = identity.limits.senderBurst ?? defaults.senderBurst;
+    const senderRate = identity.limits.senderPerSecond ?? defaults.senderPerSecond;
+    const recipientBurst = identity.limits.recipientBurst ?? defaults.burst;
+    const recipientRate = identity.limits.recipientPerSecond ?? defaults.perSecond;
+    const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}`;
+    let limiter = this.#limiters.get(id);
+    if (limiter === undefined) {
+      limiter = new RateLimiter({
+        redis: this.#redis,
+        policies: [
+          // ratelimit:sender:{<api key id>}
+          {
+            name: SENDER_POLICY,
+            capacity: senderBurst,
+            ratePerSecond: senderRate,
+            keyPrefix: `${defaults.keyPrefix}sender:`,
+          },
+          // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
+          {
+            name: RECIPIENT_POLICY,
+            capacity: recipientBurst,
+            ratePerSecond: recipientRate,
+            keyPrefix: defaults.keyPrefix,
+          },
+        ],
+        failure: {
+          mode: defaults.failure,
+          timeoutMs: LIMITER_TIMEOUT_MS,
+          expectedInstances: defaults.expectedInstances,
+        },
+        logger: this.#log,
+        onDecision: (result) => this.#count(result),
+      });
+      this.#limiters.set(id, limiter);
     }
-    return { allowed: true, retryAfterMs: 0, headers: {} };
+    return limiter;
+  }
+
+  #count(result: RateLimitResult): void {
+    const decisions = this.#metrics.limiterDecisions;
+    if (result.source === 'fallback') {
+      for (const state of result.policies) decisions.inc({ policy: state.policy, outcome: 'fallback' });
+    } else if (result.source === 'deny-cache') {
+      decisions.inc({ policy: result.policy, outcome: 'denied_locally' });
+    } else if (!result.allowed) {
+      decisions.inc({ policy: result.policy, outcome: 'denied' });
+    } else {
+      for (const state of result.policies) decisions.inc({ policy: state.policy, outcome: 'allowed' });
+    }
   }
 }

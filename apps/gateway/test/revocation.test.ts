@@ -98,4 +98,21 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     for (const gateway of gateways) expect(await notify(gateway, key)).toBe(401);
     expect((await cli(['list'])).out.join('\n')).toMatch(/to-revoke .*REVOKED=/);
   });
+  it('per-key limits replace the defaults for that key', async () => {
+    const created = await cli([
+      'create',
+      '--name',
+      'tight',
+      '--tenant',
+      'acme',
+      '--sender-burst',
+      '2',
+      '--sender-rate',
+      '0.01',
+    ]);
+    const key = /key:\s+(hk_\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    const gateway = gateways[0] as AppProcess;
+    const statuses = [await notify(gateway, key), await notify(gateway, key), await notify(gateway, key)];
+    expect(statuses).toEqual([202, 202, 429]);
+  });
 });

@@ -121,7 +121,12 @@ describe('operations', () => {
     );
     expect(response.body).toContain('herald_enqueue_duration_seconds_bucket');
     expect(response.body).toMatch(/herald_queue_jobs\{state="(waiting|wait)"\}/);
-    expect(response.body).toContain('herald_ratelimit_decisions_total');
+    expect(response.body).toMatch(
+      /herald_ratelimit_decisions_total\{policy="recipient",outcome="allowed"\} [1-9]/,
+    );
+    expect(response.body).toMatch(
+      /herald_ratelimit_decisions_total\{policy="sender",outcome="allowed"\} [1-9]/,
+    );
   });
 
   it('serves an OpenAPI 3 document generated from the route schemas, and interactive docs', async () => {

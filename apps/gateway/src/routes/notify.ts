@@ -11,11 +11,13 @@ import {
   PAYLOAD_MAX_BYTES,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import Type, { type Static } from 'typebox';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
-import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore } from '../idempotency.js';
+import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
+import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
+import { idempotencyPreValidation, settleIdempotency } from '../plugins/idempotency-hooks.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -40,27 +42,80 @@ const errors = {
   503: ErrorResponse,
 };
 
+/** The notifications of a request body, whether single or batch (before validation: best effort). */
+function itemsOf(body: unknown): { item: unknown; field: string }[] {
+  if (typeof body !== 'object' || body === null) return [];
+  const notifications = (body as { notifications?: unknown }).notifications;
+  if (Array.isArray(notifications)) {
+    return notifications.map((item, index) => ({ item, field: `body.notifications.${index}.payload` }));
+  }
+  return [{ item: body, field: 'body.payload' }];
+}
+
+/** `preValidation`: a payload over 16 KB is refused before it costs anything. */
+async function checkPayloadSizes(request: FastifyRequest): Promise<void> {
+  for (const { item, field } of itemsOf(request.body)) {
+    const payload =
+      typeof item === 'object' && item !== null ? (item as { payload?: unknown }).payload : undefined;
+    if (typeof payload !== 'object' || payload === null) continue;
+    const bytes = Buffer.byteLength(JSON.stringify(payload));
+    if (bytes > PAYLOAD_MAX_BYTES) {
+      throw new HttpError(
+        413,
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
+        {
+          details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
+        },
+      );
+    }
+  }
+}
+
+/** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
+function limitCall(request: FastifyRequest, items: readonly NotifyItem[]) {
+  const perRecipient = new Map<string, number>();
+  for (const item of items) perRecipient.set(item.userId, (perRecipient.get(item.userId) ?? 0) + 1);
+  return {
+    key: {
+      [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id,
+      [RECIPIENT_POLICY]: [...perRecipient.keys()],
+    },
+    cost: { [SENDER_POLICY]: items.length, [RECIPIENT_POLICY]: [...perRecipient.values()] },
+  };
+}
+
 /** `POST /notify` and `POST /notify/batch`: authenticate, limit, enqueue durably, answer 202. */
 export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const idempotency = idempotencyPreValidation(app);
+  const limiterOf = (request: FastifyRequest) => app.limits.for(request.apiKey as ApiKeyIdentity);
+
   app.post(
     '/notify',
     {
       onRequest: app.authenticate,
+      preValidation: [checkPayloadSizes, idempotency],
+      config: {
+        rateLimit: {
+          limiter: limiterOf,
+          key: (request) => limitCall(request, [request.body as NotifyItem]).key,
+          cost: (request) => limitCall(request, [request.body as NotifyItem]).cost,
+        },
+      },
       schema: {
         summary: 'Send a notification to one user',
         description:
-          'Costs one token from the sender (API key) and one from the recipient. 202 means the notification is in Redis.',
+          'Costs one token from the sender (API key) and one from the recipient, in one atomic decision. 202 means the notification is in Redis.',
         headers: IdempotencyHeaders,
         body: NotifyRequest,
         response: { 202: NotifyAccepted, ...errors },
       },
     },
     async (request, reply) => {
-      checkPayloadSize(request.body, 'body.payload');
-      return withIdempotency(request, reply, async (derivedId) => {
-        const [id] = await accept(request, reply, [request.body], derivedId);
-        return { statusCode: 202, body: { id: id as string, status: 'queued' as const } };
-      });
+      const [id] = await enqueue(request, [request.body]);
+      const body = { id: id as string, status: 'queued' as const };
+      await settleIdempotency(app, request, { statusCode: 202, body });
+      return reply.code(202).send(body);
     },
   );
 
@@ -68,6 +123,14 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify/batch',
     {
       onRequest: app.authenticate,
+      preValidation: [checkPayloadSizes, idempotency],
+      config: {
+        rateLimit: {
+          limiter: limiterOf,
+          key: (request) => limitCall(request, (request.body as BatchRequest).notifications).key,
+          cost: (request) => limitCall(request, (request.body as BatchRequest).notifications).cost,
+        },
+      },
       schema: {
         summary: 'Send up to 100 notifications at once',
         description:
@@ -78,50 +141,20 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request, reply) => {
-      request.body.notifications.forEach((item, index) =>
-        checkPayloadSize(item, `body.notifications.${index}.payload`),
-      );
-      return withIdempotency(request, reply, async (derivedId) => {
-        const ids = await accept(request, reply, request.body.notifications, derivedId);
-        return {
-          statusCode: 202,
-          body: {
-            accepted: ids.length,
-            results: ids.map((id, index) => ({ index, id, status: 'queued' as const })),
-          },
-        };
-      });
+      const ids = await enqueue(request, request.body.notifications);
+      const body = {
+        accepted: ids.length,
+        results: ids.map((id, index) => ({ index, id, status: 'queued' as const })),
+      };
+      await settleIdempotency(app, request, { statusCode: 202, body });
+      return reply.code(202).send(body);
     },
   );
 
-  /**
-   * Takes the tokens for `items` in one atomic decision, then enqueues them; resolves with their ids
-   * once every job is in Redis.
-   */
-  async function accept(
-    request: FastifyRequest,
-    reply: FastifyReply,
-    items: readonly NotifyItem[],
-    derivedId: string | undefined,
-  ): Promise<string[]> {
+  /** Enqueues `items`; resolves with their ids once every job is in Redis. */
+  async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
     const identity = request.apiKey as ApiKeyIdentity;
-    const perRecipient = new Map<string, number>();
-    for (const item of items) perRecipient.set(item.userId, (perRecipient.get(item.userId) ?? 0) + 1);
-
-    let decision: Awaited<ReturnType<typeof app.limits.check>>;
-    try {
-      decision = await app.limits.check(identity, perRecipient);
-    } catch (error) {
-      throw unavailable('The rate limiter (Redis)', error);
-    }
-    void reply.headers(decision.headers);
-    if (!decision.allowed) {
-      throw new HttpError(429, ErrorCode.RATE_LIMITED, 'Rate limit exceeded', {
-        headers: { 'Retry-After': String(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))) },
-        extra: { retryAfterMs: decision.retryAfterMs, policy: decision.policy },
-      });
-    }
-
+    const derivedId = request.idempotency?.derivedId;
     const createdAt = new Date().toISOString();
     const jobs = items.map((item, index) => {
       // With an Idempotency-Key the ids derive from it, so a retry can never enqueue a second copy
@@ -160,74 +193,7 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     );
     return jobs.map((job) => job.data.id);
   }
-
-  /** Runs `handle` at most once per (API key, Idempotency-Key, body); replays its answer afterwards. */
-  async function withIdempotency<T>(
-    request: FastifyRequest<{ Headers: Static<typeof IdempotencyHeaders>; Body: unknown }>,
-    reply: FastifyReply,
-    handle: (derivedId: string | undefined) => Promise<{ statusCode: number; body: T }>,
-  ): Promise<T> {
-    const key = request.headers['idempotency-key'];
-    if (key === undefined) {
-      const { statusCode, body } = await handle(undefined);
-      void reply.code(statusCode);
-      return body;
-    }
-    const scope = (request.apiKey as ApiKeyIdentity).id;
-    const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
-    let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
-    try {
-      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint));
-    } catch (error) {
-      throw unavailable('Redis', error);
-    }
-    if (begun.state === 'mismatch') {
-      throw new HttpError(
-        422,
-        ErrorCode.IDEMPOTENCY_MISMATCH,
-        'This Idempotency-Key was used with a different request body: use a new key for a new request.',
-      );
-    }
-    if (begun.state === 'in-flight') {
-      throw new HttpError(
-        409,
-        ErrorCode.IDEMPOTENCY_IN_FLIGHT,
-        'A request with this Idempotency-Key is still being processed: retry in a moment.',
-        { headers: { 'Retry-After': '1' } },
-      );
-    }
-    if (begun.state === 'replay') {
-      void reply.code(begun.answer.statusCode).header('Idempotency-Replayed', 'true');
-      return begun.answer.body as T;
-    }
-    try {
-      const answer = await handle(IdempotencyStore.derivedId(scope, key));
-      await app.idempotency.complete(scope, key, fingerprint, answer).catch((error: unknown) => {
-        // The jobs are in Redis and their ids derive from the key: a retry cannot enqueue twice.
-        request.log.warn({ err: error }, 'could not store the idempotent answer');
-      });
-      void reply.code(answer.statusCode);
-      return answer.body;
-    } catch (error) {
-      await app.idempotency.abandon(scope, key).catch(() => {});
-      throw error;
-    }
-  }
 };
-
-function checkPayloadSize(item: { payload: unknown }, field: string): void {
-  const bytes = Buffer.byteLength(JSON.stringify(item.payload));
-  if (bytes > PAYLOAD_MAX_BYTES) {
-    throw new HttpError(
-      413,
-      ErrorCode.PAYLOAD_TOO_LARGE,
-      `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
-      {
-        details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
-      },
-    );
-  }
-}
 
 function optional(item: NotifyItem): Partial<NotificationJob> {
   const options: Partial<NotificationJob> = {};

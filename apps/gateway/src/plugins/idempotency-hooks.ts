@@ -1,0 +1,113 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiKeyIdentity } from '../api-keys.js';
+import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import { IdempotencyStore, type StoredAnswer } from '../idempotency.js';
+
+/** A claimed `Idempotency-Key` of the current request. */
+export interface IdempotencyClaim {
+  scope: string;
+  key: string;
+  fingerprint: string;
+  /** Ids derived from the key: the job ids, so that even a lost record cannot enqueue twice. */
+  derivedId: string;
+  settled: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    idempotency?: IdempotencyClaim;
+  }
+}
+
+/**
+ * Route hook (`preValidation`, after authentication, before the limiter): with an `Idempotency-Key`
+ * header, claims the key for (API key, route, body), or answers from the first request: its stored
+ * answer with `Idempotency-Replayed: true`, 409 while it is still in flight, 422 for another body.
+ * A replay costs no tokens and enqueues nothing.
+ */
+export function idempotencyPreValidation(app: FastifyInstance) {
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    const header = request.headers['idempotency-key'];
+    if (header === undefined) return;
+    const key = Array.isArray(header) ? header.join(',') : header;
+    if (key.length === 0 || key.length > 255) {
+      throw new HttpError(
+        400,
+        ErrorCode.VALIDATION,
+        'Invalid request: headers.idempotency-key must be 1 to 255 characters',
+        {
+          details: [{ field: 'headers.idempotency-key', message: 'must be 1 to 255 characters' }],
+        },
+      );
+    }
+    const scope = (request.apiKey as ApiKeyIdentity).id;
+    const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
+    let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
+    try {
+      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint));
+    } catch (error) {
+      throw unavailable('Redis', error);
+    }
+    switch (begun.state) {
+      case 'new':
+        request.idempotency = {
+          scope,
+          key,
+          fingerprint,
+          derivedId: IdempotencyStore.derivedId(scope, key),
+          settled: false,
+        };
+        return;
+      case 'replay':
+        await reply
+          .code(begun.answer.statusCode)
+          .header('Idempotency-Replayed', 'true')
+          .send(begun.answer.body);
+        return;
+      case 'in-flight':
+        throw new HttpError(
+          409,
+          ErrorCode.IDEMPOTENCY_IN_FLIGHT,
+          'A request with this Idempotency-Key is still being processed: retry in a moment.',
+          { headers: { 'Retry-After': '1' } },
+        );
+      case 'mismatch':
+        throw new HttpError(
+          422,
+          ErrorCode.IDEMPOTENCY_MISMATCH,
+          'This Idempotency-Key was used with a different request body: use a new key for a new request.',
+        );
+    }
+  };
+}
+
+/** Stores `answer` as the claimed key's first answer (the handler calls this before replying). */
+export async function settleIdempotency(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  answer: StoredAnswer,
+): Promise<void> {
+  const claim = request.idempotency;
+  if (!claim) return;
+  claim.settled = true;
+  await app.idempotency
+    .complete(claim.scope, claim.key, claim.fingerprint, answer)
+    .catch((error: unknown) => {
+      // The jobs are in Redis and their ids derive from the key: a retry cannot enqueue twice.
+      request.log.warn({ err: error }, 'could not store the idempotent answer');
+    });
+}
+
+/**
+ * App hook: a claimed key whose request was refused or failed (400, 429, 503…) is released, so the
+ * client may retry with it.
+ */
+export function registerIdempotencyRelease(app: FastifyInstance): void {
+  app.addHook('onResponse', async (request) => {
+    const claim = request.idempotency;
+    if (!claim || claim.settled) return;
+    await app.idempotency.abandon(claim.scope, claim.key).catch((error: unknown) => {
+      request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');
+    });
+  });
+}

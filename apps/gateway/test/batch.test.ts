@@ -1,0 +1,82 @@
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  if (app) await disposeTestApp(app);
+  app = undefined;
+});
+
+const batch = (target: FastifyInstance, notifications: unknown[], headers: Record<string, string> = auth) =>
+  target.inject({ method: 'POST', url: '/notify/batch', headers, payload: { notifications } });
+
+describe('POST /notify/batch', () => {
+  it('accepts up to 100 notifications and reports an id for each, in order', async () => {
+    app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
+    const items = Array.from({ length: 100 }, (_, i) => ({ userId: `user-${i % 7}`, payload: { i } }));
+    const response = await batch(app, items);
+    expect(response.statusCode).toBe(202);
+    const body = response.json<{
+      accepted: number;
+      results: { index: number; id: string; status: string }[];
+    }>();
+    expect(body.accepted).toBe(100);
+    expect(body.results.map((result) => result.index)).toEqual(items.map((_, i) => i));
+    const jobs = await Promise.all(body.results.map((result) => app?.queue.getJob(result.id)));
+    expect(jobs.map((job) => job?.data.payload.i)).toEqual(items.map((_, i) => i));
+  });
+
+  it('refuses 101 notifications, an empty batch, and a bad item naming its index', async () => {
+    app = await buildTestApp();
+    const tooMany = await batch(
+      app,
+      Array.from({ length: 101 }, () => ({ userId: 'u', payload: {} })),
+    );
+    expect(tooMany.statusCode).toBe(400);
+    expect(tooMany.json<{ details: { field: string }[] }>().details[0]?.field).toBe('body.notifications');
+    expect((await batch(app, [])).statusCode).toBe(400);
+    const bad = await batch(app, [{ userId: 'u', payload: {} }, { userId: 'u' }]);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json<{ details: { field: string }[] }>().details[0]?.field).toBe(
+      'body.notifications.1.payload',
+    );
+    const big = await batch(app, [
+      { userId: 'u', payload: {} },
+      { userId: 'u', payload: { x: 'y'.repeat(17_000) } },
+    ]);
+    expect(big.statusCode).toBe(413);
+    expect(big.json<{ details: { field: string }[] }>().details[0]?.field).toBe(
+      'body.notifications.1.payload',
+    );
+    expect(await app.queue.count()).toBe(0);
+  });
+
+  it('costs one token per recipient, and a batch the limits cannot take is refused whole', async () => {
+    app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '3', HERALD_RATE_LIMIT_PER_SECOND: '0.001' });
+    // carol gets 2 of her 3 tokens' worth; dave 1.
+    const first = await batch(app, [
+      { userId: 'carol', payload: {} },
+      { userId: 'carol', payload: {} },
+      { userId: 'dave', payload: {} },
+    ]);
+    expect(first.statusCode).toBe(202);
+    // 2 more for carol exceeds her bucket: nothing of this batch may be taken or enqueued, not even dave's.
+    const refused = await batch(app, [
+      { userId: 'dave', payload: {} },
+      { userId: 'carol', payload: {} },
+      { userId: 'carol', payload: {} },
+    ]);
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'recipient' });
+    expect(await app.queue.count()).toBe(3);
+    // dave's token was not consumed by the refused batch: he still has 2.
+    const dave = await batch(app, [
+      { userId: 'dave', payload: {} },
+      { userId: 'dave', payload: {} },
+    ]);
+    expect(dave.statusCode).toBe(202);
+    expect((await batch(app, [{ userId: 'carol', payload: {} }])).statusCode).toBe(202);
+    expect((await batch(app, [{ userId: 'carol', payload: {} }])).statusCode).toBe(429);
+  });
+});

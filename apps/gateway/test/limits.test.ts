@@ -1,0 +1,65 @@
+import type { FastifyInstance } from 'fastify';
+import { afterEach, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+let app: FastifyInstance | undefined;
+afterEach(async () => {
+  if (app) await disposeTestApp(app);
+  app = undefined;
+});
+
+const notify = (target: FastifyInstance, userId: string, headers: Record<string, string> = auth) =>
+  target.inject({ method: 'POST', url: '/notify', headers, payload: { userId, payload: {} } });
+
+describe('limits per sender and per recipient, in one decision', () => {
+  it('sends the draft-11 RateLimit-Policy and RateLimit headers on every limited answer', async () => {
+    app = await buildTestApp({
+      HERALD_RATE_LIMIT_BURST: '10',
+      HERALD_RATE_LIMIT_PER_SECOND: '10',
+      HERALD_SENDER_RATE_LIMIT_BURST: '200',
+      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '100',
+    });
+    const response = await notify(app, 'headers-user');
+    expect(response.statusCode).toBe(202);
+    expect(response.headers['ratelimit-policy']).toBe('"sender";q=200;w=2, "recipient";q=10;w=1');
+    expect(response.headers.ratelimit).toMatch(/^"sender";r=199;t=\d+, "recipient";r=9;t=\d+$/);
+  });
+
+  it('a request refused by the recipient limit takes nothing from the sender, and says which policy refused', async () => {
+    app = await buildTestApp({
+      HERALD_RATE_LIMIT_BURST: '2',
+      HERALD_RATE_LIMIT_PER_SECOND: '0.001',
+      HERALD_SENDER_RATE_LIMIT_BURST: '5',
+      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.001',
+    });
+    expect((await notify(app, 'busy')).statusCode).toBe(202);
+    expect((await notify(app, 'busy')).statusCode).toBe(202);
+    const refused = await notify(app, 'busy');
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toMatchObject({
+      error: 'Rate limit exceeded',
+      code: 'HERALD_ERR_RATE_LIMITED',
+      policy: 'recipient',
+    });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    // The sender spent 2 of 5: three more to other recipients pass, the fourth hits the sender limit.
+    const statuses = [];
+    for (const userId of ['a', 'b', 'c', 'd']) statuses.push((await notify(app, userId)).statusCode);
+    expect(statuses).toEqual([202, 202, 202, 429]);
+    const senderRefused = await notify(app, 'e');
+    expect(senderRefused.json()).toMatchObject({ policy: 'sender' });
+    // Another API key is another sender.
+    expect((await notify(app, 'e', { authorization: 'Bearer test-key-2' })).statusCode).toBe(202);
+  });
+
+  it('a refused request answers from the local deny cache without another Redis decision', async () => {
+    app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1', HERALD_RATE_LIMIT_PER_SECOND: '0.01' });
+    expect((await notify(app, 'flood')).statusCode).toBe(202);
+    for (let i = 0; i < 20; i++) expect((await notify(app, 'flood')).statusCode).toBe(429);
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/herald_ratelimit_decisions_total\{policy="recipient",outcome="denied"\} 1\b/);
+    expect(metrics).toMatch(
+      /herald_ratelimit_decisions_total\{policy="recipient",outcome="denied_locally"\} 19\b/,
+    );
+  });
+});

@@ -1,0 +1,150 @@
+// POST /notify throughput and latency, side by side in one run (bench/README.md has the figures):
+//   bare      a bare Fastify route answering 202 (the peer)
+//   limiter   the same route behind Herald's limiter plugin (sender + recipient, one Redis call)
+//   gateway   Herald's full gateway: auth + limiter + durable BullMQ enqueue
+//   denied    Herald's full gateway under a flood from one recipient that is being denied
+// Each server is its own process; autocannon runs here. Rounds interleave the contenders so that a
+// noisy neighbour hurts all of them alike; the ratios are medians of per-round ratios.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import { Redis } from 'ioredis';
+
+const require = createRequire(import.meta.url);
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+const runId = randomUUID().slice(0, 8);
+const queueName = `bench-${runId}`;
+const tsx = require.resolve('tsx/cli');
+
+interface Server {
+  name: string;
+  port: number;
+  child: ChildProcess;
+}
+
+async function start(name: string, args: string[], env: Record<string, string>): Promise<Server> {
+  const child = spawn(process.execPath, args, {
+    env: { ...process.env, PORT: '0', HERALD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 30_000);
+    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
+      if (!line.includes('"listening"')) return;
+      clearTimeout(timer);
+      resolve((JSON.parse(line) as { port: number }).port);
+    });
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+  });
+  return { name, port, child };
+}
+
+function load(port: number, userId: () => string, headers: Record<string, string>) {
+  return autocannon({
+    url: `http://127.0.0.1:${port}/notify`,
+    connections: CONNECTIONS,
+    duration: SECONDS,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    requests: [
+      {
+        setupRequest: (request) => ({
+          ...request,
+          body: JSON.stringify({ userId: userId(), payload: { title: 'Hello', body: 'from the benchmark' } }),
+        }),
+      },
+    ],
+  });
+}
+
+const env = {
+  REDIS_URL,
+  HERALD_API_KEYS: 'bench-key',
+  HERALD_QUEUE_NAME: queueName,
+  HERALD_RATE_LIMIT_PREFIX: `bench-${runId}:`,
+  HERALD_KEY_PREFIX: `bench-${runId}:`,
+  HERALD_SENDER_RATE_LIMIT_BURST: '1000000000',
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000000',
+};
+const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+const servers = {
+  bare: await start('bare', [tsx, here('./bare-server.ts')], env),
+  limiter: await start('limiter', [tsx, here('./limiter-server.ts')], env),
+  gateway: await start('gateway', [require.resolve('@herald/gateway/server')], env),
+};
+const auth = { authorization: 'Bearer bench-key' };
+let n = 0;
+const fresh = () => `u${runId}-${n++}`;
+const contenders = [
+  { name: 'bare Fastify (peer)', port: servers.bare.port, userId: fresh, headers: {} },
+  { name: 'Herald limiter only', port: servers.limiter.port, userId: fresh, headers: auth },
+  { name: 'Herald full gateway', port: servers.gateway.port, userId: fresh, headers: auth },
+  {
+    name: 'Herald gateway, denied flood',
+    port: servers.gateway.port,
+    userId: () => `hot-${runId}`,
+    headers: auth,
+  },
+] as const;
+
+type Sample = { rps: number; p50: number; p99: number; statuses: Record<string, number> };
+const samples = new Map<string, Sample[]>(contenders.map((c) => [c.name, []]));
+for (let round = 1; round <= ROUNDS; round++) {
+  for (const contender of contenders) {
+    const result = await load(contender.port, contender.userId, contender.headers);
+    const statuses: Record<string, number> = {};
+    for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count.count;
+    samples.get(contender.name)?.push({
+      rps: result.requests.average,
+      p50: result.latency.p50,
+      p99: result.latency.p99,
+      statuses,
+    });
+    process.stderr.write(
+      `round ${round} ${contender.name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ${JSON.stringify(statuses)}\n`,
+    );
+  }
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+const bare = samples.get(contenders[0].name) ?? [];
+const targets: Record<string, string> = {
+  'Herald limiter only': '≥ 0.8×',
+  'Herald full gateway': '≥ 0.5×',
+  'Herald gateway, denied flood': '≥ 0.9×',
+};
+const rows = contenders.map((contender) => {
+  const own = samples.get(contender.name) ?? [];
+  const ratios = own.map((sample, i) => sample.rps / (bare[i]?.rps ?? Number.NaN));
+  return {
+    contender: contender.name,
+    'req/s (median)': Math.round(median(own.map((s) => s.rps))),
+    'p50 ms': median(own.map((s) => s.p50)),
+    'p99 ms': median(own.map((s) => s.p99)),
+    'vs bare (median of rounds)': `${median(ratios).toFixed(2)}×`,
+    target: targets[contender.name] ?? '',
+  };
+});
+console.table(rows);
+console.log(`${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}`);
+
+for (const server of Object.values(servers)) server.child.kill('SIGTERM');
+const redis = new Redis(REDIS_URL);
+for (const pattern of [`bench-${runId}:*`, `{herald}:${queueName}:*`]) {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.del(...keys);
+  } while (cursor !== '0');
+}
+redis.disconnect();
