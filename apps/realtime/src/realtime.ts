@@ -55,7 +55,25 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   const deliveries = new Map<string, Delivery>();
   const connectionsPerUser = new Map<string, number>();
 
-  const http = createServer((_request, response) => {
+  const http = createServer((request, response) => {
+    if (request.method === 'GET' && request.url?.startsWith('/healthz')) {
+      // Liveness and load: connected sockets and this process's memory. `?gc=1` first collects garbage
+      // when the process runs with --expose-gc (the delivery benchmark measures memory per connection so).
+      const gc = (globalThis as { gc?: () => void }).gc;
+      if (request.url.includes('gc=1') && gc) gc();
+      const memory = process.memoryUsage();
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify({
+          status: 'ok',
+          instanceId: config.instanceId,
+          connections: io.engine.clientsCount,
+          heapUsedBytes: memory.heapUsed,
+          rssBytes: memory.rss,
+        }),
+      );
+      return;
+    }
     response.writeHead(404, { 'content-type': 'application/json' });
     response.end(
       JSON.stringify({
