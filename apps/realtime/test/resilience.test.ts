@@ -7,7 +7,7 @@ async function stream(stack: Stack, users: string[], perUser: number): Promise<M
   const sent = new Map<string, string[]>(users.map((user) => [user, []]));
   for (let round = 0; round < perUser; round++) {
     const ids = await Promise.all(users.map((user) => stack.send(user, 1)));
-    users.forEach((user, i) => sent.get(user)?.push(...(ids[i] ?? [])));
+    for (const [i, user] of users.entries()) sent.get(user)?.push(...(ids[i] ?? []));
     // Pacing, not synchronisation: spreads the sends over about a second so that faults land mid-stream.
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
