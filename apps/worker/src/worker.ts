@@ -44,6 +44,7 @@ export async function processNotification(
       ? { expiresAtMs: createdAtMs + job.ttlMs }
       : {}),
     ...(job.dedupeKey !== undefined ? { dedupeKey: job.dedupeKey } : {}),
+    ...(job.tenantId !== undefined ? { tenantId: job.tenantId } : {}),
   });
   if (result.outcome === 'appended' || result.outcome === 'already-appended') {
     live.notification({ ...notification, offset: result.offset });

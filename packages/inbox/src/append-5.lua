@@ -23,6 +23,7 @@
   ARGV[6]  maxLength     entries kept per inbox, >= 1
   ARGV[7]  maxAgeMs      entries older than this (by offset ms) are trimmed, ms, >= 1
   ARGV[8]  retentionMs   TTL of every key touched (inbox, markers, dedupe keys), ms, >= maxAgeMs
+  ARGV[9]  tenantId      sender's tenant, kept in the marker ("" = none)
 
   Returns, always 5 elements: { code, offset, unreadCount, unreadVersion, duplicateOf }
     code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated
@@ -38,6 +39,9 @@ else
 end
 local id = ARGV[1]
 local retention = tonumber(ARGV[8])
+local function tag()
+  if ARGV[9] ~= '' then redis.call('HSET', KEYS[4], 'tenantId', ARGV[9]) end
+end
 
 local function unread()
   return redis.call('SCARD', KEYS[3]), tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
@@ -54,6 +58,7 @@ end
 local deadline = tonumber(ARGV[4])
 if deadline > 0 and now > deadline then
   redis.call('HSET', KEYS[4], 'state', 'expired', 'at', now)
+  tag()
   redis.call('PEXPIRE', KEYS[4], retention)
   local count, version = unread()
   return { 3, '', count, version, '' }
@@ -63,6 +68,7 @@ if ARGV[5] == '1' then
   local first = redis.call('GET', KEYS[5])
   if first and first ~= id then
     redis.call('HSET', KEYS[4], 'state', 'deduplicated', 'at', now, 'duplicateOf', first)
+    tag()
     redis.call('PEXPIRE', KEYS[4], retention)
     local count, version = unread()
     return { 4, '', count, version, first }
@@ -81,6 +87,7 @@ end
 local offset = string.format('%d-%d', ms, seq)
 redis.call('XADD', KEYS[1], offset, 'id', id, 'n', ARGV[2])
 redis.call('HSET', KEYS[4], 'state', 'inbox', 'offset', offset, 'at', now)
+tag()
 redis.call('SADD', KEYS[3], id)
 redis.call('HINCRBY', KEYS[2], 'uv', 1)
 

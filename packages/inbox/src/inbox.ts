@@ -1,7 +1,7 @@
 import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, type InboxKeys, inboxKeys } from './keys.js';
+import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
 
@@ -86,6 +86,8 @@ export interface NotificationStatus {
   read: boolean;
   /** For `deduplicated`: the notification it collapsed into. */
   duplicateOf: string | null;
+  /** The sender's tenant, when the job carried one. */
+  tenantId: string | null;
 }
 
 /** Which notifications {@link Inbox.markRead} marks read. */
@@ -156,11 +158,18 @@ export class Inbox {
    */
   async append(
     notification: InboxNotification,
-    options: { expiresAtMs?: number; dedupeKey?: string; nowMs?: number } = {},
+    options: { expiresAtMs?: number; dedupeKey?: string; tenantId?: string; nowMs?: number } = {},
   ): Promise<AppendResult> {
     const keys = this.keys(notification.userId);
     const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
-    const reply = (await this.#scripts.append(
+    // The id → user index is written beside the script (another hash slot), in the same round trip.
+    const index = this.#redis.set(
+      notificationIndexKey(this.prefix, notification.id),
+      notification.userId,
+      'PX',
+      this.retentionMs,
+    );
+    const script = this.#scripts.append(
       keys.stream,
       keys.meta,
       keys.unread,
@@ -174,7 +183,12 @@ export class Inbox {
       this.maxLength,
       this.maxAgeMs,
       this.retentionMs,
-    )) as [number, string, number, number, string];
+      options.tenantId ?? '',
+    );
+    const [reply] = (await Promise.all([script, index])) as [
+      [number, string, number, number, string],
+      unknown,
+    ];
     const [code, offset, count, version, duplicateOf] = reply;
     const unread = { count, version };
     switch (code) {
@@ -364,6 +378,34 @@ export class Inbox {
   }
 
   /**
+   * Whose notification `id` is (from the index the worker writes on append), or undefined when no worker
+   * has processed it (or its record expired with the inbox retention).
+   *
+   * @example
+   * ```ts
+   * const userId = await inbox.locate('0b6c…');
+   * ```
+   */
+  async locate(id: string): Promise<string | undefined> {
+    return (await this.#redis.get(notificationIndexKey(this.prefix, id))) ?? undefined;
+  }
+
+  /**
+   * {@link Inbox.status} by id alone (`GET /notifications/:id` when the job is gone from BullMQ): looks
+   * the user up with {@link Inbox.locate} first. Compare `tenantId` with the caller's before answering.
+   *
+   * @example
+   * ```ts
+   * const status = await inbox.statusById(request.params.id);
+   * if (!status || (status.tenantId && status.tenantId !== tenant)) return reply.code(404).send(…);
+   * ```
+   */
+  async statusById(id: string): Promise<NotificationStatus | undefined> {
+    const userId = await this.locate(id);
+    return userId === undefined ? undefined : this.status(userId, id);
+  }
+
+  /**
    * What Herald knows about notification `id` of `userId` (`GET /notifications/:id`); undefined when the
    * worker has not processed it yet (or its record expired with the inbox retention).
    *
@@ -388,6 +430,7 @@ export class Inbox {
       deliveredBy: marker.deliveredBy ?? null,
       read: marker.state === 'inbox' && results?.[1]?.[1] !== 1,
       duplicateOf: marker.duplicateOf ?? null,
+      tenantId: marker.tenantId ?? null,
     };
   }
 }

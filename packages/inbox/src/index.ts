@@ -15,7 +15,7 @@ export {
   type ReadResult,
   type ReadSelection,
 } from './inbox.js';
-export { assertPrefix, escapeTag, type InboxKeys, inboxKeys } from './keys.js';
+export { assertPrefix, escapeTag, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
 export {
   compareOffsets,
   isOffset,

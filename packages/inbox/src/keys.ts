@@ -54,6 +54,19 @@ export function inboxKeys(prefix: string, userId: string): InboxKeys {
 }
 
 /**
+ * The key that maps a notification id to its user (`<prefix>id:{<escaped id>}`), so that a status can be
+ * looked up by id alone. Its own hash tag: it is written beside, not inside, the user's inbox script.
+ *
+ * @example
+ * ```ts
+ * notificationIndexKey('herald:inbox:', 'n-1'); // 'herald:inbox:id:{n-1}'
+ * ```
+ */
+export function notificationIndexKey(prefix: string, notificationId: string): string {
+  return `${prefix}id:{${escapeTag(notificationId)}}`;
+}
+
+/**
  * Refuses a key prefix that would break the hash tag (a brace would become the tag).
  *
  * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_ARGUMENT`

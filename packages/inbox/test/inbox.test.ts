@@ -150,6 +150,24 @@ describe('inbox', () => {
     expect((await inbox.markRead(user, { all: true })).unread.count).toBe(0);
   });
 
+  it('finds a status by notification id alone, with the sender’s tenant', async () => {
+    const { inbox, user } = setup();
+    const id = randomId('n');
+    await inbox.append(
+      { id, userId: user, payload: {}, createdAt: new Date().toISOString() },
+      { tenantId: 'acme' },
+    );
+    expect(await inbox.locate(id)).toBe(user);
+    expect(await inbox.statusById(id)).toMatchObject({
+      id,
+      userId: user,
+      state: 'inbox',
+      tenantId: 'acme',
+      delivered: false,
+    });
+    expect(await inbox.statusById(randomId('nope'))).toBeUndefined();
+  });
+
   it('refuses malformed offsets, limits and prefixes with coded errors', async () => {
     const { inbox, user } = setup();
     await expect(inbox.read(user, { after: 'abc' })).rejects.toMatchObject({
