@@ -8,6 +8,7 @@
 // Env:   BENCH_SECONDS (per rate, default 10), BENCH_HOLD_SECONDS (default 30), BENCH_USERS (1000),
 //        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
@@ -32,6 +33,8 @@ const PUBSUB = 'bench-pubsub';
 const now = () => performance.timeOrigin + performance.now();
 
 interface Sample {
+  /** CPU used during the send window, % of one core: gateway / worker / realtime A+B. */
+  cpu?: string;
   latencies: number[];
   sent: number;
   accepted: number;
@@ -71,6 +74,8 @@ async function main(): Promise<void> {
     processes.push(await startApp({ name: 'worker', entry: require.resolve('@herald/worker/server'), env }));
     const gateway = await spawnQuiet(require.resolve('@herald/gateway/server'), env);
     processes.push(gateway);
+    const worker = processes[2] as AppProcess;
+    const pids = [[gateway.pid], [worker.process.pid], realtime.map((app) => app.process.pid)];
     const urls = realtime.map((app) => app.url);
 
     // 1,000 users, half on each instance.
@@ -107,6 +112,7 @@ async function main(): Promise<void> {
       const receivedBefore = received;
       const inFlight = new Set<Promise<unknown>>();
       const start = now();
+      const cpuBefore = pids.map(cpuTicks);
       const end = start + WARMUP_MS + seconds * 1000;
       let next = 0;
       while (now() < end) {
@@ -125,10 +131,15 @@ async function main(): Promise<void> {
         }
         await new Promise((resolve) => setTimeout(resolve, 2));
       }
+      const elapsed = (now() - start) / 1000;
+      sample.cpu = pids
+        .map(cpuTicks)
+        .map((ticks, i) => Math.round(((ticks - (cpuBefore[i] ?? 0)) / 100 / elapsed) * 100))
+        .join(' / ');
       await Promise.all(inFlight);
-      // Drain: wait (bounded) until everything accepted has arrived.
+      // Drain: wait (bounded) until everything accepted has arrived, so that runs do not overlap.
       await waitFor(() => received - receivedBefore >= sample.accepted, {
-        timeoutMs: 15_000,
+        timeoutMs: 90_000,
         intervalMs: 50,
       }).catch(() => undefined);
       latencies.current = undefined;
@@ -287,7 +298,7 @@ function postNotify(
 async function spawnQuiet(
   entry: string,
   env: Record<string, string>,
-): Promise<{ url: string; stop(): Promise<unknown> }> {
+): Promise<{ url: string; pid: number | undefined; stop(): Promise<unknown> }> {
   const port = await freePort();
   const child: ChildProcess = spawn(process.execPath, [entry], {
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', HERALD_LOG_LEVEL: 'warn' },
@@ -303,6 +314,7 @@ async function spawnQuiet(
   );
   return {
     url,
+    pid: child.pid,
     stop: async () => {
       if (child.exitCode !== null) return;
       const exited = new Promise((resolve) => child.once('exit', resolve));
@@ -310,6 +322,20 @@ async function spawnQuiet(
       await exited;
     },
   };
+}
+
+/** utime + stime of processes, in clock ticks (100 per second on Linux). */
+function cpuTicks(pidList: (number | undefined)[]): number {
+  let ticks = 0;
+  for (const pid of pidList) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // not Linux, or gone
+    }
+  }
+  return ticks;
 }
 
 function pct(values: number[], p: number): number {
@@ -332,6 +358,7 @@ function row(name: string, s: Sample, seconds: number, peer?: Sample): string[] 
     peer
       ? `${(pct(s.latencies, 0.5) / pct(peer.latencies, 0.5)).toFixed(1)}x / ${(pct(s.latencies, 0.99) / pct(peer.latencies, 0.99)).toFixed(1)}x`
       : '',
+    s.cpu ?? '',
   ];
 }
 
@@ -347,8 +374,8 @@ function printReport(
       .join(' ')}`,
     `run: ${SECONDS} s per rate (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway; ${Math.round(elapsedMs / 1000)} s in all`,
     '',
-    '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 |',
-    '| --- | --: | --: | --: | --: | --: | --: | --: |',
+    '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 | CPU % gateway / worker / realtime A+B |',
+    '| --- | --: | --: | --: | --: | --: | --: | --: | --: |',
     ...rows.map((r) => `| ${r.join(' | ')} |`),
     '',
     `highest rate held ${HOLD_SECONDS} s with p99 < 100 ms: ${held}`,

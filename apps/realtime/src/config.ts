@@ -8,6 +8,7 @@ const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
   HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 16 })),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
@@ -39,6 +40,8 @@ export interface RealtimeConfig {
   port: number;
   host: string;
   redisUrl: string;
+  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
+  redisClusterNodes: { host: string; port: number }[] | undefined;
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   /** Channel prefix shared with the workers' Redis emitter. */
@@ -81,6 +84,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: parsed.PORT,
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
+    redisClusterNodes: parsed.HERALD_REDIS_CLUSTER_NODES?.split(',').map((node) => {
+      const at = node.lastIndexOf(':');
+      return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+    }),
     jwtSecret: parsed.HERALD_JWT_SECRET ?? DEV_JWT_SECRET,
     usingDevJwtSecret: parsed.HERALD_JWT_SECRET === undefined,
     pubsubKey: parsed.HERALD_PUBSUB_KEY,

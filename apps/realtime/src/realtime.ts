@@ -13,7 +13,7 @@ import {
   verifyUserToken,
 } from '@herald/protocol';
 import { createAdapter, createShardedAdapter } from '@socket.io/redis-adapter';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import type { RealtimeConfig } from './config.js';
@@ -47,8 +47,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * (from every worker, through the Redis adapter) exactly once, in order; takes acks and read marks.
  */
 export async function startRealtime(config: RealtimeConfig, log: Logger): Promise<RealtimeServer> {
-  const pub = new Redis(config.redisUrl);
-  const sub = pub.duplicate();
+  const pub: Redis | Cluster = config.redisClusterNodes ? new Cluster(config.redisClusterNodes) : new Redis(config.redisUrl);
+  // Sharded pub/sub on Redis Cluster: each channel is served by its slot's node, which ioredis's
+  // `shardedSubscribers` follows (one subscriber connection per shard).
+  const sub =
+    config.redisClusterNodes && config.pubsubMode === 'sharded'
+      ? new Cluster(config.redisClusterNodes, { shardedSubscribers: true })
+      : pub.duplicate();
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);

@@ -6,6 +6,7 @@ import Type, { type Static } from 'typebox';
 
 const EnvSchema = Type.Object({
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
@@ -32,6 +33,8 @@ type Env = Static<typeof EnvSchema>;
 /** The worker's settings, parsed once at start-up and frozen. */
 export interface WorkerConfig {
   redisUrl: string;
+  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
+  redisClusterNodes: { host: string; port: number }[] | undefined;
   queue: { name: string; prefix: string };
   /** Channel prefix shared with the realtime servers' Redis adapter. */
   pubsubKey: string;
@@ -59,6 +62,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   return Object.freeze({
     redisUrl: parsed.REDIS_URL,
+    redisClusterNodes: parsed.HERALD_REDIS_CLUSTER_NODES?.split(',').map((node) => {
+      const at = node.lastIndexOf(':');
+      return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
+    }),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     pubsubMode: parsed.HERALD_PUBSUB_MODE,

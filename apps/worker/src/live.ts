@@ -2,8 +2,6 @@ import {
   NOTIFICATION_EVENT,
   type NotificationEvent,
   type ServerToClientEvents,
-  SocketEvent,
-  type UnreadEvent,
   userRoom,
 } from '@herald/protocol';
 import { Emitter } from '@socket.io/redis-emitter';
@@ -12,7 +10,6 @@ import type { Cluster, Redis } from 'ioredis';
 /** Pushes events to every connected client of one user, whichever realtime instance holds them. */
 export interface LivePublisher {
   notification(event: NotificationEvent): void;
-  unread(userId: string, unread: UnreadEvent): void;
 }
 
 /**
@@ -23,9 +20,6 @@ export function classicPublisher(redis: Redis | Cluster, pubsubKey: string): Liv
   return {
     notification(event) {
       emitter.to(userRoom(event.userId)).emit(NOTIFICATION_EVENT, event);
-    },
-    unread(userId, unread) {
-      emitter.to(userRoom(userId)).emit(SocketEvent.UNREAD, unread);
     },
   };
 }
@@ -55,9 +49,6 @@ export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): Liv
   return {
     notification(event) {
       publish(userRoom(event.userId), NOTIFICATION_EVENT, event);
-    },
-    unread(userId, unread) {
-      publish(userRoom(userId), SocketEvent.UNREAD, unread);
     },
   };
 }

@@ -1,7 +1,7 @@
 import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
@@ -47,8 +47,13 @@ export async function processNotification(
     ...(job.tenantId !== undefined ? { tenantId: job.tenantId } : {}),
   });
   if (result.outcome === 'appended' || result.outcome === 'already-appended') {
-    live.notification({ ...notification, offset: result.offset });
-    if (result.outcome === 'appended') live.unread(job.userId, result.unread);
+    // The new unread count rides on the notification (one pub/sub message, not two); a re-run does
+    // not carry it, as its count may be stale.
+    live.notification({
+      ...notification,
+      offset: result.offset,
+      ...(result.outcome === 'appended' ? { unread: result.unread } : {}),
+    });
   }
   return result;
 }
@@ -60,7 +65,13 @@ export async function processNotification(
 export async function startWorker(config: WorkerConfig, log: Logger): Promise<NotificationWorker> {
   // Workers wait for Redis rather than fail: BullMQ requires maxRetriesPerRequest: null, and the
   // inbox commands of a job should outlive a Redis restart the same way.
-  const redis = new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  const redis = config.redisClusterNodes
+    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+    : new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).
+  const bullConnection = config.redisClusterNodes
+    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+    : undefined;
   redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
   const inbox = new Inbox(redis, config.inbox);
   const live =
@@ -95,7 +106,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       concurrency: config.concurrency,
       lockDuration: config.lockMs,
       stalledInterval: config.stalledIntervalMs,
-      connection: { url: config.redisUrl, maxRetriesPerRequest: null },
+      connection: bullConnection ?? { url: config.redisUrl, maxRetriesPerRequest: null },
     },
   );
   worker.on('failed', (job, error) => {
@@ -117,6 +128,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await worker.close();
       redis.disconnect();
+      bullConnection?.disconnect();
     },
   };
 }

@@ -5,7 +5,6 @@ import {
   type NotificationEvent,
   type NotificationJob,
   notificationJobOptions,
-  type UnreadEvent,
 } from '@herald/protocol';
 import { randomId, redisUrl, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
@@ -24,11 +23,7 @@ describe('processNotification', () => {
   let redis: Redis;
   let inbox: Inbox;
   const pushed: NotificationEvent[] = [];
-  const unread: UnreadEvent[] = [];
-  const live: LivePublisher = {
-    notification: (event) => pushed.push(event),
-    unread: (_user, event) => unread.push(event),
-  };
+  const live: LivePublisher = { notification: (event) => pushed.push(event) };
   beforeAll(() => {
     redis = new Redis(redisUrl());
     inbox = new Inbox(redis, { prefix: `${randomId('inbox')}:` });
@@ -48,7 +43,8 @@ describe('processNotification', () => {
     expect(mine).toHaveLength(2);
     expect(mine[0]?.offset).toBe(mine[1]?.offset);
     expect(mine[0]).toMatchObject({ id: data.id, topic: 't', payload: { x: 1 } });
-    expect(unread.at(-1)).toEqual({ count: 1, version: 1 });
+    expect(mine[0]?.unread).toEqual({ count: 1, version: 1 });
+    expect(mine[1]).not.toHaveProperty('unread');
   });
 
   it('expires after ttlMs and collapses by dedupeKey, pushing nothing for either', async () => {

@@ -42,6 +42,11 @@ export interface NotificationEvent {
   createdAt: string;
   topic?: string;
   type?: string;
+  /**
+   * Live events only: the user's unread count right after this notification was added (one message
+   * instead of a separate `unread` event; a client keeps the highest `version`).
+   */
+  unread?: UnreadEvent;
 }
 
 /** The user's exact unread count; `version` grows with every change, so a client keeps the highest. */

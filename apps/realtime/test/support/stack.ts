@@ -15,7 +15,7 @@ import {
 } from '@herald/protocol';
 import { type AppProcess, randomId, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 
 const require = createRequire(import.meta.url);
@@ -42,20 +42,26 @@ export function stackEnv(redisUrl: string, extra: Record<string, string> = {}): 
 /** The processes, queue and inbox of one test: start what you need, `dispose()` stops it all. */
 export class Stack {
   readonly env: Record<string, string>;
-  readonly redis: Redis;
+  readonly redis: Redis | Cluster;
   readonly queue: Queue<NotificationJob>;
   readonly inbox: Inbox;
   readonly processes: AppProcess[] = [];
   readonly clients: TestClient[] = [];
 
-  constructor(redisUrl: string, extra: Record<string, string> = {}) {
+  readonly #ownKeys: boolean;
+  readonly #queueConnection: Redis | Cluster | undefined;
+
+  /** `connect`: a client factory for Redis Cluster (default: one Redis at `redisUrl`). */
+  constructor(redisUrl: string, extra: Record<string, string> = {}, connect?: () => Redis | Cluster) {
     this.env = stackEnv(redisUrl, extra);
+    this.#ownKeys = connect === undefined;
     // Like the gateway's producer, but patient: the Redis-restart test enqueues across the restart.
-    this.redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
+    this.redis = connect ? connect() : new Redis(redisUrl, { maxRetriesPerRequest: null });
     this.redis.on('error', () => {});
+    this.#queueConnection = connect?.();
     this.queue = new Queue(this.env.HERALD_QUEUE_NAME ?? '', {
       prefix: '{herald}',
-      connection: { url: redisUrl, maxRetriesPerRequest: null },
+      connection: this.#queueConnection ?? { url: redisUrl, maxRetriesPerRequest: null },
     });
     this.queue.on('error', () => {});
     this.inbox = new Inbox(this.redis, {
@@ -109,6 +115,7 @@ export class Stack {
     await Promise.all(this.processes.map((app) => app.stop('SIGTERM', 5000)));
     try {
       await this.queue.obliterate({ force: true });
+      if (!this.#ownKeys || !(this.redis instanceof Redis)) throw new Error('cluster: disposed with it');
       const stream = this.redis.scanStream({ match: `${this.env.HERALD_INBOX_PREFIX}*`, count: 1000 });
       for await (const keys of stream as AsyncIterable<string[]>)
         if (keys.length > 0) await this.redis.unlink(...keys);
@@ -116,6 +123,7 @@ export class Stack {
       // a test that stopped its Redis for good
     }
     await this.queue.close();
+    this.#queueConnection?.disconnect();
     this.redis.disconnect();
   }
 }
@@ -169,7 +177,12 @@ export class TestClient {
     this.socket = socket;
     this.disconnectReason = undefined;
     const syncedBefore = this.synced.length;
-    socket.on('notification', (event: NotificationEvent) => this.received.push(event));
+    socket.on('notification', (event: NotificationEvent) => {
+      // What the server sends is what a screen shows: recorded without the live-only unread count.
+      const { unread, ...shown } = event;
+      this.received.push(shown);
+      if (unread) this.#takeUnread(unread);
+    });
     socket.on('synced', (event: SyncedEvent) => {
       this.synced.push(event);
       this.#takeUnread(event.unread);
