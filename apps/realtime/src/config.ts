@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { DEFAULT_INBOX_MAX_AGE_MS, DEFAULT_INBOX_MAX_LENGTH, DEFAULT_INBOX_PREFIX } from '@herald/inbox';
+import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
 import { DEFAULT_PUBSUB_KEY, DEV_JWT_SECRET } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
@@ -8,7 +8,6 @@ const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
-  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
   HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 16 })),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
@@ -19,13 +18,7 @@ const EnvSchema = Type.Object({
   HERALD_PING_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 20_000 }),
   HERALD_GAP_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 100 }),
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
-  HERALD_INBOX_PREFIX: Type.String({ minLength: 1, pattern: '^[^{}]+$', default: DEFAULT_INBOX_PREFIX }),
-  HERALD_INBOX_MAX_LENGTH: Type.Integer({
-    minimum: 1,
-    maximum: 1_000_000,
-    default: DEFAULT_INBOX_MAX_LENGTH,
-  }),
-  HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   HERALD_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
@@ -84,10 +77,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     port: parsed.PORT,
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
-    redisClusterNodes: parsed.HERALD_REDIS_CLUSTER_NODES?.split(',').map((node) => {
-      const at = node.lastIndexOf(':');
-      return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
-    }),
+    redisClusterNodes: clusterNodes(parsed),
     jwtSecret: parsed.HERALD_JWT_SECRET ?? DEV_JWT_SECRET,
     usingDevJwtSecret: parsed.HERALD_JWT_SECRET === undefined,
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
@@ -99,11 +89,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     pingTimeoutMs: parsed.HERALD_PING_TIMEOUT_MS,
     gapWaitMs: parsed.HERALD_GAP_WAIT_MS,
     replayPage: parsed.HERALD_REPLAY_PAGE,
-    inbox: Object.freeze({
-      prefix: parsed.HERALD_INBOX_PREFIX,
-      maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
-      maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
-    }),
+    inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });

@@ -38,6 +38,8 @@ export class Delivery {
   #held: NotificationEvent[] = [];
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Live events were dropped because too many were held: read the inbox again once the read is done. */
+  #overflowed = false;
   readonly #userId: string;
   readonly #inbox: Inbox;
   readonly #target: DeliveryTarget;
@@ -81,6 +83,7 @@ export class Delivery {
     if (this.#closed) return;
     this.#reading = false;
     this.#release();
+    this.#afterRead();
     this.#target.synced({ lastOffset: this.#lastOffset, replayed, unread: await unread() });
   }
 
@@ -105,6 +108,7 @@ export class Delivery {
       () => {
         this.#reading = false;
         this.#release();
+        this.#afterRead();
       },
       (error: unknown) => {
         this.#reading = false;
@@ -120,6 +124,12 @@ export class Delivery {
     this.#held = [];
   }
 
+  #afterRead(): void {
+    if (!this.#overflowed) return;
+    this.#overflowed = false;
+    this.#timer ??= setTimeout(() => this.fill(), 0);
+  }
+
   #offer(event: NotificationEvent): void {
     if (compareOffsets(event.offset, this.#lastOffset) <= 0) return; // already sent
     if (offsetSeq(event.offset) === this.#lastSeq + 1) {
@@ -132,9 +142,13 @@ export class Delivery {
   }
 
   #hold(event: NotificationEvent): void {
-    // Beyond MAX_HELD, dropping is safe: the next inbox read sends them.
-    if (this.#held.length < MAX_HELD) this.#held.push(event);
-    else if (!this.#reading) this.#timer ??= setTimeout(() => this.fill(), 0);
+    // Beyond MAX_HELD, dropping is safe: an inbox read after the current one sends them.
+    if (this.#held.length < MAX_HELD) {
+      this.#held.push(event);
+      return;
+    }
+    this.#overflowed = true;
+    if (!this.#reading) this.#timer ??= setTimeout(() => this.fill(), 0);
   }
 
   /** Sends the held events that now follow on, in order; keeps the rest for the gap fill. */

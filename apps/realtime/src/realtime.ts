@@ -47,7 +47,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * (from every worker, through the Redis adapter) exactly once, in order; takes acks and read marks.
  */
 export async function startRealtime(config: RealtimeConfig, log: Logger): Promise<RealtimeServer> {
-  const pub: Redis | Cluster = config.redisClusterNodes ? new Cluster(config.redisClusterNodes) : new Redis(config.redisUrl);
+  const pub: Redis | Cluster = config.redisClusterNodes
+    ? new Cluster(config.redisClusterNodes)
+    : new Redis(config.redisUrl);
   // Sharded pub/sub on Redis Cluster: each channel is served by its slot's node, which ioredis's
   // `shardedSubscribers` follows (one subscriber connection per shard).
   const sub =

@@ -12,11 +12,7 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
 
   beforeAll(async () => {
     stack = new Stack(redisUrl());
-    [a, b] = await Promise.all([
-      stack.start('realtime', 'rt-a'),
-      stack.start('realtime', 'rt-b'),
-      stack.start('worker', 'worker'),
-    ]);
+    ({ a, b } = await stack.startDelivery());
   });
   afterAll(async () => {
     await stack.dispose();
@@ -204,7 +200,10 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     await expect(client.connect(a.url, 'not-an-offset')).rejects.toMatchObject({
       data: { code: 'HERALD_ERR_OFFSET_INVALID' },
     });
-    const limited = await stack.start('realtime', 'rt-limited', { HERALD_MAX_CONNECTIONS_PER_USER: '2' });
+    const limited = await stack.start('realtime', 'rt-limited', {
+      HERALD_MAX_CONNECTIONS_PER_USER: '2',
+      HERALD_PING_INTERVAL_MS: '1000',
+    });
     const tabs = [stack.client(user), stack.client(user), stack.client(user)];
     await tabs[0]?.connect(limited.url);
     await tabs[1]?.connect(limited.url);
@@ -213,6 +212,10 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
       (e: unknown) => e,
     );
     expect(error).toMatchObject({ data: { code: 'HERALD_ERR_TOO_MANY_CONNECTIONS' } });
+    // Heartbeat: the server pings every HERALD_PING_INTERVAL_MS (the client answers; a silent one is dropped).
+    let pings = 0;
+    tabs[1]?.socket?.io.engine.on('ping', () => pings++);
+    await waitFor(() => pings >= 2, { timeoutMs: 15_000, what: 'two heartbeats' });
     expect(String((error as Error).message)).toMatch(/limit/);
     // One closes: a new one fits again.
     tabs[0]?.disconnect();
@@ -226,6 +229,11 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     );
 
     // Default transports: WebSocket only; polling is refused (it needs sticky sessions: opt-in).
+    const health = (await (await fetch(`${a.url}/healthz`)).json()) as {
+      status: string;
+      connections: number;
+    };
+    expect(health).toMatchObject({ status: 'ok', instanceId: 'rt-a' });
     const polling = io(a.url, { transports: ['polling'], reconnection: false, forceNew: true, auth: {} });
     const pollingError = await new Promise<Error>((resolve) => polling.once('connect_error', resolve));
     polling.close();

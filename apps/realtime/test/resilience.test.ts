@@ -27,12 +27,7 @@ describe('resilience (separate OS processes, real clients)', () => {
   it('kill -9 of a realtime instance while 1,000 notifications stream to 20 users: reconnecting to the other with lastOffset, every client has every notification once, in order', async () => {
     const stack = new Stack(redisUrl());
     cleanups.push(() => stack.dispose());
-    const [a, b] = await Promise.all([
-      stack.start('realtime', 'rt-a'),
-      stack.start('realtime', 'rt-b'),
-      stack.start('worker', 'worker'),
-    ]);
-    if (!a || !b) throw new Error('not started');
+    const { a, b } = await stack.startDelivery();
     const users = Array.from({ length: 20 }, (_, i) => randomId(`k9rt${i}`));
     const clients = users.map((user) => stack.client(user));
     await Promise.all(clients.map((client) => client.connect(a.url, '0-0')));
@@ -112,12 +107,7 @@ describe('resilience (separate OS processes, real clients)', () => {
       HERALD_WORKER_STALLED_INTERVAL_MS: '1000',
     });
     cleanups.push(() => stack.dispose());
-    const [a, b] = await Promise.all([
-      stack.start('realtime', 'rt-a'),
-      stack.start('realtime', 'rt-b'),
-      stack.start('worker', 'worker'),
-    ]);
-    if (!a || !b) throw new Error('not started');
+    const { a, b } = await stack.startDelivery();
     const users = Array.from({ length: 10 }, (_, i) => randomId(`cut${i}`));
     const clients = users.map((user) => stack.client(user));
     await Promise.all(clients.map((client, i) => client.connect(i % 2 === 0 ? a.url : b.url, '0-0')));

@@ -9,12 +9,7 @@ describe('sharded pub/sub mode (HERALD_PUBSUB_MODE=sharded)', () => {
   afterAll(() => stack.dispose());
 
   it('delivers live and replayed notifications, and unread counts to tabs on both instances', async () => {
-    const [a, b] = await Promise.all([
-      stack.start('realtime', 'rt-a'),
-      stack.start('realtime', 'rt-b'),
-      stack.start('worker', 'worker'),
-    ]);
-    if (!a || !b) throw new Error('not started');
+    const { a, b } = await stack.startDelivery();
     const user = randomId('sharded');
     const early = await stack.send(user, 10);
     const onA = stack.client(user);

@@ -1,12 +1,11 @@
 import { hostname } from 'node:os';
-import { DEFAULT_INBOX_MAX_AGE_MS, DEFAULT_INBOX_MAX_LENGTH, DEFAULT_INBOX_PREFIX } from '@herald/inbox';
+import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
 import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
 
 const EnvSchema = Type.Object({
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
-  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
@@ -14,13 +13,7 @@ const EnvSchema = Type.Object({
   HERALD_WORKER_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
   HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 30_000 }),
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 30_000 }),
-  HERALD_INBOX_PREFIX: Type.String({ minLength: 1, pattern: '^[^{}]+$', default: DEFAULT_INBOX_PREFIX }),
-  HERALD_INBOX_MAX_LENGTH: Type.Integer({
-    minimum: 1,
-    maximum: 1_000_000,
-    default: DEFAULT_INBOX_MAX_LENGTH,
-  }),
-  HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   HERALD_LOG_LEVEL: Type.Union(
     ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
@@ -62,21 +55,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   return Object.freeze({
     redisUrl: parsed.REDIS_URL,
-    redisClusterNodes: parsed.HERALD_REDIS_CLUSTER_NODES?.split(',').map((node) => {
-      const at = node.lastIndexOf(':');
-      return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
-    }),
+    redisClusterNodes: clusterNodes(parsed),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     pubsubMode: parsed.HERALD_PUBSUB_MODE,
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
-    inbox: Object.freeze({
-      prefix: parsed.HERALD_INBOX_PREFIX,
-      maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
-      maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
-    }),
+    inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });

@@ -84,6 +84,16 @@ export class Stack {
     return app;
   }
 
+  /** The usual stack: realtime instances `rt-a` and `rt-b` and one worker, each its own OS process. */
+  async startDelivery(): Promise<{ a: AppProcess; b: AppProcess; worker: AppProcess }> {
+    const [a, b, worker] = await Promise.all([
+      this.start('realtime', 'rt-a'),
+      this.start('realtime', 'rt-b'),
+      this.start('worker', 'worker'),
+    ]);
+    return { a, b, worker };
+  }
+
   /** Enqueues notifications the way the gateway does (job id = notification id, same options). */
   async send(userId: string, count: number, extra: Partial<NotificationJob> = {}): Promise<string[]> {
     const jobs = Array.from({ length: count }, (_, n) => notificationJob(userId, { n }, extra));
