@@ -83,7 +83,11 @@ describe('worker', () => {
     await queue.add(NOTIFY_JOB_NAME, job, { jobId: job.id });
 
     await waitFor(() => received.length === 1, { what: 'the notification' });
-    expect(received[0]).toEqual({ ...job, offset: expect.stringMatching(/^\d+-1$/) });
+    expect(received[0]).toEqual({
+      ...job,
+      offset: expect.stringMatching(/^\d+-1$/),
+      unread: { count: 1, version: 1 },
+    });
     await waitFor(async () => (await queue.getJobState(job.id)) === 'completed', {
       what: 'the job to complete',
     });
