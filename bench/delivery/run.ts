@@ -33,7 +33,7 @@ const PUBSUB = 'bench-pubsub';
 const now = () => performance.timeOrigin + performance.now();
 
 interface Sample {
-  /** CPU used during the send window, % of one core: gateway / worker / realtime A+B. */
+  /** CPU used during the send window, % of one core: gateway / worker / realtime A+B / Redis / this process. */
   cpu?: string;
   latencies: number[];
   sent: number;
@@ -75,7 +75,13 @@ async function main(): Promise<void> {
     const gateway = await spawnQuiet(require.resolve('@herald/gateway/server'), env);
     processes.push(gateway);
     const worker = processes[2] as AppProcess;
-    const pids = [[gateway.pid], [worker.process.pid], realtime.map((app) => app.process.pid)];
+    const pids = [
+      [gateway.pid],
+      [worker.process.pid],
+      realtime.map((app) => app.process.pid),
+      [redis.process.pid],
+      [process.pid],
+    ];
     const urls = realtime.map((app) => app.url);
 
     // 1,000 users, half on each instance.
@@ -374,7 +380,7 @@ function printReport(
       .join(' ')}`,
     `run: ${SECONDS} s per rate (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway; ${Math.round(elapsedMs / 1000)} s in all`,
     '',
-    '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 | CPU % gateway / worker / realtime A+B |',
+    '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 | CPU % gateway / worker / realtime A+B / Redis / bench clients |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: |',
     ...rows.map((r) => `| ${r.join(' | ')} |`),
     '',
