@@ -1,17 +1,28 @@
 // Benchmark of @herald/rate-limiter against rate-limiter-flexible and against Redis's own ceiling
 // (redis-benchmark running Herald's token-bucket script by EVALSHA), side by side in one run against one
-// Redis (REDIS_URL, else 127.0.0.1:6379). Prints a table with ratios. Not a test: nothing here asserts.
+// Redis (REDIS_URL, else 127.0.0.1:6379), loopback only. Not a test: nothing here asserts.
 //
-//   pnpm --filter @herald/bench limiter        (BENCH_SECONDS=3 by default per measurement)
-import { spawnSync } from 'node:child_process';
+//   pnpm --filter @herald/bench limiter      (BENCH_ROUNDS=5, BENCH_ROUND_SECONDS=2; whole run < 2 min)
+//
+// The machine is shared and noisy, so every contender runs once per round, in a rotated order, for the
+// same time, and the ratios are the MEDIAN OF PER-ROUND RATIOS (two contenders of one round saw the same
+// noise). Every Node contender uses the same harness: CONCURRENCY callers, each a tight loop of awaits.
+// Finally, Redis's CPU per call of each library's script (INFO commandstats usec_per_call) is measured
+// on a private redis-server started here: a noise-free comparison of the work each one asks of Redis.
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { RateLimiter, scriptSource } from '@herald/rate-limiter';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
-const WARMUP_SECONDS = 0.5;
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 2);
+const WARMUP_SECONDS = 0.3;
 /** Calls in flight at once, for Herald, rate-limiter-flexible and redis-benchmark (-c) alike. */
 const CONCURRENCY = 50;
 /** redis-benchmark's pipelined run: commands per pipeline (-P). */
@@ -20,13 +31,45 @@ const PIPELINE = 16;
 const IDS = 10_000;
 const NORMAL = { capacity: 1_000_000, ratePerSecond: 1_000_000 };
 
-interface Row {
-  name: string;
-  ops: number;
+interface Sample {
   perSecond: number;
-  p50Ms: number;
-  p99Ms: number;
-  note?: string;
+  /** Sorted latencies (ms) of this round; redis-benchmark gives its own p50/p99 instead. */
+  latencies?: Float64Array;
+  p50Ms?: number;
+  p99Ms?: number;
+}
+
+interface Contender {
+  name: string;
+  run(seconds: number): Promise<Sample>;
+  samples: Sample[];
+}
+
+/** CONCURRENCY callers, each `await op()` in a tight loop, for `seconds`. */
+async function loop(op: (i: number) => Promise<unknown>, seconds: number, record = true): Promise<Sample> {
+  let latencies = new Float64Array(1 << 18);
+  let count = 0;
+  let next = 0;
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: CONCURRENCY }, async () => {
+      for (;;) {
+        const t = performance.now();
+        if (t >= deadline) return;
+        await op(next++);
+        if (!record) continue;
+        if (count === latencies.length) {
+          const bigger = new Float64Array(latencies.length * 2);
+          bigger.set(latencies);
+          latencies = bigger;
+        }
+        latencies[count++] = performance.now() - t;
+      }
+    }),
+  );
+  const elapsedS = (performance.now() - started) / 1000;
+  return { perSecond: next / elapsedS, latencies: latencies.slice(0, count).sort() };
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -34,97 +77,67 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
 }
 
-/** Runs `op` from CONCURRENCY loops for `seconds`; latency per call includes client-side queueing. */
-async function measure(name: string, op: (i: number) => Promise<unknown>, seconds = SECONDS): Promise<Row> {
-  const run = async (durationS: number, record: boolean) => {
-    let latencies = new Float64Array(1 << 20);
-    let count = 0;
-    let next = 0;
-    const deadline = performance.now() + durationS * 1000;
-    const started = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        for (;;) {
-          const t = performance.now();
-          if (t >= deadline) return;
-          await op(next++);
-          if (!record) continue;
-          if (count === latencies.length) {
-            const bigger = new Float64Array(latencies.length * 2);
-            bigger.set(latencies);
-            latencies = bigger;
-          }
-          latencies[count++] = performance.now() - t;
-        }
-      }),
-    );
-    return {
-      latencies: latencies.subarray(0, count).sort(),
-      count,
-      elapsedS: (performance.now() - started) / 1000,
-    };
-  };
-  await run(WARMUP_SECONDS, false);
-  const { latencies, count, elapsedS } = await run(seconds, true);
-  return {
-    name,
-    ops: count,
-    perSecond: count / elapsedS,
-    p50Ms: percentile(latencies, 50),
-    p99Ms: percentile(latencies, 99),
-  };
+function median(values: number[]): number {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** redis-benchmark running `args` (a command) with CONCURRENCY clients; its own rps and percentiles. */
-function redisBenchmark(name: string, args: string[], requests: number, pipeline = 1): Row {
-  const url = new URL(REDIS_URL);
+/** redis-benchmark with `args` (a command), CONCURRENCY clients; its own rps and percentiles. */
+async function redisBenchmark(
+  url: string,
+  args: string[],
+  requests: number,
+  pipeline: number,
+): Promise<Sample> {
+  const { hostname, port, password } = new URL(url);
   const cli = [
-    '-h',
-    url.hostname,
-    '-p',
-    url.port || '6379',
-    ...(url.password ? ['-a', decodeURIComponent(url.password)] : []),
-    '-c',
-    String(CONCURRENCY),
-    '-n',
-    String(requests),
-    '-r',
-    String(IDS),
-    '-P',
-    String(pipeline),
-    '--csv',
-    ...args,
+    ...['-h', hostname, '-p', port || '6379'],
+    ...(password ? ['-a', decodeURIComponent(password)] : []),
+    ...['-c', String(CONCURRENCY), '-n', String(Math.round(requests)), '-r', String(IDS)],
+    ...['-P', String(pipeline), '--csv', ...args],
   ];
-  const result = spawnSync('redis-benchmark', cli, { encoding: 'utf8', timeout: 60_000 });
-  const line = result.stdout
-    ?.trim()
-    .split('\n')
-    .find((l) => l.startsWith('"EVALSHA'));
-  if (result.status !== 0 || line === undefined) {
-    return {
-      name,
-      ops: 0,
-      perSecond: Number.NaN,
-      p50Ms: Number.NaN,
-      p99Ms: Number.NaN,
-      note: 'redis-benchmark failed',
-    };
-  }
+  const child = spawn('redis-benchmark', cli, { stdio: ['ignore', 'pipe', 'ignore'] });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const line = out.split('\n').find((l) => l.startsWith('"EVALSHA'));
+  if (code !== 0 || line === undefined) return { perSecond: Number.NaN };
   const fields = line.split('","').map((f) => f.replaceAll('"', ''));
-  return {
-    name,
-    ops: requests,
-    perSecond: Number(fields[1]),
-    p50Ms: Number(fields[4]),
-    p99Ms: Number(fields[6]),
-  };
+  return { perSecond: Number(fields[1]), p50Ms: Number(fields[4]), p99Ms: Number(fields[6]) };
 }
 
-function connect(): Promise<Redis> {
-  // The same client for both libraries. Auto-pipelining is off (ioredis's default): on this 2-core machine
-  // it lowered Herald from ~53k to ~34k decisions/s and rate-limiter-flexible from ~63k to ~53k, because
-  // Node and Redis then take turns on one batch instead of working side by side.
-  const redis = new Redis(REDIS_URL, {
+/** A redis-benchmark contender sized to last about `seconds` from the previous round's rate. */
+function benchmarkContender(
+  name: string,
+  url: string,
+  args: string[],
+  pipeline: number,
+  guess: number,
+): Contender {
+  const contender: Contender = {
+    name,
+    samples: [],
+    run: (seconds) => {
+      const last = contender.samples.at(-1)?.perSecond;
+      const rate = last !== undefined && Number.isFinite(last) ? last : guess;
+      return redisBenchmark(url, args, Math.max(1000, rate * seconds), pipeline);
+    },
+  };
+  return contender;
+}
+
+function nodeContender(name: string, op: (i: number) => Promise<unknown>): Contender {
+  return { name, samples: [], run: (seconds) => loop(op, seconds) };
+}
+
+function connect(url: string): Promise<Redis> {
+  // One client shared by both libraries. Auto-pipelining stays off (ioredis's default): measured on this
+  // 2-core machine it lowered both libraries (Node and Redis then take turns on one batch).
+  const redis = new Redis(url, {
     enableAutoPipelining: false,
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
@@ -140,11 +153,71 @@ function fmt(n: number, digits = 0): string {
     : 'n/a';
 }
 
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
+    });
+  });
+}
+
+/** Redis CPU per call (µs) of each script, on a private redis-server: INFO commandstats usec_per_call. */
+async function commandstats(
+  scripts: { name: string; lua: string; args: (key: string) => string[] }[],
+): Promise<{ name: string; usPerCall: number }[]> {
+  if (spawnSync('redis-server', ['--version']).status !== 0) return [];
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'herald-bench-redis-'));
+  const server = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' },
+  );
+  const url = `redis://127.0.0.1:${port}`;
+  try {
+    // Poll with a deadline until the server answers PING.
+    const deadline = performance.now() + 10_000;
+    while (
+      spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() !== 'PONG'
+    ) {
+      if (performance.now() > deadline) throw new Error(`redis-server on port ${port} did not start`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const admin = await connect(url);
+    const perScript = new Map<string, number[]>(scripts.map((s) => [s.name, []]));
+    for (let rep = 0; rep < 3; rep++) {
+      for (const script of scripts) {
+        const sha = (await admin.script('LOAD', script.lua)) as string;
+        await admin.flushall();
+        await admin.config('RESETSTAT');
+        await redisBenchmark(
+          url,
+          ['EVALSHA', sha, '1', ...script.args('k:{__rand_int__}')],
+          60_000,
+          PIPELINE,
+        );
+        const stats = await admin.info('commandstats');
+        const us = Number(/cmdstat_evalsha:.*usec_per_call=([\d.]+)/.exec(stats)?.[1]);
+        perScript.get(script.name)!.push(us);
+      }
+    }
+    admin.disconnect();
+    return scripts.map((s) => ({ name: s.name, usPerCall: median(perScript.get(s.name)!) }));
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => server.once('exit', resolve));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main(): Promise<void> {
-  const redis = await connect();
+  const benchStarted = performance.now();
+  const redis = await connect(REDIS_URL);
   const run = `bench:${randomBytes(4).toString('hex')}:`;
-  const info = await redis.info('server');
-  const redisVersion = /redis_version:(\S+)/.exec(info)?.[1] ?? '?';
+  const redisVersion = /redis_version:(\S+)/.exec(await redis.info('server'))?.[1] ?? '?';
 
   const herald = (
     algorithm: 'token-bucket' | 'gcra',
@@ -170,39 +243,28 @@ async function main(): Promise<void> {
     });
   const ids = Array.from({ length: IDS }, (_, i) => `user-${i}`);
   let fallbacks = 0;
-  const consume = (limiter: RateLimiter, id: string) =>
-    limiter.consume(id).then((r) => {
-      if (r.source === 'fallback') fallbacks++;
-      return r;
-    });
-  const rlfConsume = (limiter: RateLimiterRedis, id: string) =>
-    limiter.consume(id).catch((r: unknown) => {
-      if (!(r instanceof RateLimiterRes)) throw r;
-      return r;
-    });
-
-  const rows: Row[] = [];
-  const progress = (row: Row) => {
-    rows.push(row);
-    process.stderr.write(`  ${row.name}: ${fmt(row.perSecond)}/s\n`);
+  const consume = async (limiter: RateLimiter, id: string) => {
+    const result = await limiter.consume(id);
+    if (result.source === 'fallback') fallbacks++;
+    return result;
+  };
+  const rlfConsume = async (limiter: RateLimiterRedis, id: string) => {
+    try {
+      return await limiter.consume(id);
+    } catch (rejection) {
+      if (!(rejection instanceof RateLimiterRes)) throw rejection;
+      return rejection;
+    }
   };
 
-  // Normal path: every call allowed, ids spread over IDS keys.
-  process.stderr.write('normal path (allowed)\n');
   const tb = herald('token-bucket', 'tb', NORMAL.capacity, NORMAL.ratePerSecond);
-  progress(await measure('Herald token bucket', (i) => consume(tb, ids[i % IDS]!)));
   const gcra = herald('gcra', 'gcra', NORMAL.capacity, NORMAL.ratePerSecond);
-  progress(await measure('Herald GCRA', (i) => consume(gcra, ids[i % IDS]!)));
   const flexible = rlf('rlf', NORMAL.capacity, NORMAL.capacity / NORMAL.ratePerSecond);
-  progress(
-    await measure('rate-limiter-flexible RateLimiterRedis', (i) => rlfConsume(flexible, ids[i % IDS]!)),
-  );
-  const sha = (await redis.script('LOAD', scriptSource('token-bucket'))) as string;
+  // The script Herald runs for a one-bucket call, with the arguments Herald sends:
   // KEYS[1], then ARGV: now ("" = Redis TIME), TTL margin ms, capacity, rate, cost.
-  const evalsha = (key: string) => [
-    'EVALSHA',
-    sha,
-    '1',
+  const tbLua = scriptSource('token-bucket', 1);
+  const sha = (await redis.script('LOAD', tbLua)) as string;
+  const tbArgs = (key: string) => [
     key,
     '',
     '1000',
@@ -210,71 +272,126 @@ async function main(): Promise<void> {
     String(NORMAL.ratePerSecond),
     '1',
   ];
-  progress(
-    redisBenchmark('redis-benchmark EVALSHA token bucket', evalsha(`${run}rb:{__rand_int__}`), 100_000),
-  );
-  progress(
-    redisBenchmark(
-      `redis-benchmark EVALSHA token bucket -P ${PIPELINE}`,
-      evalsha(`${run}rb:{__rand_int__}`),
-      400_000,
-      PIPELINE,
-    ),
-  );
+  const evalsha = ['EVALSHA', sha, '1', ...tbArgs(`${run}rb:{__rand_int__}`)];
 
-  // Hot key being denied: one id, capacity 1, 0.001/s, exhausted before the measurement.
-  process.stderr.write('hot key (denied)\n');
+  // Hot keys being denied: capacity 1, 0.001/s, exhausted before the measurement.
   const hotTb = herald('token-bucket', 'hot-tb', 1, 0.001);
   await hotTb.consume('hot');
-  progress(await measure('Herald token bucket, denied (deny cache)', () => consume(hotTb, 'hot')));
-  const hotGcra = herald('gcra', 'hot-gcra', 1, 0.001);
-  await hotGcra.consume('hot');
-  progress(await measure('Herald GCRA, denied (deny cache)', () => consume(hotGcra, 'hot')));
   const hotRlf = rlf('hot-rlf', 1, 1000);
   await rlfConsume(hotRlf, 'hot');
-  progress(await measure('rate-limiter-flexible, denied', () => rlfConsume(hotRlf, 'hot')));
   const hotRlfBlock = rlf('hot-rlf-block', 1, 1000, true);
   await rlfConsume(hotRlfBlock, 'hot');
-  progress(
-    await measure('rate-limiter-flexible, denied (inMemoryBlockOnConsumed)', () =>
-      rlfConsume(hotRlfBlock, 'hot'),
-    ),
-  );
-  const hotKey = `${run}rb-hot:{hot}`;
-  await redis.evalsha(sha, 1, hotKey, '', '1000', '1', '0.001', '1');
-  const denied = (key: string) => ['EVALSHA', sha, '1', key, '', '1000', '1', '0.001', '1'];
-  progress(
-    redisBenchmark(`redis-benchmark EVALSHA denied -P ${PIPELINE}`, denied(hotKey), 400_000, PIPELINE),
-  );
+  await rlfConsume(hotRlfBlock, 'hot');
+
+  const N = {
+    tb: 'Herald token bucket',
+    gcra: 'Herald GCRA',
+    rlf: 'rate-limiter-flexible RateLimiterRedis',
+    rb: 'redis-benchmark EVALSHA token bucket',
+    rbP: `redis-benchmark EVALSHA token bucket -P ${PIPELINE}`,
+    hot: 'Herald token bucket, denied hot key (deny cache)',
+    hotRlf: 'rate-limiter-flexible, denied hot key',
+    hotRlfBlock: 'rate-limiter-flexible, denied hot key (inMemoryBlockOnConsumed)',
+  } as const;
+  const contenders: Contender[] = [
+    nodeContender(N.tb, (i) => consume(tb, ids[i % IDS]!)),
+    nodeContender(N.gcra, (i) => consume(gcra, ids[i % IDS]!)),
+    nodeContender(N.rlf, (i) => rlfConsume(flexible, ids[i % IDS]!)),
+    benchmarkContender(N.rb, REDIS_URL, evalsha, 1, 20_000),
+    benchmarkContender(N.rbP, REDIS_URL, evalsha, PIPELINE, 60_000),
+    nodeContender(N.hot, () => consume(hotTb, 'hot')),
+    nodeContender(N.hotRlf, () => rlfConsume(hotRlf, 'hot')),
+    nodeContender(N.hotRlfBlock, () => rlfConsume(hotRlfBlock, 'hot')),
+  ];
+
+  process.stderr.write(`warm-up (${WARMUP_SECONDS} s each)\n`);
+  for (const c of contenders) if (!c.name.startsWith('redis-benchmark')) await c.run(WARMUP_SECONDS);
+  for (let round = 0; round < ROUNDS; round++) {
+    process.stderr.write(`round ${round + 1}/${ROUNDS}:`);
+    for (let k = 0; k < contenders.length; k++) {
+      const c = contenders[(k + round) % contenders.length]!;
+      const sample = await c.run(ROUND_SECONDS);
+      c.samples[round] = sample;
+      process.stderr.write(` ${fmt(sample.perSecond)}`);
+    }
+    process.stderr.write('\n');
+  }
   redis.disconnect();
 
-  const by = (name: string) => rows.find((r) => r.name === name)?.perSecond ?? Number.NaN;
-  const tbRate = by('Herald token bucket');
-  const rlfRate = by('rate-limiter-flexible RateLimiterRedis');
-  const ceiling = by(`redis-benchmark EVALSHA token bucket -P ${PIPELINE}`);
+  process.stderr.write('Redis CPU per call (private redis-server, INFO commandstats)\n');
+  const cpu = await commandstats([
+    { name: 'Herald token bucket (token-bucket-1.lua)', lua: tbLua, args: tbArgs },
+    {
+      name: 'Herald token bucket, N-policy script (token-bucket-n.lua)',
+      lua: scriptSource('token-bucket'),
+      args: tbArgs,
+    },
+    { name: 'Herald GCRA (gcra-1.lua)', lua: scriptSource('gcra', 1), args: tbArgs },
+    {
+      name: 'rate-limiter-flexible (SET NX EX + INCRBY + PTTL)',
+      // RateLimiterRedis's script and arguments: KEYS[1], ARGV: points to consume, duration (s).
+      lua: (flexible as unknown as { _incrTtlLuaScript: string })._incrTtlLuaScript,
+      args: (key) => [key, '1', '1'],
+    },
+  ]);
+
+  const byName = (name: string) => contenders.find((c) => c.name === name)!;
+  const roundRatio = (a: string, b: string) =>
+    median(byName(a).samples.map((s, r) => s.perSecond / byName(b).samples[r]!.perSecond));
+  const rows = contenders.map((c) => {
+    const pooled = c.samples.flatMap((s) => (s.latencies ? [...s.latencies] : []));
+    const sorted = Float64Array.from(pooled).sort();
+    const latencyOf = (p: number, key: 'p50Ms' | 'p99Ms') =>
+      sorted.length > 0 ? percentile(sorted, p) : median(c.samples.map((s) => s[key] ?? Number.NaN));
+    return {
+      name: c.name,
+      perSecond: median(c.samples.map((s) => s.perSecond)),
+      p50: latencyOf(50, 'p50Ms'),
+      p99: latencyOf(99, 'p99Ms'),
+      vsRlf: roundRatio(c.name, N.rlf),
+      vsCeiling: roundRatio(c.name, N.rbP),
+    };
+  });
   const width = Math.max(...rows.map((r) => r.name.length));
-  const lines = [
+  const table = [
     `| ${'measurement'.padEnd(width)} | decisions/s | p50 ms | p99 ms | vs rate-limiter-flexible | vs EVALSHA -P ${PIPELINE} |`,
     `| ${'-'.repeat(width)} | ----------: | -----: | -----: | -----------------------: | -----------------: |`,
     ...rows.map(
       (r) =>
-        `| ${r.name.padEnd(width)} | ${fmt(r.perSecond).padStart(11)} | ${fmt(r.p50Ms, 3).padStart(6)} | ${fmt(r.p99Ms, 3).padStart(6)} | ${`${fmt(r.perSecond / rlfRate, 2)}x`.padStart(24)} | ${`${fmt((100 * r.perSecond) / ceiling, 0)}%`.padStart(18)} |`,
+        `| ${r.name.padEnd(width)} | ${fmt(r.perSecond).padStart(11)} | ${fmt(r.p50, 3).padStart(6)} | ${fmt(r.p99, 3).padStart(6)} | ${`${fmt(r.vsRlf, 2)}x`.padStart(24)} | ${`${fmt(100 * r.vsCeiling, 0)}%`.padStart(18)} |`,
     ),
   ];
-  const hot = by('Herald token bucket, denied (deny cache)');
+  const perRound = (a: string, b: string, scale = 1) =>
+    byName(a)
+      .samples.map((s, r) =>
+        fmt((scale * s.perSecond) / byName(b).samples[r]!.perSecond, scale === 1 ? 2 : 0),
+      )
+      .join(' / ');
+  const vsRlf = roundRatio(N.tb, N.rlf);
+  const vsCeiling = roundRatio(N.tb, N.rbP);
+  const hotVsNormal = roundRatio(N.hot, N.tb);
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
+  const rlfUs = cpu.find((c) => c.name.startsWith('rate-limiter-flexible'))?.usPerCall ?? Number.NaN;
   console.log(
     [
       '',
       `Herald rate limiter benchmark — ${new Date().toISOString()}`,
-      `node ${process.version}, redis ${redisVersion} at ${new URL(REDIS_URL).host}, ${CONCURRENCY} calls in flight, ${SECONDS} s per measurement`,
+      `node ${process.version}, redis ${redisVersion} at ${new URL(REDIS_URL).host}, ${CONCURRENCY} calls in flight, ${ROUNDS} rounds x ${ROUND_SECONDS} s per contender (rotated order); decisions/s = median of rounds; ratios = median of per-round ratios`,
       '',
-      ...lines,
+      ...table,
       '',
-      `Herald token bucket / rate-limiter-flexible: ${fmt(tbRate / rlfRate, 2)}x (target >= 1.3x: ${verdict(tbRate / rlfRate >= 1.3)})`,
-      `Herald token bucket / redis-benchmark EVALSHA -P ${PIPELINE}: ${fmt((100 * tbRate) / ceiling, 0)}% (target >= 60%: ${verdict(tbRate / ceiling >= 0.6)})`,
-      `Herald denied hot key / normal path: ${fmt(hot / tbRate, 1)}x (target >= 10x: ${verdict(hot / tbRate >= 10)})`,
+      `Herald token bucket / rate-limiter-flexible: ${fmt(vsRlf, 2)}x (target >= 1.3x: ${verdict(vsRlf >= 1.3)}); rounds: ${perRound(N.tb, N.rlf)}`,
+      `Herald token bucket / redis-benchmark EVALSHA -P ${PIPELINE}: ${fmt(100 * vsCeiling, 0)}% (target >= 60%: ${verdict(vsCeiling >= 0.6)}); rounds (%): ${perRound(N.tb, N.rbP, 100)}`,
+      `Herald denied hot key / normal path: ${fmt(hotVsNormal, 1)}x (target >= 10x: ${verdict(hotVsNormal >= 10)}); rounds: ${perRound(N.hot, N.tb)}`,
       `Fallback decisions during the run (should be 0): ${fallbacks}`,
+      '',
+      'Redis CPU per call (INFO commandstats usec_per_call, private redis-server, redis-benchmark -P 16, median of 3):',
+      '',
+      '| script | µs per call | vs rate-limiter-flexible |',
+      '| --- | --: | --: |',
+      ...cpu.map((c) => `| ${c.name} | ${fmt(c.usPerCall, 2)} | ${fmt(c.usPerCall / rlfUs, 2)}x |`),
+      '',
+      `Whole run: ${fmt((performance.now() - benchStarted) / 1000, 0)} s`,
     ].join('\n'),
   );
 }

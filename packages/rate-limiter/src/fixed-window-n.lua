@@ -11,7 +11,7 @@
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the end of the window, for each key's PEXPIRE
-  then per policy i, at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
+  then per key i (a bucket of one policy), at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
             capacity      limit per window, > 0
             rate          capacity / window length in seconds, > 0
             cost          >= 0, <= capacity (0 = peek: nothing is written)

@@ -4,14 +4,18 @@
   capacity and rate: a bucket holding `tokens` is a TAT of now + (capacity - tokens) / rate.
   A denied call writes nothing, so it consumes from none.
 
-  `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
+  `-n`: the number of keys varies per call (one per bucket: a policy may have several ids); it is
+  passed as EVAL's numkeys. The caller merges an id given twice (one key appears once).
   Every key of one call must share one hash tag (Redis Cluster: one slot).
 
-  KEYS[i]   TAT of policy i: a string, µs since epoch (float, %.17g)
+  KEYS[i]   bucket i: 17 bytes, struct '<Bdd': format 1, the TAT and the key's expiry (doubles, µs since
+            epoch, exactly); a legacy text value (%.17g) is still read. SET PX when the expiry must
+            move (kept between resetAfterMs + margin/2 and + margin from now), else KEEPTTL.
+            gcra-1.lua is the same for one key.
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the time until the TAT, for each key's PX
-  then per policy i, at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
+  then per key i (a bucket of one policy), at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
             capacity      burst, in requests of cost 1, > 0
             rate          requests of cost 1 per second, > 0
             cost          >= 0, <= capacity (0 = peek: nothing is written)
@@ -59,12 +63,21 @@ for i = 1, n do
 
   local interval = 1000000 / rate          -- µs per unit of cost
   local tolerance = capacity * interval    -- µs: how far the TAT may run ahead of now
-  local tat = tonumber(redis.call('GET', KEYS[i]))
+  local tat, expAt, _
+  local stored = redis.call('GET', KEYS[i])
+  if stored then
+    if #stored == 17 and string.byte(stored) == 1 then
+      _, tat, expAt = struct.unpack('<Bdd', stored)
+    else
+      tat = tonumber(stored)
+    end
+  end
   if tat == nil or tat < now then tat = now end
   local newTat = tat + cost * interval
   local allowAt = newTat - tolerance
-  state[2 * i - 1] = tat
-  state[2 * i] = newTat
+  state[3 * i - 2] = tat
+  state[3 * i - 1] = newTat
+  state[3 * i] = expAt or false
 
   local retryAfterMs = 0
   if allowAt > now then
@@ -89,10 +102,18 @@ end
 for i = 1, n do
   local interval = 1000000 / tonumber(ARGV[3 * i + 1])
   local tolerance = tonumber(ARGV[3 * i]) * interval
-  local tat = state[2 * i - 1]
-  if allAllowed and state[2 * i] > tat then
-    tat = state[2 * i]
-    redis.call('SET', KEYS[i], string.format('%.17g', tat), 'PX', math.ceil((tat - now) / 1000) + marginMs)
+  local tat = state[3 * i - 2]
+  if allAllowed and state[3 * i - 1] > tat then
+    tat = state[3 * i - 1]
+    local resetMs = math.ceil((tat - now) / 1000)
+    -- As in token-bucket-1.lua: keep the expiry while it is at least resetMs + margin/2 away.
+    local expAt = state[3 * i]
+    if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
+      redis.call('SET', KEYS[i], struct.pack('<Bdd', 1, tat, expAt), 'KEEPTTL')
+    else
+      redis.call('SET', KEYS[i], struct.pack('<Bdd', 1, tat, now + (resetMs + marginMs) * 1000),
+        'PX', resetMs + marginMs)
+    end
   end
   reply[4 * i] = math.floor((tolerance - (tat - now)) / interval)
   reply[4 * i + 2] = math.ceil((tat - now) / 1000)

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import type { Writable } from 'node:stream';
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
 import {
@@ -135,6 +136,14 @@ export interface RateLimiterOptions {
   denyCache?: false | { max?: number };
   /** Added to every key's TTL beyond the time to refill fully. Default 1000 ms. */
   ttlMarginMs?: number;
+  /**
+   * Single-node clients: send the script calls made in one tick of the event loop in one socket write
+   * (the socket is corked until `process.nextTick`, so nothing waits beyond the current tick). Under
+   * concurrency this about halves the Node CPU per decision (bench/limiter: ~20 → ~13 µs, the write
+   * syscall per command was a third of it). Other commands written on the same client in that tick are
+   * coalesced too. Default `true`; ignored for Redis Cluster.
+   */
+  coalesceWrites?: boolean;
   /** Tests only: a clock in milliseconds, sent to the script instead of Redis `TIME`. */
   clock?: () => number;
   logger?: RateLimiterLogger;
@@ -325,9 +334,12 @@ export class RateLimiter {
   readonly algorithm: Algorithm;
   readonly #redis: Redis | Cluster;
   readonly #run: ScriptCall;
+  /** The single-key script (same reply), for calls with one bucket; `#run` when the algorithm has none. */
+  readonly #run1: ScriptCall;
   readonly #byName: ReadonlyMap<string, number>;
   readonly #hashTag: RateLimiterOptions['hashTag'];
   readonly #isCluster: boolean;
+  readonly #coalesceWrites: boolean;
   readonly #mode: FailureMode;
   readonly #timeoutMs: number;
   readonly #instances: number;
@@ -379,7 +391,9 @@ export class RateLimiter {
     this.algorithm = options.algorithm ?? 'token-bucket';
     this.#redis = options.redis;
     this.#isCluster = (options.redis as { isCluster?: boolean }).isCluster === true;
+    this.#coalesceWrites = options.coalesceWrites !== false && !this.#isCluster;
     this.#run = defineScript(options.redis, this.algorithm);
+    this.#run1 = defineScript(options.redis, this.algorithm, 1);
     this.#hashTag = options.hashTag;
     this.#mode = options.failure?.mode ?? 'closed';
     this.#timeoutMs = options.failure?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -696,7 +710,8 @@ export class RateLimiter {
         if (status === 'wait') this.#redis.connect().catch(() => {});
         await this.#withTimeout(once(this.#redis, 'ready'));
       }
-      reply = await this.#withTimeout(this.#run(slots, ...args));
+      if (this.#coalesceWrites) corkUntilNextTick((this.#redis as Redis).stream);
+      reply = await this.#withTimeout((slots === 1 ? this.#run1 : this.#run)(slots, ...args));
     } catch (error) {
       return this.#unhealthy(new Unavailable(error === TIMEOUT ? 'timeout' : 'error', error));
     }
@@ -900,6 +915,20 @@ export class RateLimiter {
     this.#onDecision?.(result);
     return result;
   }
+}
+
+/**
+ * Corks `stream` (once per tick, whoever else writes to it) and uncorks it in `process.nextTick`, after
+ * the current tick's promise continuations: their writes leave in one `writev` instead of one syscall each.
+ */
+function corkUntilNextTick(stream: Writable | undefined): void {
+  if (stream === undefined || stream.writableCorked !== 0 || typeof stream.cork !== 'function') return;
+  stream.cork();
+  process.nextTick(uncork, stream);
+}
+
+function uncork(stream: Writable): void {
+  stream.uncork();
 }
 
 /** Validates one cost given for policy `name`. */

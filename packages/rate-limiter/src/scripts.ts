@@ -31,26 +31,46 @@ export enum LuaCode {
   InvalidArgument = -2,
 }
 
-/** Lua file and ioredis command name of each algorithm. */
-const SCRIPTS: Readonly<Record<Algorithm, { command: string; file: string }>> = {
-  'token-bucket': { command: 'heraldTokenBucket', file: 'token-bucket-n.lua' },
-  gcra: { command: 'heraldGcra', file: 'gcra-n.lua' },
-  'fixed-window': { command: 'heraldFixedWindow', file: 'fixed-window-n.lua' },
-  'sliding-window': { command: 'heraldSlidingWindow', file: 'sliding-window-n.lua' },
+interface ScriptFile {
+  command: string;
+  file: string;
+}
+
+/**
+ * Lua file and ioredis command name of each algorithm: the N-key script, and where it exists a
+ * single-key variant (same semantics and reply, no loops or tables) for calls with one bucket.
+ */
+const SCRIPTS: Readonly<Record<Algorithm, { n: ScriptFile; one?: ScriptFile }>> = {
+  'token-bucket': {
+    n: { command: 'heraldTokenBucket', file: 'token-bucket-n.lua' },
+    one: { command: 'heraldTokenBucket1', file: 'token-bucket-1.lua' },
+  },
+  gcra: {
+    n: { command: 'heraldGcra', file: 'gcra-n.lua' },
+    one: { command: 'heraldGcra1', file: 'gcra-1.lua' },
+  },
+  'fixed-window': { n: { command: 'heraldFixedWindow', file: 'fixed-window-n.lua' } },
+  'sliding-window': { n: { command: 'heraldSlidingWindow', file: 'sliding-window-n.lua' } },
 };
+
+function scriptFile(algorithm: Algorithm, keys?: number): ScriptFile {
+  const scripts = SCRIPTS[algorithm];
+  return keys === 1 && scripts.one !== undefined ? scripts.one : scripts.n;
+}
 
 const sources = new Map<string, string>();
 
 /**
- * The Lua source of `algorithm`'s script (read once from beside this module).
+ * The Lua source of `algorithm`'s script (read once from beside this module): the N-key script, or with
+ * `keys = 1` the script a one-bucket call runs (the single-key variant where the algorithm has one).
  *
  * @example
  * ```ts
- * const lua = scriptSource('token-bucket'); // e.g. for SCRIPT LOAD in a benchmark
+ * const lua = scriptSource('token-bucket', 1); // e.g. for SCRIPT LOAD in a benchmark
  * ```
  */
-export function scriptSource(algorithm: Algorithm): string {
-  const { file } = SCRIPTS[algorithm];
+export function scriptSource(algorithm: Algorithm, keys?: number): string {
+  const { file } = scriptFile(algorithm, keys);
   let source = sources.get(file);
   if (source === undefined) {
     source = loadLua(file);
@@ -64,12 +84,12 @@ export type ScriptCall = (numKeys: number, ...args: (string | number)[]) => Prom
 
 /**
  * Registers `algorithm`'s script on `redis` with `defineCommand` (EVALSHA, EVAL on NOSCRIPT) once per
- * client, and returns a function that runs it.
+ * client, and returns a function that runs it (`keys = 1`: the single-key variant, if any).
  */
-export function defineScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall {
-  const { command } = SCRIPTS[algorithm];
+export function defineScript(redis: Redis | Cluster, algorithm: Algorithm, keys?: number): ScriptCall {
+  const { command } = scriptFile(algorithm, keys);
   if (!(command in redis)) {
-    redis.defineCommand(command, { lua: scriptSource(algorithm) });
+    redis.defineCommand(command, { lua: scriptSource(algorithm, keys) });
   }
   const run = (redis as unknown as Record<string, ScriptCall>)[command];
   if (typeof run !== 'function') throw new Error(`ioredis did not define ${command}`);

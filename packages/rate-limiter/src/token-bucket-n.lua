@@ -3,15 +3,19 @@
   its capacity, then take each policy's cost from every bucket only if every bucket has it.
   A denied call writes nothing, so it consumes from none.
 
-  `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
+  `-n`: the number of keys varies per call (one per bucket: a policy may have several ids); it is
+  passed as EVAL's numkeys. The caller merges an id given twice (one key appears once).
   Every key of one call must share one hash tag (Redis Cluster: one slot).
 
-  KEYS[i]   bucket of policy i: a string "<tokens> <ts>": float tokens at ts, µs since epoch (both %.17g);
-            one GET and one SET PX per key (cheaper than a hash plus PEXPIRE)
+  KEYS[i]   bucket i: 25 bytes, struct '<Bddd': format 1, tokens (float) at ts (µs since epoch), and the
+            key's expiry (µs, same clock), all doubles exactly; a legacy text value "<tokens> <ts>" is
+            still read. One GET and one SET per key: PX when the expiry must move (it is kept between
+            resetAfterMs + margin/2 and resetAfterMs + margin from now), else KEEPTTL.
+            token-bucket-1.lua is the same for one key, without the loops.
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the time to refill fully, for each key's PEXPIRE
-  then per policy i, at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
+  then per key i (a bucket of one policy), at ARGV[3 * i], ARGV[3 * i + 1], ARGV[3 * i + 2]:
             capacity      tokens (burst), > 0
             rate          tokens per second, > 0
             cost          tokens to take, >= 0, <= capacity (0 = peek: nothing is written)
@@ -58,13 +62,17 @@ for i = 1, n do
   end
   if cost > capacity then return fail(-1, i) end
 
-  local tokens, ts
+  local tokens, ts, expAt, _
   local stored = redis.call('GET', KEYS[i])
   if stored then
-    local space = string.find(stored, ' ', 1, true)
-    if space then
-      tokens = tonumber(string.sub(stored, 1, space - 1))
-      ts = tonumber(string.sub(stored, space + 1))
+    if #stored == 25 and string.byte(stored) == 1 then
+      _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
+    else
+      local space = string.find(stored, ' ', 1, true)
+      if space then
+        tokens = tonumber(string.sub(stored, 1, space - 1))
+        ts = tonumber(string.sub(stored, space + 1))
+      end
     end
   end
   if tokens == nil or ts == nil then
@@ -76,8 +84,9 @@ for i = 1, n do
     tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
     ts = now
   end
-  state[2 * i - 1] = tokens
-  state[2 * i] = ts
+  state[3 * i - 2] = tokens
+  state[3 * i - 1] = ts
+  state[3 * i] = expAt or false
 
   local retryAfterMs = 0
   if tokens < cost then
@@ -103,14 +112,23 @@ for i = 1, n do
   local capacity = tonumber(ARGV[3 * i])
   local rate = tonumber(ARGV[3 * i + 1])
   local cost = tonumber(ARGV[3 * i + 2])
-  local tokens = state[2 * i - 1]
+  local tokens = state[3 * i - 2]
+  local resetMs
   if allAllowed and cost > 0 then
     tokens = tokens - cost
-    -- %.17g keeps every bit of the double; Lua's default tostring keeps only 14 digits.
-    redis.call('SET', KEYS[i], string.format('%.17g %.17g', tokens, state[2 * i]),
-      'PX', math.ceil((capacity - tokens) / rate * 1000) + marginMs)
+    resetMs = math.ceil((capacity - tokens) / rate * 1000)
+    -- As in token-bucket-1.lua: keep the expiry while it is at least resetMs + margin/2 away.
+    local expAt = state[3 * i]
+    if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
+      redis.call('SET', KEYS[i], struct.pack('<Bddd', 1, tokens, state[3 * i - 1], expAt), 'KEEPTTL')
+    else
+      redis.call('SET', KEYS[i], struct.pack('<Bddd', 1, tokens, state[3 * i - 1], now + (resetMs + marginMs) * 1000),
+        'PX', resetMs + marginMs)
+    end
+  else
+    resetMs = math.ceil((capacity - tokens) / rate * 1000)
   end
   reply[4 * i] = math.floor(tokens)
-  reply[4 * i + 2] = math.ceil((capacity - tokens) / rate * 1000)
+  reply[4 * i + 2] = resetMs
 end
 return reply

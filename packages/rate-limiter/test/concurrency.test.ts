@@ -12,7 +12,7 @@ import { randomPrefix } from './support/redis.js';
 //
 // What "elapsed" means: the time on Redis's clock (TIME, read inside the script) between the first and
 // the last admission. The test makes the first admission itself: just before the children start, it takes
-// the whole capacity in one call, which writes `ts` = t0 (µs, Redis TIME) into the bucket hash. Every later
+// the whole capacity in one call, which writes `ts` = t0 (µs, Redis TIME) into the bucket. Every later
 // admission rewrites `ts`; after the run `ts` = t1 is the Redis time of the last admission. The bucket
 // starts that interval empty and never fills up again (the children drain it continuously), so no refill
 // is lost to the capacity cap, and exactly:
@@ -63,12 +63,11 @@ async function nextJson<T>(child: Child): Promise<T> {
   return JSON.parse(value) as T;
 }
 
-/** The bucket as the script stores it: "<tokens> <ts µs, Redis TIME>". */
+/** The bucket as the scripts store it: struct '<Bddd' (format 1, tokens, ts µs on Redis TIME, expiry µs). */
 async function bucketState(redis: Redis, key: string): Promise<{ tokens: number; ts: number }> {
-  const [tokens, ts] = ((await redis.get(key)) ?? '').split(' ').map(Number);
-  if (tokens === undefined || ts === undefined || !Number.isFinite(ts))
-    throw new Error(`no bucket at ${key}`);
-  return { tokens, ts };
+  const stored = await redis.getBuffer(key);
+  if (stored === null || stored.length !== 25 || stored[0] !== 1) throw new Error(`no bucket at ${key}`);
+  return { tokens: stored.readDoubleLE(1), ts: stored.readDoubleLE(9) };
 }
 
 async function run(skews: (string | undefined)[]) {

@@ -207,6 +207,54 @@ describe('TTL', () => {
   );
 });
 
+describe('state in Redis', () => {
+  it.each(['token-bucket', 'gcra'] as const)(
+    '%s: the one-key script and the N-key script share a bucket, and a legacy text value is read',
+    async (algorithm) => {
+      let now = START_MS;
+      const rl = limiter({
+        algorithm,
+        policies: [{ name: 'p', capacity: 5, ratePerSecond: 1 }],
+        hashTag: 'state',
+        clock: () => now,
+        denyCache: false,
+      });
+      expect((await rl.consume('u', 2)).remaining).toBe(3); // token-bucket-1 / gcra-1
+      expect((await rl.consume({ p: ['u', 'v'] }, { p: [2, 1] })).policies[0]).toMatchObject({
+        id: 'u',
+        remaining: 1,
+      }); // -n
+      now += 1000;
+      expect((await rl.consume('u')).remaining).toBe(1); // refilled 1, took 1
+      // The previous version stored text: "<tokens> <ts µs>" (token bucket) or "<tat µs>" (GCRA).
+      const legacy = algorithm === 'gcra' ? String((now + 3000) * 1000) : `2 ${now * 1000}`;
+      await redis.set(rl.keyOf('p', 'w', 'state'), legacy, 'PX', 60_000);
+      expect((await rl.consume('w')).remaining).toBe(1);
+      expect((await rl.consume({ p: ['w', 'x'] })).policies[0]).toMatchObject({ id: 'w', remaining: 0 });
+    },
+  );
+
+  it.each(['token-bucket', 'gcra'] as const)(
+    '%s: the key always outlives the refill by at least half the margin, and at most the margin',
+    async (algorithm) => {
+      const rl = limiter({
+        algorithm,
+        policies: [{ name: 'p', capacity: 20, ratePerSecond: 10 }],
+        ttlMarginMs: 1000,
+      });
+      for (let i = 0; i < 30; i++) {
+        const started = performance.now();
+        const result = await rl.consume('u');
+        if (!result.allowed) continue;
+        const ttl = await redis.pttl(rl.keyOf('p', 'u'));
+        const elapsed = performance.now() - started;
+        expect(ttl + elapsed + 1).toBeGreaterThanOrEqual(result.resetAfterMs + 500);
+        expect(ttl).toBeLessThanOrEqual(result.resetAfterMs + 1000);
+      }
+    },
+  );
+});
+
 describe('peek and reset', () => {
   it.each(['token-bucket', 'gcra', 'fixed-window', 'sliding-window'] as const)(
     '%s: peek consumes nothing; reset refills',
