@@ -1,4 +1,4 @@
-import { compareOffsets, type Inbox, offsetSeq } from '@herald/inbox';
+import { compareOffsets, type Inbox, isOffset, offsetSeq } from '@herald/inbox';
 import type { InboxOffset, NotificationEvent, ResyncEvent, SyncedEvent, UnreadEvent } from '@herald/protocol';
 import type { Logger } from 'pino';
 
@@ -9,6 +9,7 @@ export interface DeliveryTarget {
   resync(event: ResyncEvent): void;
 }
 
+/** Settings of a {@link Delivery}. */
 export interface DeliveryOptions {
   gapWaitMs: number;
   replayPage: number;
@@ -89,7 +90,9 @@ export class Delivery {
 
   /** A live notification for this socket's user (from the Redis adapter). */
   live(event: NotificationEvent): void {
-    if (this.#closed) return;
+    // A notification without an offset (a worker from before the inbox, during a rolling upgrade) cannot
+    // be ordered: it is left to the inbox read that the next gap triggers.
+    if (this.#closed || !isOffset(event?.offset)) return;
     if (this.#reading) {
       this.#hold(event);
       return;

@@ -211,7 +211,8 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       .then(() => {
         // Sharded pub/sub on Cluster: the room's SSUBSCRIBE goes to its shard's node, which the PING
         // above may not reach; one more inbox read a second later covers that window.
-        if (config.pubsubMode === 'sharded' && config.redisClusterNodes) setTimeout(() => delivery.fill(), 1000);
+        if (config.pubsubMode === 'sharded' && config.redisClusterNodes)
+          setTimeout(() => delivery.fill(), 1000);
       })
       .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
     log.debug({ userId, socketId: socket.id, lastOffset }, 'connected');

@@ -48,7 +48,7 @@ describe('resilience (separate OS processes, real clients)', () => {
     });
     for (const client of clients) client.check(sent.get(client.userId) ?? []);
     expect(beforeReconnect).toBeLessThan(1000);
-  });
+  }, 120_000);
 
   it('kill -9 of the worker in the middle of 2,000 jobs: a new worker finishes, each notification once in the inbox and once on screen', async () => {
     // Short locks so that the new worker takes over the dead one's active jobs in about 2 s, not 30 s.
@@ -93,7 +93,7 @@ describe('resilience (separate OS processes, real clients)', () => {
     process.stderr.write(
       `[worker kill -9] delivered at kill: ${atKill}; jobs re-run after append: ${rerun.length}\n`,
     );
-  });
+  }, 120_000);
 
   it('Redis stopped and restarted for 5 s: after recovery no client is missing anything', async () => {
     // Its own redis-server (with an append-only file, as production would) so that others' tests go on.
