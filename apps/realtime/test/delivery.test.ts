@@ -1,8 +1,9 @@
+import { signUserToken } from '@herald/protocol';
 import type { AppProcess } from '@herald/testing';
 import { redisUrl } from '@herald/testing';
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { notificationJob, randomId, Stack, waitFor } from './support/stack.js';
+import { notificationJob, randomId, SECRET, Stack, waitFor } from './support/stack.js';
 
 // One stack for this file: two realtime instances and one worker, each its own OS process.
 describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 worker, real clients)', () => {
@@ -203,6 +204,7 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     const limited = await stack.start('realtime', 'rt-limited', {
       HERALD_MAX_CONNECTIONS_PER_USER: '2',
       HERALD_PING_INTERVAL_MS: '1000',
+      HERALD_ALLOW_POLLING: 'true',
     });
     const tabs = [stack.client(user), stack.client(user), stack.client(user)];
     await tabs[0]?.connect(limited.url);
@@ -238,6 +240,23 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     const pollingError = await new Promise<Error>((resolve) => polling.once('connect_error', resolve));
     polling.close();
     expect(pollingError).toBeInstanceOf(Error);
+    // Opted in (HERALD_ALLOW_POLLING=true; needs sticky sessions behind a load balancer): polling connects.
+    const optedIn = io(limited.url, {
+      transports: ['polling'],
+      reconnection: false,
+      forceNew: true,
+      auth: {
+        token: await signUserToken({ userId: randomId('poll'), secret: SECRET, ttlSeconds: 60 }).then(
+          (t) => t.token,
+        ),
+      },
+    });
+    await new Promise<void>((resolve, reject) => {
+      optedIn.once('connect', resolve);
+      optedIn.once('connect_error', reject);
+    });
+    expect(optedIn.io.engine.transport.name).toBe('polling');
+    optedIn.close();
   });
 
   it('disconnects with a reason when the token expires, and says goodbye on shutdown', async () => {
