@@ -8,14 +8,24 @@
 // Env:   BENCH_SECONDS (per rate, default 10), BENCH_HOLD_SECONDS (default 30), BENCH_USERS (1000),
 //        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { signUserToken, userRoom } from '@herald/protocol';
+import {
+  DEFAULT_QUEUE_NAME,
+  DEFAULT_QUEUE_PREFIX,
+  NOTIFY_JOB_NAME,
+  type NotificationJob,
+  notificationJobOptions,
+  signUserToken,
+  userRoom,
+} from '@herald/protocol';
 import { type AppProcess, freePort, startApp, startRedisServer, waitFor } from '@herald/testing';
 import { Emitter } from '@socket.io/redis-emitter';
+import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 
@@ -104,6 +114,21 @@ async function main(): Promise<void> {
     const herald = (user: string) => postNotify(agent, gateway.url, user, { t: now() });
     const emitterRedis = new Redis(redis.url);
     const emitter = new Emitter(emitterRedis, { key: PUBSUB });
+    // Herald without the gateway: the job the gateway would write, added straight to the queue.
+    const queue = new Queue<NotificationJob>(DEFAULT_QUEUE_NAME, {
+      prefix: DEFAULT_QUEUE_PREFIX,
+      connection: { url: redis.url },
+    });
+    const fromQueue = async (user: string) => {
+      const job: NotificationJob = {
+        id: randomUUID(),
+        userId: user,
+        payload: { t: now() },
+        createdAt: new Date().toISOString(),
+      };
+      await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+      return true;
+    };
     const peer = async (user: string) => {
       emitter.to(userRoom(user)).emit('bench', { t: now() });
       return true;
@@ -157,9 +182,11 @@ async function main(): Promise<void> {
     const results = new Map<number, Sample>();
     for (const rate of RATES) {
       const h = await run(herald, rate, SECONDS);
+      const q = await run(fromQueue, rate, SECONDS);
       const p = await run(peer, rate, SECONDS);
       results.set(rate, h);
       rows.push(row(`Herald, ${rate}/s`, h, SECONDS, p));
+      rows.push(row(`Herald from the queue (no gateway), ${rate}/s`, q, SECONDS, p));
       rows.push(row(`peer (bare redis-emitter), ${rate}/s`, p, SECONDS));
       process.stderr.write(`[bench] ${rate}/s done\n`);
     }
@@ -205,6 +232,7 @@ async function main(): Promise<void> {
     ];
 
     await emitterRedis.quit();
+    await queue.close();
     agent.destroy();
     printReport(rows, held, memory, Date.now() - started);
   } finally {
