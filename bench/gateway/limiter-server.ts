@@ -10,7 +10,9 @@ const redis = new Redis(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379', {
   enableOfflineQueue: false,
   autoResendUnfulfilledCommands: false,
   maxRetriesPerRequest: 1,
+  lazyConnect: true,
 });
+await redis.connect();
 const prefix = process.env.HERALD_RATE_LIMIT_PREFIX ?? 'bench-rl:';
 const limiter = new RateLimiter({
   redis,
@@ -32,7 +34,6 @@ app.post(
   },
   async (_request, reply) => reply.code(202).send({ id: randomUUID(), status: 'queued' }),
 );
-await redis.ping();
 await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' });
 const address = app.server.address();
 process.stdout.write(

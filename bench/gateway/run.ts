@@ -8,8 +8,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 
@@ -28,20 +28,33 @@ interface Server {
   child: ChildProcess;
 }
 
+const children: ChildProcess[] = [];
+process.on('exit', () => {
+  for (const child of children) child.kill('SIGTERM');
+});
+
 async function start(name: string, args: string[], env: Record<string, string>): Promise<Server> {
+  const port = await freePort();
   const child = spawn(process.execPath, args, {
-    env: { ...process.env, PORT: '0', HERALD_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    // The gateway logs at `warn` here, as a busy production gateway would: two info lines per request
+    // would measure pino, not Herald.
+    env: { ...process.env, PORT: String(port), HERALD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'ignore', 'inherit'],
   });
-  const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${name} did not start`)), 30_000);
-    createInterface({ input: child.stdout as NodeJS.ReadableStream }).on('line', (line) => {
-      if (!line.includes('"listening"')) return;
-      clearTimeout(timer);
-      resolve((JSON.parse(line) as { port: number }).port);
-    });
-    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+  children.push(child);
+  let exited = false;
+  child.once('exit', () => {
+    exited = true;
   });
+  await waitFor(
+    async () => {
+      if (exited) throw new Error(`${name} exited`);
+      const response = await fetch(`http://127.0.0.1:${port}/notify`, { method: 'OPTIONS' });
+      await response.arrayBuffer();
+      return true;
+    },
+    { timeoutMs: 30_000, intervalMs: 100, what: `${name} to answer` },
+  );
   return { name, port, child };
 }
 
