@@ -22,5 +22,5 @@ export {
   type RateLimitKey,
   type RateLimitResult,
 } from './rate-limiter.js';
-export { type Algorithm, LuaCode, scriptSource } from './scripts.js';
+export { type Algorithm, batchScriptSource, LuaCode, scriptSource } from './scripts.js';
 export { TokenBucket, type TokenBucketOptions } from './token-bucket.js';

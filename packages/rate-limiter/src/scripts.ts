@@ -40,10 +40,11 @@ interface ScriptFile {
  * Lua file and ioredis command name of each algorithm: the N-key script, and where it exists a
  * single-key variant (same semantics and reply, no loops or tables) for calls with one bucket.
  */
-const SCRIPTS: Readonly<Record<Algorithm, { n: ScriptFile; one?: ScriptFile }>> = {
+const SCRIPTS: Readonly<Record<Algorithm, { n: ScriptFile; one?: ScriptFile; many?: ScriptFile }>> = {
   'token-bucket': {
     n: { command: 'heraldTokenBucket', file: 'token-bucket-n.lua' },
     one: { command: 'heraldTokenBucket1', file: 'token-bucket-1.lua' },
+    many: { command: 'heraldTokenBucketM', file: 'token-bucket-m.lua' },
   },
   gcra: {
     n: { command: 'heraldGcra', file: 'gcra-n.lua' },
@@ -70,7 +71,35 @@ const sources = new Map<string, string>();
  * ```
  */
 export function scriptSource(algorithm: Algorithm, keys?: number): string {
-  const { file } = scriptFile(algorithm, keys);
+  return loadScript(scriptFile(algorithm, keys).file);
+}
+
+/**
+ * Registers `algorithm`'s batch script (M independent one-bucket decisions in one call), if it has one.
+ */
+export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall | undefined {
+  const many = SCRIPTS[algorithm].many;
+  if (many === undefined) return undefined;
+  if (!(many.command in redis)) redis.defineCommand(many.command, { lua: loadScript(many.file) });
+  const run = (redis as unknown as Record<string, ScriptCall>)[many.command];
+  if (typeof run !== 'function') throw new Error(`ioredis did not define ${many.command}`);
+  return run.bind(redis);
+}
+
+/**
+ * The Lua source of `algorithm`'s batch script (M independent one-bucket decisions), if it has one.
+ *
+ * @example
+ * ```ts
+ * const lua = batchScriptSource('token-bucket'); // token-bucket-m.lua
+ * ```
+ */
+export function batchScriptSource(algorithm: Algorithm): string | undefined {
+  const many = SCRIPTS[algorithm].many;
+  return many === undefined ? undefined : loadScript(many.file);
+}
+
+function loadScript(file: string): string {
   let source = sources.get(file);
   if (source === undefined) {
     source = loadLua(file);

@@ -166,3 +166,61 @@ describe.each([
     );
   });
 });
+
+describe('token bucket: one-bucket calls made in the same tick (batchCalls: one script call for all)', () => {
+  it('decide as the calls would one after the other, in call order, at one instant (fast-check)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        policyArb,
+        fc.array(
+          fc.record({
+            dtMs: fc.integer({ min: 0, max: 2000 }),
+            calls: fc.array(
+              fc.record({
+                id: fc.constantFrom('a', 'b', 'c'),
+                costShare: fc.double({ min: 0, max: 1, noNaN: true }),
+              }),
+              { minLength: 1, maxLength: 30 },
+            ),
+          }),
+          { minLength: 1, maxLength: 8 },
+        ),
+        async (policy, ticks) => {
+          let nowMs = START_MS;
+          const limiter = new RateLimiter({
+            redis,
+            keyPrefix: randomPrefix(),
+            policies: [{ name: 'p', ...policy }],
+            denyCache: false,
+            clock: () => nowMs,
+          });
+          const states = new Map<string, TokenBucketState>();
+          for (const tick of ticks) {
+            nowMs += tick.dtMs;
+            const now = Math.round(nowMs * 1000);
+            const costs = tick.calls.map((c) => Math.floor(policy.capacity * c.costShare));
+            // All calls of this tick at once: on one node they leave in one batch script call.
+            const results = await Promise.all(tick.calls.map((c, i) => limiter.consume(c.id, costs[i])));
+            tick.calls.forEach((c, i) => {
+              const step = tokenBucketStep(
+                states.get(c.id),
+                now,
+                policy.capacity,
+                policy.ratePerSecond,
+                costs[i]!,
+              );
+              if (step.state) states.set(c.id, step.state);
+              expect({
+                allowed: results[i]!.allowed,
+                remaining: results[i]!.remaining,
+                retryAfterMs: results[i]!.retryAfterMs,
+                resetAfterMs: results[i]!.resetAfterMs,
+              }).toEqual(step.answer);
+            });
+          }
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+});
