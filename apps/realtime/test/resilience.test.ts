@@ -130,6 +130,9 @@ describe('resilience (separate OS processes, real clients)', () => {
     process.stderr.write(`[redis cut] all received after ${Date.now() - t0} ms\n`);
     for (const client of clients) client.check(sent.get(client.userId) ?? []);
     expect(atCut).toBeLessThan(600);
+    // Both instances read their sockets' inboxes once their Redis subscriber was back.
+    for (const app of [a, b])
+      expect(app.lines.some((line) => line.includes('redis back: filling gaps'))).toBe(true);
     // The sockets stayed connected to their realtime instance throughout.
     expect(clients.every((client) => client.disconnectReason === undefined)).toBe(true);
   }, 150_000);
