@@ -261,10 +261,10 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
 
   it('disconnects with a reason when the token expires, and says goodbye on shutdown', async () => {
     const user = randomId('expiry');
-    const shortLived = stack.client(user, { ttlSeconds: 2 });
+    const shortLived = stack.client(user, { ttlSeconds: 4 });
     await shortLived.connect(a.url);
     await waitFor(() => shortLived.disconnectReason !== undefined, {
-      timeoutMs: 15_000,
+      timeoutMs: 30_000,
       what: 'expiry disconnect',
     });
     expect(shortLived.goodbyes).toEqual([
