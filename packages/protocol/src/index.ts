@@ -1,5 +1,5 @@
+export * from './events.js';
 export * from './logging.js';
 export * from './names.js';
 export * from './schemas.js';
 export * from './user-token.js';
-export * from './events.js';
