@@ -616,13 +616,6 @@ export class RateLimiter {
         }
       }
     }
-    if (typeof cost !== 'number') {
-      for (const name of Object.keys(cost)) {
-        if (!this.#byName.has(name)) {
-          throw new RateLimiterError(RateLimiterErrorCode.INVALID_COST, `No policy is named "${name}".`);
-        }
-      }
-    }
     const ids: string[] = [];
     const costs: number[] = [];
     let slotPolicy: number[] | undefined;
