@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
 import { PRETTY_LOG } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
@@ -15,11 +16,13 @@ import { createMetrics, type GatewayMetrics } from './metrics.js';
 import { createApiKeyAuth } from './plugins/api-key-auth.js';
 import { registerErrorHandler } from './plugins/error-handler.js';
 import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
+import { registerValidation } from './plugins/validation.js';
 import { healthRoutes } from './routes/health.js';
 import { notifyRoutes } from './routes/notify.js';
 import { statusRoutes } from './routes/status.js';
 import { tokenRoutes } from './routes/tokens.js';
-import { statusFromQueue, type TenantStatus } from './status.js';
+import { userRoutes } from './routes/users.js';
+import { statusOf, type TenantStatus } from './status.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,6 +39,9 @@ declare module 'fastify' {
     /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
     ensureDurable(): Promise<void>;
     statusOf(id: string): Promise<TenantStatus | undefined>;
+    inbox: Inbox;
+    /** Pushes unread counts to the user's connected tabs after a REST read. */
+    live: LivePublisher;
   }
 }
 
@@ -73,10 +79,6 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     requestIdHeader: 'x-request-id',
     // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
     trustProxy: false,
-    ajv: {
-      // A JSON API: no silent coercion of "1" into 1, no silent removal of unknown fields.
-      customOptions: { coerceTypes: false, removeAdditional: false, allErrors: false },
-    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   // Producers fail fast: with no offline queue a command to a Redis that is down fails at once, and
@@ -99,13 +101,6 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   const queue = new Queue<NotificationJob>(config.queue.name, {
     prefix: config.queue.prefix,
     connection: { url: config.redisUrl, ...producerOptions },
-    defaultJobOptions: {
-      attempts: config.jobAttempts,
-      backoff: { type: 'exponential', delay: 500, jitter: 0.5 },
-      // Completed and failed jobs stay a day (status lookups); idempotency records outlive them anyway.
-      removeOnComplete: { age: 24 * 3600, count: 100_000 },
-      removeOnFail: { age: 7 * 24 * 3600 },
-    },
   });
   queue.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
 
@@ -143,7 +138,15 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
     await withRedisTimeout(redis.call('WAITAOF', '1', '0', String(config.redisTimeoutMs)));
   });
-  app.decorate('statusOf', (id: string) => statusFromQueue(queue, id));
+  const inbox = new Inbox(redis, config.inbox);
+  app.decorate('inbox', inbox);
+  app.decorate(
+    'live',
+    config.pubsub.mode === 'sharded'
+      ? shardedPublisher(redis, config.pubsub.key)
+      : classicPublisher(redis, config.pubsub.key),
+  );
+  app.decorate('statusOf', (id: string) => statusOf(queue, inbox, id));
   app.decorateRequest('apiKey', undefined);
   app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
 
@@ -178,6 +181,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
+  registerValidation(app);
   registerErrorHandler(app);
   registerIdempotencyRelease(app);
   // Routes name their limiter, key and cost in `config.rateLimit`; the plugin runs after
@@ -189,6 +193,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(notifyRoutes);
   await app.register(statusRoutes);
   await app.register(tokenRoutes);
+  await app.register(userRoutes);
   return app;
 }
 

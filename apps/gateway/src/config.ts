@@ -1,4 +1,10 @@
-import { DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX, DEV_JWT_SECRET } from '@herald/protocol';
+import { InboxEnv, inboxSettings } from '@herald/inbox';
+import {
+  DEFAULT_PUBSUB_KEY,
+  DEFAULT_QUEUE_NAME,
+  DEFAULT_QUEUE_PREFIX,
+  DEV_JWT_SECRET,
+} from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
 
@@ -29,6 +35,10 @@ const EnvSchema = Type.Object({
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
+  HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
+  HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
+  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
+  ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
@@ -75,8 +85,13 @@ export interface GatewayConfig {
   redisTimeoutMs: number;
   /** `redis`: 202 once the primary has the job. `aof`: also once it is fsynced to the AOF (WAITAOF, Redis ≥ 7.2). */
   durability: 'redis' | 'aof';
-  /** Delivery attempts before a notification is `failed` (exponential backoff with jitter between them). */
+  /** Delivery attempts before a notification is `failed`, and the first backoff (doubling, with jitter). */
   jobAttempts: number;
+  jobBackoffMs: number;
+  /** Where the inbox lives; must match the worker's and the realtime servers'. */
+  inbox: ReturnType<typeof inboxSettings>;
+  /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
+  pubsub: { key: string; mode: 'classic' | 'sharded' };
   queue: { name: string; prefix: string };
   log: { level: string; format: 'json' | 'pretty' };
 }
@@ -111,6 +126,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   } catch (error) {
     throw new ConfigError(`Invalid gateway configuration: ${(error as Error).message}`, { cause: error });
   }
+  if (parsed.HERALD_REDIS_CLUSTER_NODES !== undefined) {
+    throw new ConfigError(
+      'Invalid gateway configuration: HERALD_REDIS_CLUSTER_NODES is set, but the gateway does not run on Redis Cluster yet; point REDIS_URL at a single Redis (the worker and realtime servers support Cluster).',
+    );
+  }
   // `none`: only keys stored in Redis (created with `herald keys create`) are accepted.
   const apiKeys =
     parsed.HERALD_API_KEYS === 'none'
@@ -144,6 +164,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisTimeoutMs: parsed.HERALD_REDIS_TIMEOUT_MS,
     durability: parsed.HERALD_DURABILITY,
     jobAttempts: parsed.HERALD_JOB_ATTEMPTS,
+    jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
+    inbox: inboxSettings(parsed),
+    pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
   });

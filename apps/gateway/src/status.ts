@@ -1,27 +1,50 @@
+import type { Inbox } from '@herald/inbox';
 import type { NotificationJob, NotificationStatus } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 
 /** A status with the tenant it belongs to (not shown to clients). */
 export type TenantStatus = NotificationStatus & { tenantId: string | undefined };
 
-/** Looks a notification up in the queue: the job carries its state, attempts and timestamps. */
-export async function statusFromQueue(
+/**
+ * Where a notification is. The inbox is the record of truth once the worker has stored it (delivered,
+ * expired, deduplicated; it outlives the job); the BullMQ job tells the rest (waiting, retrying,
+ * failed) and the attempts.
+ */
+export async function statusOf(
   queue: Queue<NotificationJob>,
+  inbox: Inbox,
   id: string,
 ): Promise<TenantStatus | undefined> {
-  const job = await queue.getJob(id);
-  if (!job) return undefined;
-  const state = await job.getState();
-  const returned = job.returnvalue as { status?: string; deliveredAt?: string } | null | undefined;
+  // State first, then the job: the job read is at least as new as the state, so a `failed` state
+  // never comes with the attempts of an earlier try.
+  const state = await queue.getJobState(id);
+  const [job, stored] = await Promise.all([queue.getJob(id), inbox.statusById(id)]);
+  if (!job && !stored) return undefined;
   const base = {
     id,
-    userId: job.data.userId,
-    tenantId: job.data.tenantId,
-    attempts: job.attemptsMade,
-    createdAt: job.data.createdAt,
+    userId: stored?.userId ?? job?.data.userId ?? '',
+    tenantId: stored?.tenantId ?? job?.data.tenantId,
+    attempts: job?.attemptsMade ?? 1,
+    createdAt: job?.data.createdAt ?? '',
   };
-  if (returned?.status === 'expired') return { ...base, status: 'expired' };
-  if (state === 'failed') {
+  if (stored?.state === 'expired') return { ...base, status: 'expired' };
+  if (stored?.state === 'deduplicated' && stored.duplicateOf) {
+    const original = await inbox.statusById(stored.duplicateOf);
+    return {
+      ...base,
+      status: original?.delivered ? 'delivered' : 'queued',
+      duplicateOf: stored.duplicateOf,
+      ...(original?.deliveredAt ? { deliveredAt: original.deliveredAt } : {}),
+    };
+  }
+  if (stored?.delivered) {
+    return {
+      ...base,
+      status: 'delivered',
+      ...(stored.deliveredAt ? { deliveredAt: stored.deliveredAt } : {}),
+    };
+  }
+  if (state === 'failed' && job) {
     return {
       ...base,
       status: 'failed',

@@ -6,7 +6,11 @@ import { auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance;
 beforeAll(async () => {
-  app = await buildTestApp({ HERALD_JOB_ATTEMPTS: '2', HERALD_RATE_LIMIT_BURST: '1000' });
+  app = await buildTestApp({
+    HERALD_JOB_ATTEMPTS: '2',
+    HERALD_JOB_BACKOFF_MS: '1',
+    HERALD_RATE_LIMIT_BURST: '1000',
+  });
 });
 afterAll(async () => {
   await disposeTestApp(app);

@@ -1,10 +1,18 @@
-import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
+import {
+  type AppendResult,
+  classicPublisher,
+  Inbox,
+  InboxError,
+  InboxErrorCode,
+  type InboxNotification,
+  type LivePublisher,
+  shardedPublisher,
+} from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
-import { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {

@@ -1,3 +1,4 @@
+import type { LivePublisher } from '@herald/inbox';
 import { Inbox } from '@herald/inbox';
 import {
   DEFAULT_RETRY_POLICY,
@@ -12,7 +13,6 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import type { LivePublisher } from '../src/live.js';
 import { processNotification, startWorker } from '../src/worker.js';
 
 function job(userId: string, extra: Partial<NotificationJob> = {}): NotificationJob {

@@ -16,6 +16,7 @@ export {
   type ReadSelection,
 } from './inbox.js';
 export { assertPrefix, escapeTag, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
+export { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
 export {
   compareOffsets,
   isOffset,

@@ -106,6 +106,11 @@ export const NotificationStatus = Type.Object({
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedReason: Type.Optional(Type.String()),
+  duplicateOf: Type.Optional(
+    Type.String({
+      description: 'Collapsed by `dedupeKey` into this notification; the status is its status.',
+    }),
+  ),
 });
 export type NotificationStatus = Static<typeof NotificationStatus>;
 

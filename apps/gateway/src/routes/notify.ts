@@ -8,6 +8,7 @@ import {
   type NotificationJob,
   NotifyAccepted,
   NotifyRequest,
+  notificationJobOptions,
   PAYLOAD_MAX_BYTES,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
@@ -168,9 +169,12 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
         tenantId: identity.tenantId,
         ...optional(item),
       };
-      const opts: JobsOptions = { jobId: id };
-      if (item.priority !== undefined) opts.priority = item.priority;
-      if (item.delayMs !== undefined && item.delayMs > 0) opts.delay = item.delayMs;
+      // jobId = notification id, delay, priority, exponential backoff with jitter, failed jobs kept.
+      const opts: JobsOptions = notificationJobOptions(data, {
+        attempts: app.config.jobAttempts,
+        backoffMs: app.config.jobBackoffMs,
+        jitter: 0.5,
+      });
       return { name: NOTIFY_JOB_NAME, data, opts };
     });
 

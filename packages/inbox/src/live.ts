@@ -2,24 +2,39 @@ import {
   NOTIFICATION_EVENT,
   type NotificationEvent,
   type ServerToClientEvents,
+  SocketEvent,
+  type UnreadEvent,
   userRoom,
 } from '@herald/protocol';
 import { Emitter } from '@socket.io/redis-emitter';
 import type { Cluster, Redis } from 'ioredis';
 
-/** Pushes events to every connected client of one user, whichever realtime instance holds them. */
+/**
+ * Pushes events to every connected client of one user, whichever realtime instance holds them. The
+ * worker publishes notifications; the gateway publishes unread counts after a REST read.
+ */
 export interface LivePublisher {
   notification(event: NotificationEvent): void;
+  unread(userId: string, unread: UnreadEvent): void;
 }
 
 /**
  * Classic Redis pub/sub, through `@socket.io/redis-emitter` (the realtime servers use `createAdapter`).
+ *
+ * @example
+ * ```ts
+ * const live = classicPublisher(redis, 'socket.io');
+ * live.unread('alice', { count: 0, version: 7 });
+ * ```
  */
 export function classicPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
   const emitter = new Emitter<ServerToClientEvents>(redis, { key: pubsubKey });
   return {
     notification(event) {
       emitter.to(userRoom(event.userId)).emit(NOTIFICATION_EVENT, event);
+    },
+    unread(userId, unread) {
+      emitter.to(userRoom(userId)).emit(SocketEvent.UNREAD, unread);
     },
   };
 }
@@ -32,6 +47,12 @@ const EVENT_PACKET = 2;
  * Redis 7 sharded pub/sub, for realtime servers on `createShardedAdapter` (subscription mode `dynamic`):
  * `@socket.io/redis-emitter` 5.1 cannot publish there, so this writes the adapter's own message format,
  * as JSON, with SPUBLISH to the room's channel `<key>#/#<room>#` (one slot per room on Redis Cluster).
+ *
+ * @example
+ * ```ts
+ * const live = shardedPublisher(cluster, 'socket.io');
+ * live.notification(event);
+ * ```
  */
 export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
   const publish = (room: string, event: string, data: unknown) => {
@@ -49,6 +70,9 @@ export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): Liv
   return {
     notification(event) {
       publish(userRoom(event.userId), NOTIFICATION_EVENT, event);
+    },
+    unread(userId, unread) {
+      publish(userRoom(userId), SocketEvent.UNREAD, unread);
     },
   };
 }

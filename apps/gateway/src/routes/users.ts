@@ -1,0 +1,110 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { InboxError, MAX_PAGE } from '@herald/inbox';
+import { ErrorResponse, UserId } from '@herald/protocol';
+import Type from 'typebox';
+import { ErrorCode, HttpError, unavailable } from '../errors.js';
+
+const Offset = Type.String({ pattern: '^\\d+-\\d+$', description: 'An inbox offset `<ms>-<seq>`' });
+const Unread = Type.Object({ count: Type.Integer(), version: Type.Integer() });
+
+const InboxItem = Type.Object({
+  id: Type.String(),
+  offset: Offset,
+  userId: Type.String(),
+  payload: Type.Record(Type.String(), Type.Unknown()),
+  createdAt: Type.String(),
+  topic: Type.Optional(Type.String()),
+  type: Type.Optional(Type.String()),
+  read: Type.Boolean(),
+  deliveredAt: Type.Union([Type.String(), Type.Null()]),
+});
+
+const ReadBody = Type.Union([
+  Type.Object(
+    { ids: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: 1000 }) },
+    { additionalProperties: false },
+  ),
+  Type.Object({ all: Type.Literal(true), upTo: Type.Optional(Offset) }, { additionalProperties: false }),
+]);
+
+/**
+ * A user's inbox for the backend: list it, mark it read. User ids are one namespace per Herald
+ * deployment: any valid API key may act for any user id (the backend decides who its users are).
+ */
+export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
+  const inboxCall = async <T>(call: () => Promise<T>): Promise<T> => {
+    try {
+      return await app.withRedisTimeout(call());
+    } catch (error) {
+      if (error instanceof InboxError) {
+        throw new HttpError(400, ErrorCode.VALIDATION, error.message, { cause: error });
+      }
+      throw unavailable('The inbox (Redis)', error);
+    }
+  };
+
+  app.get(
+    '/users/:userId/notifications',
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: "A page of a user's inbox, oldest first",
+        description:
+          '`after` is exclusive (absent: from the oldest kept); follow `nextAfter` until it is null. `trimmed: true` means notifications right after `after` are gone (the inbox is bounded by count and age).',
+        params: Type.Object({ userId: UserId }),
+        querystring: Type.Object({
+          after: Type.Optional(Offset),
+          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
+        }),
+        response: {
+          200: Type.Object({
+            items: Type.Array(InboxItem),
+            nextAfter: Type.Union([Offset, Type.Null()]),
+            trimmed: Type.Boolean(),
+            unread: Unread,
+          }),
+          400: ErrorResponse,
+          401: ErrorResponse,
+          503: ErrorResponse,
+        },
+      },
+    },
+    async (request) => {
+      const { userId } = request.params;
+      const { after, limit } = request.query;
+      return inboxCall(() => app.inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }));
+    },
+  );
+
+  app.post(
+    '/users/:userId/notifications/read',
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'Mark notifications read',
+        description:
+          '`{ "ids": [...] }` marks those; `{ "all": true, "upTo"?: offset }` marks everything (up to and including `upTo`). Every connected tab of the user receives the new unread count.',
+        params: Type.Object({ userId: UserId }),
+        body: ReadBody,
+        response: {
+          200: Type.Object({ changed: Type.Integer(), unread: Unread }),
+          400: ErrorResponse,
+          401: ErrorResponse,
+          503: ErrorResponse,
+        },
+      },
+    },
+    async (request) => {
+      const { userId } = request.params;
+      const body = request.body;
+      const result = await inboxCall(() =>
+        app.inbox.markRead(
+          userId,
+          'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
+        ),
+      );
+      if (result.changed > 0) app.live.unread(userId, result.unread);
+      return result;
+    },
+  );
+};

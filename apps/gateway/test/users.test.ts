@@ -1,0 +1,117 @@
+import { randomId } from '@herald/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+let app: FastifyInstance;
+beforeAll(async () => {
+  app = await buildTestApp({ HERALD_INBOX_PREFIX: `${randomId('inbox')}:` });
+});
+afterAll(async () => {
+  await disposeTestApp(app);
+});
+
+/** Stores `count` notifications in `userId`'s inbox, as the worker does. */
+async function seed(userId: string, count: number, tenantId = 'default'): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = randomId('n');
+    await app.inbox.append({ id, userId, payload: { i }, createdAt: new Date().toISOString() }, { tenantId });
+    ids.push(id);
+  }
+  return ids;
+}
+
+describe('a user’s inbox over REST', () => {
+  it('lists the inbox oldest first, page by page, with read state and the exact unread count', async () => {
+    const userId = randomId('u');
+    const ids = await seed(userId, 5);
+    const first = await app.inject({
+      method: 'GET',
+      url: `/users/${userId}/notifications?limit=2`,
+      headers: auth,
+    });
+    expect(first.statusCode).toBe(200);
+    const page = first.json<{
+      items: { id: string; read: boolean; offset: string }[];
+      nextAfter: string;
+      unread: { count: number };
+    }>();
+    expect(page.items.map((item) => item.id)).toEqual(ids.slice(0, 2));
+    expect(page.items.every((item) => item.read === false)).toBe(true);
+    expect(page.unread.count).toBe(5);
+
+    const rest = await app.inject({
+      method: 'GET',
+      url: `/users/${userId}/notifications?after=${page.nextAfter}&limit=10`,
+      headers: auth,
+    });
+    const restPage = rest.json<{ items: { id: string }[]; nextAfter: string | null }>();
+    expect(restPage.items.map((item) => item.id)).toEqual(ids.slice(2));
+    expect(restPage.nextAfter).toBeNull();
+  });
+
+  it('marks some, then all, read; the count follows exactly', async () => {
+    const userId = randomId('u');
+    const ids = await seed(userId, 4);
+    const some = await app.inject({
+      method: 'POST',
+      url: `/users/${userId}/notifications/read`,
+      headers: auth,
+      payload: { ids: [ids[0], ids[1], ids[1]] },
+    });
+    expect(some.statusCode).toBe(200);
+    expect(some.json()).toMatchObject({ changed: 2, unread: { count: 2 } });
+    const again = await app.inject({
+      method: 'POST',
+      url: `/users/${userId}/notifications/read`,
+      headers: auth,
+      payload: { ids: [ids[0]] },
+    });
+    expect(again.json()).toMatchObject({ changed: 0, unread: { count: 2 } });
+    const all = await app.inject({
+      method: 'POST',
+      url: `/users/${userId}/notifications/read`,
+      headers: auth,
+      payload: { all: true },
+    });
+    expect(all.json()).toMatchObject({ changed: 2, unread: { count: 0 } });
+    const listing = await app.inject({ method: 'GET', url: `/users/${userId}/notifications`, headers: auth });
+    expect(listing.json<{ items: { read: boolean }[] }>().items.every((item) => item.read)).toBe(true);
+  });
+
+  it('answers bad input with a 400 naming the field, and no key with 401', async () => {
+    const userId = randomId('u');
+    const cases = [
+      { method: 'GET' as const, url: `/users/${userId}/notifications?after=yesterday` },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?limit=0` },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?limit=1001` },
+      { method: 'GET' as const, url: '/users/a%20b/notifications' },
+    ];
+    for (const request of cases) {
+      const response = await app.inject({ ...request, headers: auth });
+      expect(response.statusCode, request.url).toBe(400);
+      expect(response.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    }
+    const badBody = await app.inject({
+      method: 'POST',
+      url: `/users/${userId}/notifications/read`,
+      headers: auth,
+      payload: { ids: [] },
+    });
+    expect(badBody.statusCode).toBe(400);
+    expect((await app.inject({ method: 'GET', url: `/users/${userId}/notifications` })).statusCode).toBe(401);
+  });
+
+  it('GET /notifications/:id reads the inbox record after the job is gone', async () => {
+    const userId = randomId('u');
+    const [id] = await seed(userId, 1);
+    const response = await app.inject({ method: 'GET', url: `/notifications/${id}`, headers: auth });
+    expect(response.statusCode).toBe(200);
+    expect(response.json()).toMatchObject({ id, userId, status: 'queued' });
+    await app.inbox.ack(userId, [id as string], 'test-instance');
+    const delivered = await app.inject({ method: 'GET', url: `/notifications/${id}`, headers: auth });
+    expect(delivered.json()).toMatchObject({ id, status: 'delivered' });
+    expect(Number.isNaN(Date.parse(delivered.json<{ deliveredAt: string }>().deliveredAt))).toBe(false);
+  });
+});
