@@ -23,7 +23,10 @@ describe('processNotification', () => {
   let redis: Redis;
   let inbox: Inbox;
   const pushed: NotificationEvent[] = [];
-  const live: LivePublisher = { notification: (event) => pushed.push(event) };
+  const live: LivePublisher = {
+    notification: (event) => pushed.push(event),
+    unread: () => {},
+  };
   beforeAll(() => {
     redis = new Redis(redisUrl());
     inbox = new Inbox(redis, { prefix: `${randomId('inbox')}:` });
