@@ -117,6 +117,62 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
     expect(received.get(other)).toEqual([]);
   });
 
+  it('an ack makes the gateway report `delivered`; a read through the REST API pushes the unread count to every tab', async () => {
+    const bob = randomId('bob');
+    const tabA = connect(realtimeA.url, { token: await tokenFor(bob) });
+    const tabB = connect(realtimeB.url, { token: await tokenFor(bob) });
+    const received: NotificationEvent[] = [];
+    const unreadSeen = new Map<Socket, number[]>([
+      [tabA, []],
+      [tabB, []],
+    ]);
+    tabA.on('notification', (event) => received.push(event));
+    for (const [tab, counts] of unreadSeen)
+      tab.on('unread', (event: { count: number }) => counts.push(event.count));
+    await Promise.all([connected(tabA), connected(tabB)]);
+
+    const id = await notify(bob, { text: 'ack me' });
+    await waitFor(() => received.some((event) => event.id === id), { what: 'the notification' });
+    const status = async () => {
+      const response = await fetch(`${gateway.url}/notifications/${id}`, {
+        headers: { authorization: `Bearer ${API_KEY}` },
+      });
+      return (await response.json()) as { status: string; deliveredAt?: string };
+    };
+    expect((await status()).status).toBe('queued');
+
+    const answer = await tabA.emitWithAck('ack', { ids: [id] });
+    expect(answer).toMatchObject({ ok: true });
+    const delivered = await waitFor(
+      async () => {
+        const current = await status();
+        return current.status === 'delivered' ? current : undefined;
+      },
+      { what: 'status delivered' },
+    );
+    expect(Number.isNaN(Date.parse(delivered.deliveredAt ?? ''))).toBe(false);
+
+    const listing = await fetch(`${gateway.url}/users/${bob}/notifications`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    const page = (await listing.json()) as {
+      items: { id: string; read: boolean }[];
+      unread: { count: number };
+    };
+    expect(page.items.map((item) => item.id)).toEqual([id]);
+    expect(page.unread.count).toBe(1);
+
+    const read = await fetch(`${gateway.url}/users/${bob}/notifications/read`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ all: true }),
+    });
+    expect(await read.json()).toMatchObject({ changed: 1, unread: { count: 0 } });
+    await waitFor(() => [...unreadSeen.values()].every((counts) => counts.at(-1) === 0), {
+      what: 'unread 0 on both tabs',
+    });
+  });
+
   it('refuses a forged, an expired and a missing token with connect_error', async () => {
     const forged = (
       await signUserToken({ userId: 'alice', secret: 'not-the-secret-0123456789', ttlSeconds: 60 })
