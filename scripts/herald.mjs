@@ -1,10 +1,12 @@
 #!/usr/bin/env node
-// The operator CLI: `pnpm herald keys …` (API keys) and `pnpm herald failed …` (failed notifications).
+// The operator CLI: `pnpm herald keys …` (API keys), `pnpm herald limits …` (a user's tokens) and
+// `pnpm herald failed …` (failed notifications).
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const commands = {
   keys: '../apps/gateway/dist/cli/keys.js',
+  limits: '../apps/gateway/dist/cli/limits.js',
   failed: '../apps/worker/dist/cli/failed.js',
 };
 const [command, ...args] = process.argv.slice(2);
@@ -14,7 +16,9 @@ const io = {
 };
 
 if (!command || !(command in commands)) {
-  io.err('usage: herald keys create|list|revoke …   |   herald failed list|retry …');
+  io.err(
+    'usage: herald keys create|list|revoke …  |  herald limits peek|reset …  |  herald failed list|retry …',
+  );
   process.exit(2);
 }
 const entry = fileURLToPath(new URL(commands[command], import.meta.url));

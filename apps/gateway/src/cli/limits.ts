@@ -1,0 +1,85 @@
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import type { ApiKeyIdentity } from '../api-keys.js';
+import { loadConfig } from '../config.js';
+import { Limits } from '../limits.js';
+import type { GatewayMetrics } from '../metrics.js';
+import type { CliIo } from './keys.js';
+
+const USAGE = `usage: herald limits <command>
+  peek  --user <userId> [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
+  reset --user <userId> [--key <api key id>]   refill them (e.g. after a mistaken flood)
+Uses the gateway's default limits; reads REDIS_URL and the HERALD_* settings like the gateway.`;
+
+const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} };
+
+/**
+ * `herald limits peek|reset`: an operator's view of a user's (and a sender's) token buckets.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await run(['peek', '--user', 'alice'], { out: console.log, err: console.error });
+ * ```
+ */
+export async function run(
+  args: string[],
+  io: CliIo,
+  env: Record<string, string | undefined> = process.env,
+): Promise<number> {
+  const [command, ...rest] = args;
+  if (command !== 'peek' && command !== 'reset') {
+    (command === 'help' || command === '--help' ? io.out : io.err)(USAGE);
+    return command === 'help' || command === '--help' ? 0 : 2;
+  }
+  let values: { user?: string | undefined; key?: string | undefined };
+  try {
+    ({ values } = parseArgs({
+      args: rest,
+      options: { user: { type: 'string' }, key: { type: 'string' } },
+      strict: true,
+    }));
+  } catch (error) {
+    io.err(`${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (!values.user) {
+    io.err(`${command} needs --user\n${USAGE}`);
+    return 2;
+  }
+  const config = loadConfig(env);
+  const redis = new Redis(config.redisUrl, {
+    maxRetriesPerRequest: 1,
+    connectTimeout: 3000,
+    lazyConnect: true,
+  });
+  redis.on('error', () => {});
+  try {
+    await redis.connect();
+  } catch (error) {
+    io.err(`Cannot reach Redis at ${config.redisUrl}: ${(error as Error).message}. Set REDIS_URL.`);
+    return 1;
+  }
+  try {
+    const noMetrics = { limiterDecisions: { inc: () => {} } } as unknown as GatewayMetrics;
+    const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
+    const limiter = new Limits(redis, config, noMetrics, quietLog as never).for(sender);
+    const key = { sender: sender.id, recipient: values.user };
+    if (command === 'reset') {
+      await limiter.reset(values.key ? key : { ...key, sender: '-' });
+      io.out(
+        `reset: recipient ${values.user}${values.key ? ` and sender ${values.key}` : ''} are full again`,
+      );
+      return 0;
+    }
+    const state = await limiter.peek(key);
+    for (const policy of state.policies) {
+      if (policy.policy === 'sender' && !values.key) continue;
+      io.out(
+        `${policy.policy} ${policy.policy === 'sender' ? values.key : values.user}: ${policy.remaining} of ${policy.limit} tokens, full in ${Math.ceil(policy.resetAfterMs / 1000)} s`,
+      );
+    }
+    return 0;
+  } finally {
+    redis.disconnect();
+  }
+}
