@@ -1,11 +1,3 @@
-import { fileURLToPath } from 'node:url';
-import { defineConfig } from 'vitest/config';
+import { heraldTestConfig } from '@herald/testing/vitest';
 
-export default defineConfig({
-  test: {
-    include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
-    globalSetup: [fileURLToPath(import.meta.resolve('@herald/testing/global-setup'))],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-  },
-});
+export default heraldTestConfig();

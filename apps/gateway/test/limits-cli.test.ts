@@ -4,7 +4,10 @@ import { run } from '../src/cli/limits.js';
 import { auth, buildTestApp, disposeTestApp, testEnv } from './helpers.js';
 
 describe('herald limits peek|reset', () => {
-  const env = testEnv({ HERALD_RATE_LIMIT_PER_SECOND: '0.001', HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.001' });
+  const env = testEnv({
+    HERALD_RATE_LIMIT_PER_SECOND: '0.001',
+    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.001',
+  });
   let app: FastifyInstance;
   beforeAll(async () => {
     app = await buildTestApp(env);

@@ -1,13 +1,9 @@
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import { ApiKeyStore, type KeyLimits } from '../api-keys.js';
 import { loadConfig } from '../config.js';
+import { type CliIo, connectForCli } from './io.js';
 
-/** Where the CLI writes. */
-export interface CliIo {
-  out: (line: string) => void;
-  err: (line: string) => void;
-}
+export type { CliIo } from './io.js';
 
 const USAGE = `usage: herald keys <command>
   create --name <name> --tenant <tenant id> [--recipient-rate <n/s>] [--recipient-burst <n>]
@@ -35,18 +31,8 @@ export async function run(
     return command ? 0 : 2;
   }
   const config = loadConfig(env);
-  const redis = new Redis(config.redisUrl, {
-    maxRetriesPerRequest: 1,
-    connectTimeout: 3000,
-    lazyConnect: true,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-  } catch (error) {
-    io.err(`Cannot reach Redis at ${config.redisUrl}: ${(error as Error).message}. Set REDIS_URL.`);
-    return 1;
-  }
+  const redis = await connectForCli(config.redisUrl, io);
+  if (!redis) return 1;
   const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
   try {
     switch (command) {

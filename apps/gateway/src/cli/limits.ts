@@ -1,10 +1,9 @@
 import { parseArgs } from 'node:util';
-import { Redis } from 'ioredis';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { loadConfig } from '../config.js';
 import { Limits } from '../limits.js';
 import type { GatewayMetrics } from '../metrics.js';
-import type { CliIo } from './keys.js';
+import { type CliIo, connectForCli } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
@@ -47,18 +46,8 @@ export async function run(
     return 2;
   }
   const config = loadConfig(env);
-  const redis = new Redis(config.redisUrl, {
-    maxRetriesPerRequest: 1,
-    connectTimeout: 3000,
-    lazyConnect: true,
-  });
-  redis.on('error', () => {});
-  try {
-    await redis.connect();
-  } catch (error) {
-    io.err(`Cannot reach Redis at ${config.redisUrl}: ${(error as Error).message}. Set REDIS_URL.`);
-    return 1;
-  }
+  const redis = await connectForCli(config.redisUrl, io);
+  if (!redis) return 1;
   try {
     const noMetrics = { limiterDecisions: { inc: () => {} } } as unknown as GatewayMetrics;
     const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
