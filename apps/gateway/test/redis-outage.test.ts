@@ -1,4 +1,4 @@
-import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
+import { type RedisServerHandle, randomId, redisUrl, startRedisServer, waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { auth, buildTestApp, disposeTestApp } from './helpers.js';
@@ -49,5 +49,30 @@ describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by
     );
     expect(await app.queue.getJob(id)).toBeDefined();
     expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+  });
+});
+
+describe('HERALD_DURABILITY=aof', () => {
+  it('refuses to start, saying why, on a Redis without WAITAOF (before 7.2)', async () => {
+    const { Redis } = await import('ioredis');
+    const probe = new Redis(redisUrl());
+    const info = (await probe.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
+    probe.disconnect();
+    if (Array.isArray(info) && info[0]) {
+      // This Redis has WAITAOF: the gateway starts and a 202 waits for the AOF.
+      const app = await buildTestApp({ HERALD_DURABILITY: 'aof' });
+      const response = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: auth,
+        payload: { userId: 'aof', payload: {} },
+      });
+      expect([202, 503]).toContain(response.statusCode);
+      await disposeTestApp(app);
+      return;
+    }
+    await expect(buildTestApp({ HERALD_DURABILITY: 'aof' })).rejects.toThrow(
+      /WAITAOF \(Redis 7\.2 or newer\)/,
+    );
   });
 });
