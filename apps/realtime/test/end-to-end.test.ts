@@ -64,6 +64,8 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
   }
 
   async function connected(socket: Socket): Promise<void> {
+    // The socket may have connected already, while the test awaited something else.
+    if (socket.connected) return;
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
       socket.once('connect_error', reject);
