@@ -27,7 +27,7 @@ describe('POST /notify/batch', () => {
     expect(jobs.map((job) => job?.data.payload.i)).toEqual(items.map((_, i) => i));
   });
 
-  it('refuses 101 notifications, an empty batch, and a bad item naming its index', async () => {
+  it('refuses 101 notifications and an empty batch whole', async () => {
     app = await buildTestApp();
     const tooMany = await batch(
       app,
@@ -36,19 +36,54 @@ describe('POST /notify/batch', () => {
     expect(tooMany.statusCode).toBe(400);
     expect(tooMany.json<{ details: { field: string }[] }>().details[0]?.field).toBe('body.notifications');
     expect((await batch(app, [])).statusCode).toBe(400);
-    const bad = await batch(app, [{ userId: 'u', payload: {} }, { userId: 'u' }]);
-    expect(bad.statusCode).toBe(400);
-    expect(bad.json<{ details: { field: string }[] }>().details[0]?.field).toBe(
-      'body.notifications.1.payload',
-    );
-    const big = await batch(app, [
-      { userId: 'u', payload: {} },
-      { userId: 'u', payload: { x: 'y'.repeat(17_000) } },
+    expect(await app.queue.count()).toBe(0);
+  });
+
+  it('rejects a bad item alone, naming its field, and sends the others', async () => {
+    app = await buildTestApp();
+    const response = await batch(app, [
+      { userId: 'ok-1', payload: { n: 1 } },
+      { userId: 'missing-payload' },
+      { userId: 'ok-2', payload: { n: 2 } },
+      { userId: 'big', payload: { x: 'y'.repeat(17_000) } },
+      { userId: 'bad id', payload: {} },
     ]);
-    expect(big.statusCode).toBe(413);
-    expect(big.json<{ details: { field: string }[] }>().details[0]?.field).toBe(
-      'body.notifications.1.payload',
-    );
+    expect(response.statusCode).toBe(202);
+    const body = response.json<{
+      accepted: number;
+      rejected: number;
+      results: { index: number; status: string; id?: string; code?: string; details?: { field: string }[] }[];
+    }>();
+    expect(body).toMatchObject({ accepted: 2, rejected: 3 });
+    expect(body.results.map((result) => [result.index, result.status])).toEqual([
+      [0, 'queued'],
+      [1, 'rejected'],
+      [2, 'queued'],
+      [3, 'rejected'],
+      [4, 'rejected'],
+    ]);
+    expect(body.results[1]).toMatchObject({
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.notifications.1.payload' }],
+    });
+    expect(body.results[3]).toMatchObject({
+      code: 'HERALD_ERR_PAYLOAD_TOO_LARGE',
+      details: [{ field: 'body.notifications.3.payload' }],
+    });
+    expect(body.results[4]).toMatchObject({ details: [{ field: 'body.notifications.4.userId' }] });
+    const jobs = await Promise.all([0, 2].map((i) => app?.queue.getJob(body.results[i]?.id as string)));
+    expect(jobs.map((job) => job?.data.userId)).toEqual(['ok-1', 'ok-2']);
+    expect(await app.queue.count()).toBe(2);
+  });
+
+  it('answers 400 naming every problem when no item is valid', async () => {
+    app = await buildTestApp();
+    const response = await batch(app, [{ userId: 'u' }, { payload: {} }]);
+    expect(response.statusCode).toBe(400);
+    expect(response.json<{ details: { field: string }[] }>().details.map((detail) => detail.field)).toEqual([
+      'body.notifications.0.payload',
+      'body.notifications.1.userId',
+    ]);
     expect(await app.queue.count()).toBe(0);
   });
 

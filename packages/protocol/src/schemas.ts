@@ -69,25 +69,40 @@ export type NotifyAccepted = Static<typeof NotifyAccepted>;
 /** Body of `POST /notify/batch`. */
 export const BatchRequest = Type.Object(
   {
-    notifications: Type.Array(Type.Object(NotificationFields, { additionalProperties: false }), {
-      minItems: 1,
-      maxItems: BATCH_MAX_ITEMS,
-    }),
+    notifications: Type.Array(
+      Type.Object(
+        {},
+        {
+          additionalProperties: true,
+          description:
+            'A notification, exactly as the body of POST /notify. Each item is validated on its own: an invalid one is rejected alone, in `results`.',
+        },
+      ),
+      { minItems: 1, maxItems: BATCH_MAX_ITEMS },
+    ),
   },
   { additionalProperties: false },
 );
 export type BatchRequest = Static<typeof BatchRequest>;
 
+/** One item's outcome in a `POST /notify/batch` answer. */
+export const BatchItemResult = Type.Union([
+  Type.Object({ index: Type.Integer(), status: Type.Literal('queued'), id: Type.String() }),
+  Type.Object({
+    index: Type.Integer(),
+    status: Type.Literal('rejected'),
+    error: Type.String(),
+    code: Type.String(),
+    details: Type.Optional(Type.Unknown()),
+  }),
+]);
+export type BatchItemResult = Static<typeof BatchItemResult>;
+
 /** `202` answer of `POST /notify/batch`: one result per item, in order. */
 export const BatchAccepted = Type.Object({
   accepted: Type.Integer(),
-  results: Type.Array(
-    Type.Object({
-      index: Type.Integer(),
-      id: Type.String(),
-      status: Type.Literal('queued'),
-    }),
-  ),
+  rejected: Type.Integer(),
+  results: Type.Array(BatchItemResult),
 });
 export type BatchAccepted = Static<typeof BatchAccepted>;
 

@@ -65,7 +65,11 @@ export function registerErrorHandler(app: FastifyInstance): void {
 }
 
 /** `body.userId` from ajv's instancePath and params (required/additional properties name the field in params). */
-function fieldOf(context: string | undefined, instancePath: string, params: Record<string, unknown>): string {
+export function fieldOf(
+  context: string | undefined,
+  instancePath: string,
+  params: Record<string, unknown>,
+): string {
   const root = context ?? 'body';
   const path = instancePath
     .split('/')
@@ -76,7 +80,7 @@ function fieldOf(context: string | undefined, instancePath: string, params: Reco
   return [root, ...path].join('.');
 }
 
-function messageOf(keyword: string, message: string | undefined): string {
+export function messageOf(keyword: string, message: string | undefined): string {
   if (keyword === 'required') return 'is required';
   if (keyword === 'additionalProperties') return 'is not an accepted field';
   return message ?? 'is invalid';

@@ -15,10 +15,16 @@ const common: Options = {
  * Validation per part of the request, as Fastify documents it: a JSON body is typed, so nothing is
  * coerced ("1" is not 1); the query string, path and headers are text, so numbers there are coerced.
  */
+const body = new Ajv({ ...common, coerceTypes: false });
+const text = new Ajv({ ...common, coerceTypes: 'array' });
+for (const ajv of [body, text]) addFormats.default(ajv);
+
+/** A validator for JSON-body values (no coercion), for parts a route validates itself (batch items). */
+export function compileBodySchema(schema: object) {
+  return body.compile(schema);
+}
+
 export function registerValidation(app: FastifyInstance): void {
-  const body = new Ajv({ ...common, coerceTypes: false });
-  const text = new Ajv({ ...common, coerceTypes: 'array' });
-  for (const ajv of [body, text]) addFormats.default(ajv);
   app.setValidatorCompiler(({ schema, httpPart }) =>
     httpPart === 'body' ? body.compile(schema) : text.compile(schema),
   );

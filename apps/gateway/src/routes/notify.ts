@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
+  BATCH_MAX_ITEMS,
   BatchAccepted,
+  type BatchItemResult,
   BatchRequest,
   ErrorResponse,
   NOTIFY_JOB_NAME,
@@ -18,7 +20,9 @@ import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
+import { fieldOf, messageOf } from '../plugins/error-handler.js';
 import { idempotencyPreValidation, settleIdempotency } from '../plugins/idempotency-hooks.js';
+import { compileBodySchema } from '../plugins/validation.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -43,34 +47,83 @@ const errors = {
   503: ErrorResponse,
 };
 
-/** The notifications of a request body, whether single or batch (before validation: best effort). */
-function itemsOf(body: unknown): { item: unknown; field: string }[] {
-  if (typeof body !== 'object' || body === null) return [];
-  const notifications = (body as { notifications?: unknown }).notifications;
-  if (Array.isArray(notifications)) {
-    return notifications.map((item, index) => ({ item, field: `body.notifications.${index}.payload` }));
-  }
-  return [{ item: body, field: 'body.payload' }];
+/** The problem with a payload over 16 KB, or undefined. */
+function payloadTooLarge(payload: unknown, field: string): { error: string; details: unknown } | undefined {
+  if (typeof payload !== 'object' || payload === null) return undefined;
+  const bytes = Buffer.byteLength(JSON.stringify(payload));
+  if (bytes <= PAYLOAD_MAX_BYTES) return undefined;
+  return {
+    error: `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
+    details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
+  };
 }
 
-/** `preValidation`: a payload over 16 KB is refused before it costs anything. */
-async function checkPayloadSizes(request: FastifyRequest): Promise<void> {
-  for (const { item, field } of itemsOf(request.body)) {
-    const payload =
-      typeof item === 'object' && item !== null ? (item as { payload?: unknown }).payload : undefined;
-    if (typeof payload !== 'object' || payload === null) continue;
-    const bytes = Buffer.byteLength(JSON.stringify(payload));
-    if (bytes > PAYLOAD_MAX_BYTES) {
-      throw new HttpError(
-        413,
-        ErrorCode.PAYLOAD_TOO_LARGE,
-        `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
-        {
-          details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
-        },
-      );
-    }
+/** `preValidation` of `POST /notify`: a payload over 16 KB is refused before it costs anything. */
+async function checkPayloadSize(request: FastifyRequest): Promise<void> {
+  const body = request.body as { payload?: unknown } | null;
+  const tooLarge = payloadTooLarge(body?.payload, 'body.payload');
+  if (tooLarge) {
+    throw new HttpError(413, ErrorCode.PAYLOAD_TOO_LARGE, tooLarge.error, { details: tooLarge.details });
   }
+}
+
+/** A batch split into the items that will be sent and those rejected (each with its own error). */
+interface SortedBatch {
+  valid: { index: number; item: NotifyItem }[];
+  rejected: Extract<BatchItemResult, { status: 'rejected' }>[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    batch?: SortedBatch;
+  }
+}
+
+const validateItem = compileBodySchema(NotifyRequest);
+
+/**
+ * `preValidation` of `POST /notify/batch`: validates every item on its own, as `POST /notify` would, so
+ * one bad item is rejected alone; a batch with no valid item is a 400 naming each item's problem.
+ */
+async function sortBatch(request: FastifyRequest): Promise<void> {
+  const items = (request.body as { notifications?: unknown } | null)?.notifications;
+  // Not an array, empty or too long: the route's schema answers 400.
+  if (!Array.isArray(items) || items.length === 0 || items.length > BATCH_MAX_ITEMS) return;
+  const sorted: SortedBatch = { valid: [], rejected: [] };
+  items.forEach((item: unknown, index) => {
+    const root = `body.notifications.${index}`;
+    if (!validateItem(item)) {
+      const details = (validateItem.errors ?? []).map((issue) => ({
+        field: fieldOf(root, issue.instancePath, issue.params),
+        message: messageOf(issue.keyword, issue.message),
+      }));
+      const first = details[0];
+      sorted.rejected.push({
+        index,
+        status: 'rejected',
+        code: ErrorCode.VALIDATION,
+        error: first ? `Invalid notification: ${first.field} ${first.message}` : 'Invalid notification',
+        details,
+      });
+      return;
+    }
+    const tooLarge = payloadTooLarge((item as NotifyItem).payload, `${root}.payload`);
+    if (tooLarge) {
+      sorted.rejected.push({ index, status: 'rejected', code: ErrorCode.PAYLOAD_TOO_LARGE, ...tooLarge });
+      return;
+    }
+    sorted.valid.push({ index, item: item as NotifyItem });
+  });
+  if (sorted.valid.length === 0) {
+    throw new HttpError(400, ErrorCode.VALIDATION, 'Invalid request: no notification of the batch is valid', {
+      details: sorted.rejected.flatMap((result) => (Array.isArray(result.details) ? result.details : [])),
+    });
+  }
+  request.batch = sorted;
+}
+
+function validItems(request: FastifyRequest): NotifyItem[] {
+  return (request.batch as SortedBatch).valid.map(({ item }) => item);
 }
 
 /** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
@@ -95,7 +148,7 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify',
     {
       onRequest: app.authenticate,
-      preValidation: [checkPayloadSizes, idempotency],
+      preValidation: [checkPayloadSize, idempotency],
       config: {
         rateLimit: {
           limiter: limiterOf,
@@ -124,29 +177,34 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify/batch',
     {
       onRequest: app.authenticate,
-      preValidation: [checkPayloadSizes, idempotency],
+      preValidation: [idempotency, sortBatch],
       config: {
         rateLimit: {
           limiter: limiterOf,
-          key: (request) => limitCall(request, (request.body as BatchRequest).notifications).key,
-          cost: (request) => limitCall(request, (request.body as BatchRequest).notifications).cost,
+          key: (request) => limitCall(request, validItems(request)).key,
+          cost: (request) => limitCall(request, validItems(request)).cost,
         },
       },
       schema: {
         summary: 'Send up to 100 notifications at once',
         description:
-          'Costs one token per notification from the sender and from each recipient, taken all at once: a batch the limits cannot take is refused whole (429) and enqueues nothing.',
+          'Each item is validated on its own: an invalid one is rejected alone (its error in `results`), the others are sent. The valid ones cost one token each from the sender and from each recipient, taken all at once: a batch the limits cannot take is refused whole (429) and enqueues nothing.',
         headers: IdempotencyHeaders,
         body: BatchRequest,
         response: { 202: BatchAccepted, ...errors },
       },
     },
     async (request, reply) => {
-      const ids = await enqueue(request, request.body.notifications);
-      const body = {
-        accepted: ids.length,
-        results: ids.map((id, index) => ({ index, id, status: 'queued' as const })),
-      };
+      const sorted = request.batch as SortedBatch;
+      const ids = await enqueue(
+        request,
+        sorted.valid.map(({ item }) => item),
+      );
+      const results: BatchItemResult[] = [
+        ...sorted.valid.map(({ index }, n) => ({ index, status: 'queued' as const, id: ids[n] as string })),
+        ...sorted.rejected,
+      ].sort((a, b) => a.index - b.index);
+      const body = { accepted: ids.length, rejected: sorted.rejected.length, results };
       await settleIdempotency(app, request, { statusCode: 202, body });
       return reply.code(202).send(body);
     },
