@@ -1,9 +1,6 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
 import { Redis } from 'ioredis';
-import { freePort } from './ports.js';
+import { type RedisServerHandle, startRedisServer } from './redis-server.js';
 import { waitFor } from './wait.js';
 
 /** A local Redis Cluster owned by a test run. */
@@ -54,61 +51,29 @@ export function parseClusterNodes(value: string): { host: string; port: number }
  */
 export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterHandle> {
   const masters = options.masters ?? 3;
-  const children: ChildProcess[] = [];
-  const dirs: string[] = [];
-  const nodes: { host: string; port: number }[] = [];
-
+  const servers: RedisServerHandle[] = [];
   const dispose = async (): Promise<void> => {
-    await Promise.all(
-      children.map(async (child) => {
-        if (child.exitCode !== null || child.signalCode !== null) return;
-        const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-        child.kill('SIGTERM');
-        const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
-        await exited;
-        clearTimeout(timer);
-      }),
-    );
-    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+    await Promise.all(servers.map((server) => server.dispose()));
   };
+  let nodes: { host: string; port: number }[] = [];
 
   try {
+    // Each node is a plain test redis-server (free port, temp folder) with cluster mode on.
     for (let i = 0; i < masters; i++) {
-      const port = await freePort();
-      const dir = mkdtempSync(join(tmpdir(), 'herald-redis-cluster-'));
-      dirs.push(dir);
-      // prettier-ignore
-      const child = spawn(
-        'redis-server',
-        [
-          '--port',
-          String(port),
-          '--bind',
-          '127.0.0.1',
-          '--save',
-          '',
-          '--appendonly',
-          'no',
-          '--dir',
-          dir,
-          '--cluster-enabled',
-          'yes',
-          '--cluster-config-file',
-          join(dir, 'nodes.conf'),
-          '--cluster-node-timeout',
-          '2000',
-        ],
-        { stdio: 'ignore' },
+      servers.push(
+        await startRedisServer({
+          args: [
+            '--cluster-enabled',
+            'yes',
+            '--cluster-config-file',
+            'nodes.conf',
+            '--cluster-node-timeout',
+            '2000',
+          ],
+        }),
       );
-      children.push(child);
-      nodes.push({ host: '127.0.0.1', port });
     }
-    for (const node of nodes) {
-      await waitFor(() => pingNode(node.port), {
-        timeoutMs: 10_000,
-        what: `cluster node on port ${node.port}`,
-      });
-    }
+    nodes = servers.map((server) => ({ host: '127.0.0.1', port: server.port }));
     const create = spawnSync(
       'redis-cli',
       [
@@ -137,14 +102,6 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
     throw error;
   }
   return { nodes, nodesEnv: nodes.map((n) => `${n.host}:${n.port}`).join(','), dispose };
-}
-
-async function pingNode(port: number): Promise<boolean> {
-  try {
-    return (await withClient(port, (client) => client.ping())) === 'PONG';
-  } catch {
-    return false;
-  }
 }
 
 async function clusterInfo(port: number): Promise<string> {
