@@ -72,7 +72,7 @@ export class ApiKeyStore {
    * The identity behind `presented`, or undefined when it is unknown or revoked. A Redis answer is
    * trusted for `cacheMs` (≤ 1 s), which bounds how long a revoked key keeps working on any gateway.
    */
-  async authenticate(presented: string): Promise<ApiKeyIdentity | undefined> {
+  authenticate(presented: string): ApiKeyIdentity | undefined | Promise<ApiKeyIdentity | undefined> {
     const presentedDigest = createHash('sha256').update(presented).digest();
     let envMatch: ApiKeyIdentity | undefined;
     for (const candidate of this.#envKeys) {
@@ -85,7 +85,11 @@ export class ApiKeyStore {
     const now = Date.now();
     const cached = this.#cache.get(digest);
     if (cached && cached.until > now) return cached.identity;
+    return this.#lookup(digest, now);
+  }
 
+  /** Asks Redis (a key from the environment or the cache is answered without a promise, above). */
+  async #lookup(digest: string, now: number): Promise<ApiKeyIdentity | undefined> {
     const record = await this.#redis.hgetall(this.#recordKey(digest));
     const identity = record.id && !record.revokedAt ? toRecord(record) : undefined;
     if (this.#cacheMs > 0) {

@@ -30,11 +30,14 @@ export function createApiKeyAuth(
         },
       );
     }
-    let identity: ApiKeyIdentity | undefined;
-    try {
-      identity = await withTimeout(store.authenticate(match[1]));
-    } catch (error) {
-      throw unavailable('API key lookup (Redis)', error);
+    let identity = store.authenticate(match[1]);
+    if (identity instanceof Promise) {
+      // Only a Redis lookup needs the timeout; environment keys and cached ones answer at once.
+      try {
+        identity = await withTimeout(identity);
+      } catch (error) {
+        throw unavailable('API key lookup (Redis)', error);
+      }
     }
     if (!identity) {
       throw new HttpError(

@@ -127,7 +127,30 @@ function validItems(request: FastifyRequest): NotifyItem[] {
 }
 
 /** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
-function limitCall(request: FastifyRequest, items: readonly NotifyItem[]) {
+type LimitCall = {
+  key: Record<string, string | string[]>;
+  cost: Record<string, number | number[]>;
+};
+/** The plugin asks for the key and then the cost of one request: computed once. */
+const limitCalls = new WeakMap<FastifyRequest, LimitCall>();
+
+function limitCall(request: FastifyRequest, items: readonly NotifyItem[]): LimitCall {
+  const known = limitCalls.get(request);
+  if (known) return known;
+  const call = computeLimitCall(request, items);
+  limitCalls.set(request, call);
+  return call;
+}
+
+function computeLimitCall(request: FastifyRequest, items: readonly NotifyItem[]): LimitCall {
+  // A single notification to one recipient: no map, no arrays.
+  const only = items.length === 1 ? items[0] : undefined;
+  if (only) {
+    return {
+      key: { [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id, [RECIPIENT_POLICY]: only.userId },
+      cost: { [SENDER_POLICY]: 1, [RECIPIENT_POLICY]: 1 },
+    };
+  }
   const perRecipient = new Map<string, number>();
   for (const item of items) perRecipient.set(item.userId, (perRecipient.get(item.userId) ?? 0) + 1);
   return {
