@@ -176,7 +176,13 @@ function freePort(): Promise<number> {
  * divided by the decisions per call. A sanity check makes sure the script really decided (code 1).
  */
 async function commandstats(
-  scripts: { name: string; lua: string; args: (key: string) => string[]; decisions?: number }[],
+  scripts: {
+    name: string;
+    lua: string;
+    args: (key: string) => string[];
+    decisions?: number;
+    keys?: number;
+  }[],
 ): Promise<{ name: string; usPerCall: number }[]> {
   if (spawnSync('redis-server', ['--version']).status !== 0) return [];
   const port = await freePort();
@@ -204,14 +210,19 @@ async function commandstats(
         await admin.flushall();
         await admin.config('RESETSTAT');
         const decisions = script.decisions ?? 1;
-        const command = ['EVALSHA', sha, String(decisions), ...script.args('k:{__rand_int__}')];
+        const command = [
+          'EVALSHA',
+          sha,
+          String(script.keys ?? decisions),
+          ...script.args('k:{__rand_int__}'),
+        ];
         await redisBenchmark(url, command, 30_000 / decisions, PIPELINE);
         const stats = await admin.info('commandstats');
         const us = Number(/cmdstat_evalsha:.*usec_per_call=([\d.]+)/.exec(stats)?.[1]);
         perScript.get(script.name)!.push(us / decisions);
         const check = (await admin.evalsha(
           sha,
-          decisions,
+          script.keys ?? decisions,
           ...script.args('k:{check}').map((a) => a.replaceAll('__rand_int__', '0')),
         )) as number[];
         if (check[0] !== 1) throw new Error(`${script.name} did not decide (reply ${JSON.stringify(check)})`);
@@ -272,6 +283,25 @@ async function main(): Promise<void> {
   };
 
   const tb = herald('token-bucket', 'tb', NORMAL.capacity, NORMAL.ratePerSecond);
+  // The gateway's call: two policies, one sender for every call and one recipient of IDS each.
+  const twoPolicies = (prefix: string, batchCalls: boolean) =>
+    new RateLimiter({
+      redis,
+      keyPrefix: `${run}${prefix}:`,
+      policies: [
+        { name: 'sender', ...NORMAL },
+        { name: 'recipient', ...NORMAL },
+      ],
+      batchCalls,
+      failure: { mode: 'closed', timeoutMs: 2000 },
+    });
+  const tb2 = twoPolicies('tb2', true);
+  const tb2Unbatched = twoPolicies('tb2-unbatched', false);
+  const consume2 = async (limiter: RateLimiter, id: string) => {
+    const result = await limiter.consume({ sender: 'k', recipient: id });
+    if (result.source === 'fallback') fallbacks++;
+    return result;
+  };
   const gcra = herald('gcra', 'gcra', NORMAL.capacity, NORMAL.ratePerSecond);
   const flexible = rlf('rlf', NORMAL.capacity, NORMAL.capacity / NORMAL.ratePerSecond);
   // The script Herald runs for a one-bucket call, with the arguments Herald sends:
@@ -299,6 +329,8 @@ async function main(): Promise<void> {
 
   const N = {
     tb: 'Herald token bucket',
+    tb2: 'Herald token bucket, two policies (sender + recipient)',
+    tb2Unbatched: 'Herald token bucket, two policies, batchCalls: false',
     gcra: 'Herald GCRA',
     rlf: 'rate-limiter-flexible RateLimiterRedis',
     rb: 'redis-benchmark EVALSHA token bucket',
@@ -310,6 +342,8 @@ async function main(): Promise<void> {
   } as const;
   const contenders: Contender[] = [
     nodeContender(N.tb, (i) => consume(tb, ids[i % IDS]!)),
+    nodeContender(N.tb2, (i) => consume2(tb2, ids[i % IDS]!)),
+    nodeContender(N.tb2Unbatched, (i) => consume2(tb2Unbatched, ids[i % IDS]!)),
     nodeContender(N.gcra, (i) => consume(gcra, ids[i % IDS]!)),
     nodeContender(N.rlf, (i) => rlfConsume(flexible, ids[i % IDS]!)),
     // Not a library setting: the harness gives rate-limiter-flexible the one-write-per-tick coalescing
@@ -340,6 +374,8 @@ async function main(): Promise<void> {
   redis.disconnect();
 
   process.stderr.write('Redis CPU per call (private redis-server, INFO commandstats)\n');
+  const one = [String(NORMAL.capacity), String(NORMAL.ratePerSecond), '1'];
+  const twoBuckets = [...one, ...one];
   const cpu = await commandstats([
     { name: 'Herald token bucket (token-bucket-1.lua)', lua: tbLua, args: tbArgs },
     {
@@ -355,11 +391,31 @@ async function main(): Promise<void> {
         ...Array.from({ length: 16 }, (_, i) => `${key}:${i}`),
         '',
         '1000',
+        // Per call: its number of buckets, then capacity, rate and cost of each.
         ...Array.from({ length: 16 }, () => [
+          '1',
           String(NORMAL.capacity),
           String(NORMAL.ratePerSecond),
           '1',
         ]).flat(),
+      ],
+    },
+    {
+      name: 'Herald two policies, one call (token-bucket-n.lua, sender + recipient), per decision',
+      lua: scriptSource('token-bucket'),
+      keys: 2,
+      args: (key) => [`${key}:s`, `${key}:r`, '', '1000', ...twoBuckets],
+    },
+    {
+      name: 'Herald two policies, 16 calls per call (token-bucket-m.lua, 32 buckets), per decision',
+      lua: batchScriptSource('token-bucket')!,
+      decisions: 16,
+      keys: 32,
+      args: (key) => [
+        ...Array.from({ length: 16 }, (_, i) => [`k:{sender}`, `${key}:${i}`]).flat(),
+        '',
+        '1000',
+        ...Array.from({ length: 16 }, () => ['2', ...twoBuckets]).flat(),
       ],
     },
     { name: 'Herald GCRA (gcra-1.lua)', lua: scriptSource('gcra', 1), args: tbArgs },
@@ -418,6 +474,8 @@ async function main(): Promise<void> {
       '',
       `Herald token bucket / rate-limiter-flexible: ${fmt(vsRlf, 2)}x (target >= 1.3x: ${verdict(vsRlf >= 1.3)}); rounds: ${perRound(N.tb, N.rlf)}`,
       `Herald token bucket / redis-benchmark EVALSHA -P ${PIPELINE}: ${fmt(100 * vsCeiling, 0)}% (target >= 60%: ${verdict(vsCeiling >= 0.6)}); rounds (%): ${perRound(N.tb, N.rbP, 100)}`,
+      `Herald two policies, batched / batchCalls: false: ${fmt(roundRatio(N.tb2, N.tb2Unbatched), 2)}x; rounds: ${perRound(N.tb2, N.tb2Unbatched)}`,
+      `Herald two policies / one policy: ${fmt(roundRatio(N.tb2, N.tb), 2)}x; rounds: ${perRound(N.tb2, N.tb)}`,
       `Herald denied hot key / normal path: ${fmt(hotVsNormal, 1)}x (target >= 10x: ${verdict(hotVsNormal >= 10)}); rounds: ${perRound(N.hot, N.tb)}`,
       `For comparison, Herald token bucket / rate-limiter-flexible with the same write coalescing: ${fmt(roundRatio(N.tb, N.rlfCork), 2)}x; rounds: ${perRound(N.tb, N.rlfCork)}`,
       `Fallback decisions during the run (should be 0): ${fallbacks}`,

@@ -145,11 +145,16 @@ export interface RateLimiterOptions {
    */
   coalesceWrites?: boolean;
   /**
-   * Single-node clients, token bucket: the one-bucket calls of this limiter made in the same tick go to
-   * Redis in one script call (token-bucket-m.lua, up to 100 decisions each): one EVALSHA, one Redis
-   * `TIME` and one reply for all of them. Each decision is still atomic and exactly the one-key script's,
-   * taken in call order at one instant of Redis's clock. Under concurrency this cuts both Node's and
-   * Redis's work per decision (see bench/README.md). Default `true`; ignored for Redis Cluster (the keys
+   * Single-node clients, token bucket: the calls of this limiter made in the same turn of the event
+   * loop (one bucket or several each, e.g. sender + recipients) go to Redis in one script call
+   * (token-bucket-m.lua, up to 100 calls or 256 buckets each; a larger call goes alone): one EVALSHA, one
+   * Redis `TIME` and one reply for all of them. Each call is still all or nothing on its own buckets and
+   * exactly the N-key script's, taken in call order at one instant of Redis's clock (a later call sees
+   * an earlier one's consumption). The batch leaves in `setImmediate`, with no timer: after the I/O
+   * callbacks already due in this turn (concurrent HTTP requests are each their own callback; with
+   * `process.nextTick` every batch had one call). Under concurrency this cuts both Node's and Redis's
+   * work per decision (see bench/README.md). One timeout, from when the batch leaves, covers it; if it
+   * fails, each of its calls gets the failure mode. Default `true`; ignored for Redis Cluster (the keys
    * would span slots) and for the other algorithms.
    */
   batchCalls?: boolean;
@@ -288,17 +293,21 @@ export type RateLimitKey = string | Readonly<Record<string, string | readonly st
  */
 export type RateLimitCost = number | Readonly<Record<string, number | readonly number[]>>;
 
-/** A one-bucket call waiting for this tick's batch script call. */
+/** A token-bucket call waiting for this turn's batch script call. */
 interface PendingCall {
-  key: string;
-  policy: Policy;
-  cost: number;
+  call: PreparedCall;
   resolve: (reply: number[]) => void;
   reject: (error: unknown) => void;
 }
 
-/** Most decisions in one batch script call (each is ~3 µs of Redis time: the call stays well under 1 ms). */
-const MAX_BATCH = 100;
+/** Most calls in one batch script call. */
+const MAX_BATCH_CALLS = 100;
+/**
+ * Most buckets in one batch script call (each is ~3–4 µs of Redis time, so ≤ ~1 ms of Redis per
+ * script call; two gateway batch requests of 1 sender + 100 recipients fit). A call with more buckets
+ * goes alone, with the N-key script, never split.
+ */
+const MAX_BATCH_KEYS = 256;
 
 interface DenyEntry {
   /** Local clock (ms) until which calls with at least `cost` are denied. */
@@ -389,7 +398,7 @@ export class RateLimiter {
   readonly #run: ScriptCall;
   /** The single-key script (same reply), for calls with one bucket; `#run` when the algorithm has none. */
   readonly #run1: ScriptCall;
-  /** The batch script (M one-bucket decisions), when `batchCalls` applies. */
+  /** The batch script (M calls of any number of buckets), when `batchCalls` applies. */
   readonly #runBatch: ScriptCall | undefined;
   #pending: PendingCall[] = [];
   /** The last one-id call prepared (see `#prepare`). */
@@ -774,7 +783,7 @@ export class RateLimiter {
         if (status === 'wait') this.#redis.connect().catch(() => {});
         await this.#withTimeout(once(this.#redis, 'ready'));
       }
-      if (slots === 1 && this.#runBatch !== undefined) {
+      if (this.#runBatch !== undefined) {
         reply = await this.#enqueue(call);
       } else {
         const args: (string | number)[] = [
@@ -811,61 +820,92 @@ export class RateLimiter {
     return reply;
   }
 
-  /** Queues a one-bucket call for this tick's batch; resolves with the one-key script's reply shape. */
+  /**
+   * Queues a call for this turn's batch; resolves with token-bucket-n.lua's reply for that call. The
+   * batch leaves in `setImmediate`, not `process.nextTick`: Node drains the nextTick queue after every
+   * I/O callback, and each HTTP request is its own callback, so under 50 concurrent requests every
+   * nextTick batch held one call (82,683 of 82,683 in bench/gateway's limiter server); setImmediate runs
+   * once the callbacks already due in this turn have run (there, batches of up to 50, ~20–30 typical).
+   */
   #enqueue(call: PreparedCall): Promise<number[]> {
     return new Promise<number[]>((resolve, reject) => {
-      if (this.#pending.length === 0) process.nextTick(this.#flush);
-      this.#pending.push({
-        key: call.keys[0]!,
-        policy: this.policies[call.slotPolicy[0]!]!,
-        cost: call.costs[0]!,
-        resolve,
-        reject,
-      });
+      if (this.#pending.length === 0) setImmediate(this.#flush);
+      this.#pending.push({ call, resolve, reject });
     });
   }
 
-  /** Sends the calls queued in this tick: one script call per MAX_BATCH of them. */
+  /**
+   * Sends the calls queued in this turn, in call order: one script call per MAX_BATCH_CALLS calls or
+   * MAX_BATCH_KEYS buckets, whichever comes first (a lone call runs the one-key or N-key script).
+   */
   readonly #flush = (): void => {
     const pending = this.#pending;
     this.#pending = [];
     const now = this.#clock ? String(Math.round(this.#clock() * 1000)) : '';
-    if (this.#coalesceWrites && pending.length > MAX_BATCH) corkUntilNextTick((this.#redis as Redis).stream);
-    for (let from = 0; from < pending.length; from += MAX_BATCH) {
-      const batch = pending.slice(from, from + MAX_BATCH);
-      if (batch.length === 1) {
-        const only = batch[0]!;
-        const { capacity, ratePerSecond } = only.policy;
-        this.#withTimeout(
-          this.#run1(1, only.key, now, this.#ttlMarginMs, capacity, ratePerSecond, only.cost),
-        ).then(only.resolve, only.reject);
-        continue;
+    let corked = false;
+    for (let from = 0; from < pending.length; ) {
+      let to = from + 1;
+      let keys = pending[from]!.call.keys.length;
+      while (to < pending.length && to - from < MAX_BATCH_CALLS) {
+        const more = pending[to]!.call.keys.length;
+        if (keys + more > MAX_BATCH_KEYS) break;
+        keys += more;
+        to++;
       }
-      const args: (string | number)[] = batch.map((p) => p.key);
-      args.push(now, this.#ttlMarginMs);
-      for (const p of batch) args.push(p.policy.capacity, p.policy.ratePerSecond, p.cost);
-      this.#withTimeout(this.#runBatch!(batch.length, ...args)).then(
-        (reply) => {
-          for (let i = 0; i < batch.length; i++) {
-            const at = 4 * i;
-            const code = reply[at]!;
-            // The one-key reply: { code, index, allowed, remaining, retryAfterMs, resetAfterMs }.
-            batch[i]!.resolve([
-              code,
-              code === LuaCode.Allowed ? 0 : 1,
-              code === LuaCode.Allowed ? 1 : 0,
-              reply[at + 1]!,
-              reply[at + 2]!,
-              reply[at + 3]!,
-            ]);
-          }
-        },
-        (error: unknown) => {
-          for (const p of batch) p.reject(error);
-        },
-      );
+      if (!corked && to < pending.length && this.#coalesceWrites) {
+        // Several script calls at once: one socket write for all of them.
+        corkUntilNextTick((this.#redis as Redis).stream);
+        corked = true;
+      }
+      if (to - from === 1) this.#sendAlone(pending[from]!, now);
+      else this.#sendBatch(pending.slice(from, to), keys, now);
+      from = to;
     }
   };
+
+  #sendAlone(pending: PendingCall, now: string): void {
+    const { call } = pending;
+    const slots = call.keys.length;
+    const args: (string | number)[] = [...call.keys, now, this.#ttlMarginMs];
+    for (let s = 0; s < slots; s++) {
+      const policy = this.policies[call.slotPolicy[s]!]!;
+      args.push(policy.capacity, policy.ratePerSecond, call.costs[s]!);
+    }
+    this.#withTimeout((slots === 1 ? this.#run1 : this.#run)(slots, ...args)).then(
+      pending.resolve,
+      pending.reject,
+    );
+  }
+
+  /** One token-bucket-m.lua call for `batch` (`keys` buckets in all); one timeout for the whole batch. */
+  #sendBatch(batch: PendingCall[], keys: number, now: string): void {
+    const args: (string | number)[] = new Array(keys);
+    let k = 0;
+    for (const { call } of batch) for (const key of call.keys) args[k++] = key;
+    args.push(now, this.#ttlMarginMs);
+    for (const { call } of batch) {
+      const slots = call.keys.length;
+      args.push(slots);
+      for (let s = 0; s < slots; s++) {
+        const policy = this.policies[call.slotPolicy[s]!]!;
+        args.push(policy.capacity, policy.ratePerSecond, call.costs[s]!);
+      }
+    }
+    this.#withTimeout(this.#runBatch!(keys, ...args)).then(
+      (reply) => {
+        // Per call, in order: token-bucket-n.lua's reply, 2 + 4 × its buckets.
+        let at = 0;
+        for (const pending of batch) {
+          const end = at + 2 + 4 * pending.call.keys.length;
+          pending.resolve(reply.slice(at, end));
+          at = end;
+        }
+      },
+      (error: unknown) => {
+        for (const pending of batch) pending.reject(error);
+      },
+    );
+  }
 
   #unhealthy(unavailable: Unavailable): Unavailable {
     if (this.#redisHealthy) {

@@ -75,7 +75,8 @@ export function scriptSource(algorithm: Algorithm, keys?: number): string {
 }
 
 /**
- * Registers `algorithm`'s batch script (M independent one-bucket decisions in one call), if it has one.
+ * Registers `algorithm`'s batch script (M independent calls, each of any number of buckets, in one
+ * script call), if it has one.
  */
 export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall | undefined {
   const many = SCRIPTS[algorithm].many;
@@ -87,7 +88,9 @@ export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm):
 }
 
 /**
- * The Lua source of `algorithm`'s batch script (M independent one-bucket decisions), if it has one.
+ * The Lua source of `algorithm`'s batch script (M independent calls, each of any number of buckets), if
+ * it has one. Its layout (token-bucket-m.lua's header): KEYS = every call's keys in order; ARGV = now,
+ * TTL margin, then per call its number of buckets followed by capacity, rate and cost per bucket.
  *
  * @example
  * ```ts
