@@ -3,7 +3,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
-import { PRETTY_LOG } from '@herald/protocol';
+import { loggerOptions } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
 import { Queue } from 'bullmq';
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
@@ -69,12 +69,7 @@ export class RedisTimeoutError extends Error {
  */
 export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: {
-      level: config.log.level,
-      ...(config.log.format === 'pretty'
-        ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } }
-        : {}),
-    },
+    logger: loggerOptions(config.log),
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
     // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
@@ -186,9 +181,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   registerIdempotencyRelease(app);
   // Routes name their limiter, key and cost in `config.rateLimit`; the plugin runs after
   // authentication and validation, so bad input costs no tokens, and sets the draft-11 headers.
-  await app.register(heraldRateLimit, {
-    limiter: app.limits.for({ id: '', name: '', tenantId: '', limits: {} }),
-  });
+  await app.register(heraldRateLimit, { limiter: app.limits.defaults() });
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
   await app.register(statusRoutes);

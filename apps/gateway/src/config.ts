@@ -4,6 +4,10 @@ import {
   DEFAULT_QUEUE_NAME,
   DEFAULT_QUEUE_PREFIX,
   DEV_JWT_SECRET,
+  LogEnv,
+  type LogSettings,
+  logSettings,
+  withoutEmptyValues,
 } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
@@ -42,11 +46,7 @@ const EnvSchema = Type.Object({
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
-  HERALD_LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' },
-  ),
-  HERALD_LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
+  ...LogEnv,
 });
 type Env = Static<typeof EnvSchema>;
 
@@ -93,7 +93,7 @@ export interface GatewayConfig {
   /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
   pubsub: { key: string; mode: 'classic' | 'sharded' };
   queue: { name: string; prefix: string };
-  log: { level: string; format: 'json' | 'pretty' };
+  log: LogSettings;
 }
 
 /** Thrown when the environment does not describe a valid configuration; lists every problem. */
@@ -168,15 +168,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
-    log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
+    log: logSettings(parsed),
   });
-}
-
-/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
-function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
-    ),
-  );
 }

@@ -32,6 +32,11 @@ export class Limits {
     this.#log = log;
   }
 
+  /** The limiter of the gateway's default limits (for routes that name none). */
+  defaults(): RateLimiter {
+    return this.for({ id: '', name: '', tenantId: '', limits: {} });
+  }
+
   /** The limiter for `identity`'s limits (its own, else the gateway's defaults). */
   for(identity: ApiKeyIdentity): RateLimiter {
     const defaults = this.#config.rateLimit;

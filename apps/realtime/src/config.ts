@@ -1,6 +1,13 @@
 import { hostname } from 'node:os';
 import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY, DEV_JWT_SECRET } from '@herald/protocol';
+import {
+  DEFAULT_PUBSUB_KEY,
+  DEV_JWT_SECRET,
+  LogEnv,
+  type LogSettings,
+  logSettings,
+  withoutEmptyValues,
+} from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
 
@@ -20,11 +27,7 @@ const EnvSchema = Type.Object({
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
   ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  HERALD_LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' },
-  ),
-  HERALD_LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
+  ...LogEnv,
 });
 type Env = Static<typeof EnvSchema>;
 
@@ -61,7 +64,7 @@ export interface RealtimeConfig {
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   /** Recorded as `deliveredBy` of the acks this instance receives. */
   instanceId: string;
-  log: { level: string; format: 'json' | 'pretty' };
+  log: LogSettings;
 }
 
 /** Reads the realtime server's configuration from `env`; every problem is named in one error. */
@@ -91,15 +94,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     replayPage: parsed.HERALD_REPLAY_PAGE,
     inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
-    log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
+    log: logSettings(parsed),
   });
-}
-
-/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
-function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
-    ),
-  );
 }

@@ -1,4 +1,4 @@
-import { PRETTY_LOG } from '@herald/protocol';
+import { loggerOptions } from '@herald/protocol';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type RealtimeConfig } from './config.js';
@@ -14,11 +14,7 @@ try {
   process.exit(1);
 }
 
-const log = pino({
-  level: config.log.level,
-  base: { service: 'realtime' },
-  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } } : {}),
-});
+const log = pino(loggerOptions(config.log, 'realtime'));
 if (config.usingDevJwtSecret) {
   log.warn(
     'HERALD_JWT_SECRET is unset: verifying user tokens with the development secret. Set it in production.',

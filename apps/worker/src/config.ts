@@ -1,6 +1,14 @@
 import { hostname } from 'node:os';
 import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
+import {
+  DEFAULT_PUBSUB_KEY,
+  DEFAULT_QUEUE_NAME,
+  DEFAULT_QUEUE_PREFIX,
+  LogEnv,
+  type LogSettings,
+  logSettings,
+  withoutEmptyValues,
+} from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
 
@@ -15,11 +23,7 @@ const EnvSchema = Type.Object({
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),
   ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  HERALD_LOG_LEVEL: Type.Union(
-    ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((level) => Type.Literal(level)),
-    { default: 'info' },
-  ),
-  HERALD_LOG_FORMAT: Type.Union([Type.Literal('json'), Type.Literal('pretty')], { default: 'json' }),
+  ...LogEnv,
 });
 type Env = Static<typeof EnvSchema>;
 
@@ -46,7 +50,7 @@ export interface WorkerConfig {
   stalledIntervalMs: number;
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   instanceId: string;
-  log: { level: string; format: 'json' | 'pretty' };
+  log: LogSettings;
 }
 
 /** Reads the worker's configuration from `env`; every problem is named in one error. */
@@ -68,15 +72,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
     inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
-    log: Object.freeze({ level: parsed.HERALD_LOG_LEVEL, format: parsed.HERALD_LOG_FORMAT }),
+    log: logSettings(parsed),
   });
-}
-
-/** `FOO=` (as compose writes an unset variable) means unset, not an empty setting. */
-function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
-    ),
-  );
 }

@@ -1,4 +1,4 @@
-import { PRETTY_LOG } from '@herald/protocol';
+import { loggerOptions } from '@herald/protocol';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type WorkerConfig } from './config.js';
@@ -14,11 +14,7 @@ try {
   process.exit(1);
 }
 
-const log = pino({
-  level: config.log.level,
-  base: { service: 'worker' },
-  ...(config.log.format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } } : {}),
-});
+const log = pino(loggerOptions(config.log, 'worker'));
 const running = await startWorker(config, log);
 
 // SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect.

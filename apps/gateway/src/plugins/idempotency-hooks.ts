@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
-import { IdempotencyStore, type StoredAnswer } from '../idempotency.js';
+import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../idempotency.js';
 
 /** A claimed `Idempotency-Key` of the current request. */
 export interface IdempotencyClaim {
@@ -30,13 +30,18 @@ export function idempotencyPreValidation(app: FastifyInstance) {
     const header = request.headers['idempotency-key'];
     if (header === undefined) return;
     const key = Array.isArray(header) ? header.join(',') : header;
-    if (key.length === 0 || key.length > 255) {
+    if (key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX_LENGTH) {
       throw new HttpError(
         400,
         ErrorCode.VALIDATION,
-        'Invalid request: headers.idempotency-key must be 1 to 255 characters',
+        `Invalid request: headers.idempotency-key must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`,
         {
-          details: [{ field: 'headers.idempotency-key', message: 'must be 1 to 255 characters' }],
+          details: [
+            {
+              field: 'headers.idempotency-key',
+              message: `must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`,
+            },
+          ],
         },
       );
     }
