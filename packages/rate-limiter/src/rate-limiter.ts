@@ -152,12 +152,19 @@ export interface RateLimiterOptions {
    * exactly the N-key script's, taken in call order at one instant of Redis's clock (a later call sees
    * an earlier one's consumption). The batch leaves in `setImmediate`, with no timer: after the I/O
    * callbacks already due in this turn (concurrent HTTP requests are each their own callback; with
-   * `process.nextTick` every batch had one call). Under concurrency this cuts both Node's and Redis's
-   * work per decision (see bench/README.md). One timeout, from when the batch leaves, covers it; if it
-   * fails, each of its calls gets the failure mode. Default `true`; ignored for Redis Cluster (the keys
-   * would span slots) and for the other algorithms.
+   * `process.nextTick` every batch had one call), or as soon as it holds `batchFlushAt` calls. Under
+   * concurrency this cuts both Node's and Redis's work per decision (see bench/README.md). One timeout,
+   * from when the batch leaves, covers it; if it fails, each of its calls gets the failure mode.
+   * Default `true`; ignored for Redis Cluster (the keys would span slots) and for the other algorithms.
    */
   batchCalls?: boolean;
+  /**
+   * With `batchCalls`: a batch leaves as soon as it holds this many calls, without waiting for the end
+   * of the turn, so Redis decides it while Node is still preparing the next one (two or three batches in
+   * flight instead of Node and Redis taking turns on one: 110k → 180k decisions/s in bench/limiter).
+   * Default 16.
+   */
+  batchFlushAt?: number;
   /** Tests only: a clock in milliseconds, sent to the script instead of Redis `TIME`. */
   clock?: () => number;
   logger?: RateLimiterLogger;
@@ -302,6 +309,8 @@ interface PendingCall {
 
 /** Most calls in one batch script call. */
 const MAX_BATCH_CALLS = 100;
+/** Default `batchFlushAt`: measured in bench/limiter, 16 and 10 alike, 25 a little less, 100 far less. */
+const DEFAULT_FLUSH_AT = 16;
 /**
  * Most buckets in one batch script call (each is ~3–4 µs of Redis time, so ≤ ~1 ms of Redis per
  * script call; two gateway batch requests of 1 sender + 100 recipients fit). A call with more buckets
@@ -401,6 +410,9 @@ export class RateLimiter {
   /** The batch script (M calls of any number of buckets), when `batchCalls` applies. */
   readonly #runBatch: ScriptCall | undefined;
   #pending: PendingCall[] = [];
+  /** Whether a `setImmediate` flush is already scheduled. */
+  #flushScheduled = false;
+  readonly #flushAt: number;
   /** The last one-id call prepared (see `#prepare`). */
   #lastPrepared: PreparedCall | undefined;
   readonly #byName: ReadonlyMap<string, number>;
@@ -459,6 +471,7 @@ export class RateLimiter {
     this.#redis = options.redis;
     this.#isCluster = (options.redis as { isCluster?: boolean }).isCluster === true;
     this.#coalesceWrites = options.coalesceWrites !== false && !this.#isCluster;
+    this.#flushAt = Math.min(MAX_BATCH_CALLS, Math.max(1, Math.floor(options.batchFlushAt ?? DEFAULT_FLUSH_AT)));
     this.#run = defineScript(options.redis, this.algorithm);
     this.#run1 = defineScript(options.redis, this.algorithm, 1);
     this.#runBatch =
@@ -829,10 +842,21 @@ export class RateLimiter {
    */
   #enqueue(call: PreparedCall): Promise<number[]> {
     return new Promise<number[]>((resolve, reject) => {
-      if (this.#pending.length === 0) setImmediate(this.#flush);
       this.#pending.push({ call, resolve, reject });
+      if (this.#pending.length >= this.#flushAt) {
+        // Full: it leaves now, and Redis works on it while this turn prepares the next one.
+        this.#flush();
+      } else if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        setImmediate(this.#flushImmediate);
+      }
     });
   }
+
+  readonly #flushImmediate = (): void => {
+    this.#flushScheduled = false;
+    this.#flush();
+  };
 
   /**
    * Sends the calls queued in this turn, in call order: one script call per MAX_BATCH_CALLS calls or

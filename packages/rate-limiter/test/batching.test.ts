@@ -62,7 +62,7 @@ async function commandCalls(): Promise<Record<string, number>> {
 
 describe('batchCalls: multi-bucket calls of one tick', () => {
   it('50 two-policy calls of one tick are one EVALSHA and one TIME, decided in call order', async () => {
-    const limiter = await gatewayLimiter();
+    const limiter = await gatewayLimiter({ batchFlushAt: 100 });
     const sender = randomId('sender');
     await admin.config('RESETSTAT');
     const results = await Promise.all(
@@ -81,6 +81,22 @@ describe('batchCalls: multi-bucket calls of one tick', () => {
       sender: { allowed: 53, denied: 0 },
       recipient: { allowed: 53, denied: 0 },
     });
+  });
+
+  it('by default a batch leaves as soon as it holds 16 calls: 50 calls are 4 EVALSHAs, still in call order', async () => {
+    const limiter = await gatewayLimiter();
+    const sender = randomId('sender');
+    await admin.config('RESETSTAT');
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => limiter.consume({ sender, recipient: `user-${i}` })),
+    );
+    const calls = await commandCalls();
+    expect(calls.evalsha).toBe(4); // 16, 16, 16, then the last 2 at the end of the turn
+    expect(calls.time).toBe(4);
+    expect(results.map((r) => r.policies[0]!.remaining)).toEqual(
+      Array.from({ length: 50 }, (_, i) => 999 - i),
+    );
+    expect(results.every((r) => r.allowed && r.source === 'redis')).toBe(true);
   });
 
   it('a recipient denied in one call and allowed in a later call of the same tick, each all or nothing', async () => {
@@ -106,6 +122,7 @@ describe('batchCalls: multi-bucket calls of one tick', () => {
         { name: 'sender', capacity: 1000, ratePerSecond: 0.001 },
         { name: 'recipient', capacity: 10, ratePerSecond: 0.001 },
       ],
+      batchFlushAt: 100,
     });
     const sender = randomId('sender');
     await admin.config('RESETSTAT');
