@@ -1,4 +1,4 @@
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import crypto, { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Redis } from 'ioredis';
 
 /** Limits an API key may carry instead of the gateway's defaults. */
@@ -27,8 +27,14 @@ export interface ApiKeyRecord extends ApiKeyIdentity {
 
 const LIMIT_FIELDS = ['recipientPerSecond', 'recipientBurst', 'senderPerSecond', 'senderBurst'] as const;
 
+/** SHA-256 of `value`: one-shot `crypto.hash` where Node has it (20.12+), about twice as fast. */
+const sha256Buffer: (value: string) => Buffer =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (value) => crypto.hash('sha256', value, 'buffer')
+    : (value) => createHash('sha256').update(value).digest();
+
 function sha256(value: string): string {
-  return createHash('sha256').update(value).digest('hex');
+  return sha256Buffer(value).toString('hex');
 }
 
 /**
@@ -50,7 +56,7 @@ export class ApiKeyStore {
     this.#prefix = options.keyPrefix;
     this.#cacheMs = options.cacheMs;
     this.#envKeys = options.envKeys.map((key, index) => ({
-      digest: createHash('sha256').update(key).digest(),
+      digest: sha256Buffer(key),
       identity: {
         id: `env-${index + 1}`,
         name: `HERALD_API_KEYS #${index + 1}`,
@@ -73,7 +79,7 @@ export class ApiKeyStore {
    * trusted for `cacheMs` (≤ 1 s), which bounds how long a revoked key keeps working on any gateway.
    */
   authenticate(presented: string): ApiKeyIdentity | undefined | Promise<ApiKeyIdentity | undefined> {
-    const presentedDigest = createHash('sha256').update(presented).digest();
+    const presentedDigest = sha256Buffer(presented);
     let envMatch: ApiKeyIdentity | undefined;
     for (const candidate of this.#envKeys) {
       // No early exit: every configured key is compared, whichever matches.

@@ -6,7 +6,7 @@ import type { NotificationJob } from '@herald/protocol';
 import { loggerOptions } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
 import { Queue } from 'bullmq';
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { Redis } from 'ioredis';
 import { ApiKeyStore } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
@@ -33,7 +33,8 @@ declare module 'fastify' {
     apiKeys: ApiKeyStore;
     idempotency: IdempotencyStore;
     metrics: GatewayMetrics;
-    authenticate: (request: FastifyRequest) => Promise<void>;
+    /** Route `onRequest` hook: `Authorization: Bearer <api key>` or a 401. */
+    authenticate: (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
     /** Rejects when `promise` takes longer than `redisTimeoutMs`: the request gets a 503, never a hang. */
     withRedisTimeout<T>(promise: Promise<T>): Promise<T>;
     /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
@@ -145,12 +146,18 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   app.decorateRequest('apiKey', undefined);
   app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
 
-  app.addHook('onResponse', async (request, reply) => {
-    metrics.requests.inc({
-      method: request.method,
-      route: request.routeOptions.url ?? 'unknown',
-      status: String(reply.statusCode),
-    });
+  // Callback style (no promise per request); one labelled child per method, route and status.
+  const requestCounters = new Map<string, { inc(): void }>();
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.url ?? 'unknown';
+    const id = `${request.method} ${reply.statusCode} ${route}`;
+    let counter = requestCounters.get(id);
+    if (counter === undefined) {
+      counter = metrics.requests.labels(request.method, route, String(reply.statusCode));
+      requestCounters.set(id, counter);
+    }
+    counter.inc();
+    done();
   });
   app.addHook('onClose', async () => {
     await queue.close();

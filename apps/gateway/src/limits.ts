@@ -24,6 +24,8 @@ export class Limits {
   readonly #metrics: GatewayMetrics;
   readonly #log: FastifyBaseLogger;
   readonly #limiters = new Map<string, RateLimiter>();
+  readonly #byIdentity = new WeakMap<ApiKeyIdentity, RateLimiter>();
+  readonly #decisionCounters = new Map<string, { inc(): void }>();
 
   constructor(redis: Redis, config: GatewayConfig, metrics: GatewayMetrics, log: FastifyBaseLogger) {
     this.#redis = redis;
@@ -39,6 +41,16 @@ export class Limits {
 
   /** The limiter for `identity`'s limits (its own, else the gateway's defaults). */
   for(identity: ApiKeyIdentity): RateLimiter {
+    // Identities are long-lived objects (environment keys, the key cache): one lookup per request.
+    let limiter = this.#byIdentity.get(identity);
+    if (limiter === undefined) {
+      limiter = this.#forLimits(identity);
+      this.#byIdentity.set(identity, limiter);
+    }
+    return limiter;
+  }
+
+  #forLimits(identity: ApiKeyIdentity): RateLimiter {
     const defaults = this.#config.rateLimit;
     const senderBurst = identity.limits.senderBurst ?? defaults.senderBurst;
     const senderRate = identity.limits.senderPerSecond ?? defaults.senderPerSecond;
@@ -79,15 +91,25 @@ export class Limits {
   }
 
   #count(result: RateLimitResult): void {
-    const decisions = this.#metrics.limiterDecisions;
     if (result.source === 'fallback') {
-      for (const state of result.policies) decisions.inc({ policy: state.policy, outcome: 'fallback' });
+      for (const state of result.policies) this.#counter(state.policy, 'fallback').inc();
     } else if (result.source === 'deny-cache') {
-      decisions.inc({ policy: result.policy, outcome: 'denied_locally' });
+      this.#counter(result.policy, 'denied_locally').inc();
     } else if (!result.allowed) {
-      decisions.inc({ policy: result.policy, outcome: 'denied' });
+      this.#counter(result.policy, 'denied').inc();
     } else {
-      for (const state of result.policies) decisions.inc({ policy: state.policy, outcome: 'allowed' });
+      for (const state of result.policies) this.#counter(state.policy, 'allowed').inc();
     }
+  }
+
+  /** The labelled child of one policy and outcome, made once (prom-client hashes labels on every `inc`). */
+  #counter(policy: string, outcome: string): { inc(): void } {
+    const id = `${policy}\n${outcome}`;
+    let counter = this.#decisionCounters.get(id);
+    if (counter === undefined) {
+      counter = this.#metrics.limiterDecisions.labels(policy, outcome);
+      this.#decisionCounters.set(id, counter);
+    }
+    return counter;
   }
 }

@@ -62,4 +62,37 @@ describe('limits per sender and per recipient, in one decision', () => {
       /herald_ratelimit_decisions_total\{policy="recipient",outcome="denied_locally"\} 19\b/,
     );
   });
+
+  it('an API key over its sender limit is refused before its body is read: no parsing, no validation, no Redis', async () => {
+    app = await buildTestApp({
+      HERALD_SENDER_RATE_LIMIT_BURST: '1',
+      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.001',
+    });
+    expect((await notify(app, 'first')).statusCode).toBe(202);
+    const byRedis = await notify(app, 'second');
+    expect(byRedis.json()).toMatchObject({ policy: 'sender' });
+    // From now on this key is answered in preParsing: a malformed body is a 429, not a 400, on both routes.
+    const json = { ...auth, 'content-type': 'application/json' };
+    for (const url of ['/notify', '/notify/batch']) {
+      const early = await app.inject({ method: 'POST', url, headers: json, payload: '{"userId": nope' });
+      expect(early.statusCode).toBe(429);
+      expect(early.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'sender' });
+      expect(early.headers['ratelimit-policy']).toBe('"sender";q=1;w=1000, "recipient";q=10;w=1');
+      expect(early.headers.ratelimit).toMatch(/^"sender";r=0;t=\d+$/);
+      expect(Number(early.headers['retry-after'])).toBeGreaterThan(900);
+    }
+    // Another key's malformed body still gets its 400 naming the problem.
+    const other = await app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { authorization: 'Bearer test-key-2', 'content-type': 'application/json' },
+      payload: '{"userId": nope',
+    });
+    expect(other.statusCode).toBe(400);
+    const metrics = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/herald_ratelimit_decisions_total\{policy="sender",outcome="denied"\} 1\b/);
+    expect(metrics).toMatch(
+      /herald_ratelimit_decisions_total\{policy="sender",outcome="denied_locally"\} 2\b/,
+    );
+  });
 });

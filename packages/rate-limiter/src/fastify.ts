@@ -40,6 +40,13 @@ export interface RateLimitRouteConfig {
   key: (request: FastifyRequest) => RateLimitKey | Promise<RateLimitKey>;
   /** The cost of the call. Default 1. */
   cost?: (request: FastifyRequest) => RateLimitCost | Promise<RateLimitCost>;
+  /**
+   * Ids known before the body is read (e.g. the authenticated API key's), looked up in the limiter's
+   * local deny cache in `preParsing`: while one of them is denied, the request is answered 429 there,
+   * before its body is read, parsed or validated, so a flood from a denied caller costs the least it
+   * can and makes no Redis call. Return `undefined` to skip. The full decision still runs later.
+   */
+  precheck?: (request: FastifyRequest) => Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -124,19 +131,76 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
     const unavailableCode = options.unavailableCode ?? 'HERALD_ERR_UNAVAILABLE';
     const policyHeaders = new WeakMap<RateLimiter, string>();
 
+    const limiterOf = async (request: FastifyRequest, route: RateLimitRouteConfig): Promise<RateLimiter> =>
+      typeof route.limiter === 'function' ? await route.limiter(request) : (route.limiter ?? options.limiter);
+    const policyHeaderOf = (limiter: RateLimiter): string => {
+      let header = policyHeaders.get(limiter);
+      if (header === undefined) {
+        header = rateLimitPolicyHeader(limiter);
+        policyHeaders.set(limiter, header);
+      }
+      return header;
+    };
+    /** The answer to a denied decision: 429, or 503 when the failure mode denied. */
+    const deny = (reply: FastifyReply, result: RateLimitResult): FastifyReply => {
+      reply.header('Retry-After', String(Math.max(1, Math.ceil(result.retryAfterMs / 1000))));
+      if (result.source === 'fallback') {
+        return reply.code(503).send({
+          error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+          code: unavailableCode,
+          retryAfterMs: result.retryAfterMs,
+        });
+      }
+      return reply.code(429).send({
+        error: 'Rate limit exceeded',
+        code: rateLimitedCode,
+        policy: result.policy,
+        retryAfterMs: result.retryAfterMs,
+      });
+    };
+
+    /** Route `preParsing` hook of routes with a `precheck` (callback style: no promise per request). */
+    const precheck = (
+      request: FastifyRequest,
+      reply: FastifyReply,
+      payload: unknown,
+      done: (error: Error | null, payload?: unknown) => void,
+    ): void => {
+      const route = request.routeOptions.config.rateLimit as RateLimitRouteConfig;
+      const ids = route.precheck?.(request);
+      if (ids === undefined) {
+        done(null, payload);
+        return;
+      }
+      const check = (limiter: RateLimiter): void => {
+        const result = limiter.deniedLocally(ids);
+        if (result === undefined) {
+          done(null, payload);
+          return;
+        }
+        reply.header('RateLimit-Policy', policyHeaderOf(limiter));
+        reply.header('RateLimit', rateLimitHeader(result));
+        deny(reply, result);
+      };
+      const limiter = typeof route.limiter === 'function' ? route.limiter(request) : route.limiter;
+      if (limiter instanceof Promise) limiter.then(check, done);
+      else check(limiter ?? options.limiter);
+    };
+    app.addHook('onRoute', (routeOptions) => {
+      const route = routeOptions.config?.rateLimit;
+      if (route?.precheck === undefined) return;
+      const existing = routeOptions.preParsing;
+      routeOptions.preParsing = [
+        ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
+        precheck as never,
+      ];
+    });
+
     app.addHook(options.hook ?? 'preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
       const route = request.routeOptions.config.rateLimit;
       if (route === undefined) return;
-      const limiter =
-        typeof route.limiter === 'function'
-          ? await route.limiter(request)
-          : (route.limiter ?? options.limiter);
-      let policyHeader = policyHeaders.get(limiter);
-      if (policyHeader === undefined) {
-        policyHeader = rateLimitPolicyHeader(limiter);
-        policyHeaders.set(limiter, policyHeader);
-      }
-      reply.header('RateLimit-Policy', policyHeader);
+      const limiter = await limiterOf(request, route);
+      reply.header('RateLimit-Policy', policyHeaderOf(limiter));
 
       let result: RateLimitResult;
       try {
@@ -164,21 +228,7 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
 
       reply.header('RateLimit', rateLimitHeader(result));
       if (result.allowed) return;
-      const retryAfterSeconds = Math.max(1, Math.ceil(result.retryAfterMs / 1000));
-      reply.header('Retry-After', String(retryAfterSeconds));
-      if (result.source === 'fallback') {
-        return reply.code(503).send({
-          error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
-          code: unavailableCode,
-          retryAfterMs: result.retryAfterMs,
-        });
-      }
-      return reply.code(429).send({
-        error: 'Rate limit exceeded',
-        code: rateLimitedCode,
-        policy: result.policy,
-        retryAfterMs: result.retryAfterMs,
-      });
+      return deny(reply, result);
     });
   },
   { fastify: '5.x', name: '@herald/rate-limiter' },

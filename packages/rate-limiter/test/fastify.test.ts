@@ -181,3 +181,76 @@ describe('heraldRateLimit (Fastify plugin)', () => {
     await fastify.close();
   });
 });
+
+describe('precheck and deniedLocally: a denied caller is refused before its body is read', () => {
+  function oneKeyLimiter(): RateLimiter {
+    return new RateLimiter({
+      redis,
+      keyPrefix: randomPrefix(),
+      policies: [{ name: 'apiKey', capacity: 1, ratePerSecond: 0.001 }],
+    });
+  }
+
+  it('deniedLocally answers from the deny cache only, for the ids it is given', async () => {
+    const limiter = oneKeyLimiter();
+    expect(limiter.deniedLocally({ apiKey: 'k' })).toBeUndefined(); // never denied: nothing known
+    expect((await limiter.consume('k')).allowed).toBe(true);
+    expect(limiter.deniedLocally({ apiKey: 'k' })).toBeUndefined(); // allowed calls are not cached
+    expect((await limiter.consume('k')).allowed).toBe(false); // Redis denies: now cached
+    const denied = limiter.deniedLocally({ apiKey: 'k' });
+    expect(denied).toMatchObject({ allowed: false, source: 'deny-cache', policy: 'apiKey', deniedId: 'k' });
+    expect(denied?.retryAfterMs).toBeGreaterThan(900_000);
+    expect(limiter.deniedLocally({ apiKey: 'other' })).toBeUndefined();
+    expect(limiter.deniedLocally({})).toBeUndefined();
+    expect(() => limiter.deniedLocally({ nope: 'k' })).toThrow(/No policy is named "nope"/);
+    expect(limiter.metrics().apiKey).toMatchObject({ allowed: 1, denied: 1, deniedLocally: 1 });
+    // After a reset the key is not denied locally any more.
+    await limiter.reset('k');
+    expect(limiter.deniedLocally({ apiKey: 'k' })).toBeUndefined();
+  });
+
+  it('answers 429 with the draft-11 headers in preParsing: a malformed body from a denied key is never parsed', async () => {
+    const limiter = oneKeyLimiter();
+    const fastify = Fastify();
+    await fastify.register(heraldRateLimit, { limiter });
+    const keyOf = (request: FastifyRequest) => String(request.headers['x-api-key']);
+    let handled = 0;
+    fastify.post(
+      '/notify',
+      {
+        config: { rateLimit: { key: keyOf, precheck: (request) => ({ apiKey: keyOf(request) }) } },
+        schema: {
+          body: { type: 'object', required: ['userId'], properties: { userId: { type: 'string' } } },
+        },
+      },
+      async (_request, reply) => {
+        handled++;
+        return reply.code(202).send({ status: 'queued' });
+      },
+    );
+    const send = (apiKey: string, payload: string) =>
+      fastify.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+        payload,
+      });
+
+    expect((await send('flood', '{"userId":"u"}')).statusCode).toBe(202);
+    // Redis denies the second call, in preHandler (after parsing and validation) …
+    expect((await send('flood', '{"userId":"u"}')).statusCode).toBe(429);
+    // … and from then on the key is refused before its body is read: malformed JSON is a 429, not a 400.
+    const early = await send('flood', '{"userId": not json');
+    expect(early.statusCode).toBe(429);
+    expect(early.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'apiKey' });
+    expect(early.headers['ratelimit-policy']).toBe('"apiKey";q=1;w=1000');
+    expect(early.headers.ratelimit).toMatch(/^"apiKey";r=0;t=\d+$/);
+    expect(Number(early.headers['retry-after'])).toBeGreaterThan(900);
+    // Another key's malformed body is parsed as usual (400), and its valid one passes.
+    expect((await send('other', '{"userId": not json')).statusCode).toBe(400);
+    expect((await send('other', '{"userId":"u"}')).statusCode).toBe(202);
+    expect(handled).toBe(2);
+    expect(limiter.metrics().apiKey).toMatchObject({ denied: 1, deniedLocally: 1 });
+    await fastify.close();
+  });
+});

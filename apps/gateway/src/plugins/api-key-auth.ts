@@ -1,4 +1,4 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyIdentity, ApiKeyStore } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 
@@ -16,31 +16,10 @@ declare module 'fastify' {
 export function createApiKeyAuth(
   store: ApiKeyStore,
   withTimeout: <T>(promise: Promise<T>) => Promise<T>,
-): (request: FastifyRequest) => Promise<void> {
-  return async (request) => {
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
-    if (!match?.[1]) {
-      throw new HttpError(
-        401,
-        ErrorCode.UNAUTHORIZED,
-        'Missing API key: send "Authorization: Bearer <api key>".',
-        {
-          headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
-        },
-      );
-    }
-    let identity = store.authenticate(match[1]);
-    if (identity instanceof Promise) {
-      // Only a Redis lookup needs the timeout; environment keys and cached ones answer at once.
-      try {
-        identity = await withTimeout(identity);
-      } catch (error) {
-        throw unavailable('API key lookup (Redis)', error);
-      }
-    }
+): (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void {
+  const accept = (request: FastifyRequest, identity: ApiKeyIdentity | undefined): Error | undefined => {
     if (!identity) {
-      throw new HttpError(
+      return new HttpError(
         401,
         ErrorCode.UNAUTHORIZED,
         'Unknown or revoked API key: check the key or ask an operator for one.',
@@ -48,5 +27,36 @@ export function createApiKeyAuth(
       );
     }
     request.apiKey = identity;
+    return undefined;
+  };
+  // Callback style: a key from the environment or the cache is accepted with no promise at all.
+  return (request, _reply, done) => {
+    const header = request.headers.authorization;
+    const match = typeof header === 'string' ? BEARER.exec(header) : null;
+    if (!match?.[1]) {
+      done(
+        new HttpError(
+          401,
+          ErrorCode.UNAUTHORIZED,
+          'Missing API key: send "Authorization: Bearer <api key>".',
+          {
+            headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
+          },
+        ),
+      );
+      return;
+    }
+    const identity = store.authenticate(match[1]);
+    if (!(identity instanceof Promise)) {
+      done(accept(request, identity));
+      return;
+    }
+    // Only a Redis lookup needs the timeout.
+    withTimeout(identity).then(
+      (found) => done(accept(request, found)),
+      (error: unknown) => done(unavailable('API key lookup (Redis)', error)),
+    );
   };
 }
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;

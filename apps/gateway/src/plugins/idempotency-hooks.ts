@@ -108,11 +108,15 @@ export async function settleIdempotency(
  * client may retry with it.
  */
 export function registerIdempotencyRelease(app: FastifyInstance): void {
-  app.addHook('onResponse', async (request) => {
+  app.addHook('onResponse', (request, _reply, done) => {
     const claim = request.idempotency;
-    if (!claim || claim.settled) return;
-    await app.idempotency.abandon(claim.scope, claim.key).catch((error: unknown) => {
-      request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');
-    });
+    if (!claim || claim.settled) return done();
+    app.idempotency.abandon(claim.scope, claim.key).then(
+      () => done(),
+      (error: unknown) => {
+        request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');
+        done();
+      },
+    );
   });
 }
