@@ -94,6 +94,8 @@ const servers = {
   bare: await start('bare', [tsx, here('./bare-server.ts')], env),
   limiter: await start('limiter', [tsx, here('./limiter-server.ts')], env),
   gateway: await start('gateway', [require.resolve('@herald/gateway/server')], env),
+  peerGet: await start('peer-get', [tsx, here('./peer-server.ts')], { ...env, PEER: 'get' }),
+  peerBullmq: await start('peer-bullmq', [tsx, here('./peer-server.ts')], { ...env, PEER: 'bullmq' }),
 };
 const auth = { authorization: 'Bearer bench-key' };
 // A stored API key with a sender limit of 1 notification, then 1 per 1,000 s: created with the
@@ -123,6 +125,18 @@ const contenders = [
   { name: 'bare Fastify (peer)', port: servers.bare.port, userId: fresh, headers: {} },
   { name: 'Herald limiter only', port: servers.limiter.port, userId: fresh, headers: auth },
   { name: 'Herald full gateway', port: servers.gateway.port, userId: fresh, headers: auth },
+  {
+    name: 'reference: bare + one Redis GET (auto-pipelined)',
+    port: servers.peerGet.port,
+    userId: fresh,
+    headers: {},
+  },
+  {
+    name: 'reference: bare + one BullMQ queue.add',
+    port: servers.peerBullmq.port,
+    userId: fresh,
+    headers: {},
+  },
   {
     name: 'Herald gateway, denied flood (one API key)',
     port: servers.gateway.port,
@@ -170,6 +184,18 @@ const targets: Record<string, string> = {
   'Herald full gateway': '≥ 0.5×',
   'Herald gateway, denied flood (one API key)': '≥ 0.9×',
 };
+// Herald against the reference that does the same Redis work and nothing else.
+const references: Record<string, string> = {
+  'Herald limiter only': 'reference: bare + one Redis GET (auto-pipelined)',
+  'Herald full gateway': 'reference: bare + one BullMQ queue.add',
+};
+function vsReference(name: string): string {
+  const reference = references[name];
+  if (reference === undefined) return '';
+  const own = samples.get(name) ?? [];
+  const theirs = samples.get(reference) ?? [];
+  return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
+}
 const rows = contenders.map((contender) => {
   const own = samples.get(contender.name) ?? [];
   const ratios = own.map((sample, i) => sample.rps / (bare[i]?.rps ?? Number.NaN));
@@ -180,6 +206,7 @@ const rows = contenders.map((contender) => {
     'p99 ms': median(own.map((s) => s.p99)),
     'vs bare (median of rounds)': `${median(ratios).toFixed(2)}×`,
     target: targets[contender.name] ?? '',
+    'vs its reference': vsReference(contender.name),
   };
 });
 console.table(rows);
@@ -187,7 +214,7 @@ console.log(`${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per 
 
 for (const server of Object.values(servers)) server.child.kill('SIGTERM');
 const redis = new Redis(REDIS_URL);
-for (const pattern of [`bench-${runId}:*`, `{herald}:${queueName}:*`]) {
+for (const pattern of [`bench-${runId}:*`, `{herald}:${queueName}:*`, `{herald}:${queueName}-peer:*`]) {
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
