@@ -127,7 +127,9 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     'idempotency',
     new IdempotencyStore({ redis, keyPrefix: config.keyPrefix, ttlSeconds: config.idempotencyTtlSeconds }),
   );
-  app.decorate('limits', new Limits(redis, config, metrics, app.log));
+  const limits = new Limits(redis, config, app.log);
+  metrics.decisionTotals = () => limits.totals();
+  app.decorate('limits', limits);
   app.decorate('withRedisTimeout', withRedisTimeout);
   app.decorate('ensureDurable', async () => {
     if (config.durability !== 'aof') return;
@@ -146,17 +148,9 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   app.decorateRequest('apiKey', undefined);
   app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
 
-  // Callback style (no promise per request); one labelled child per method, route and status.
-  const requestCounters = new Map<string, { inc(): void }>();
+  // Callback style: no promise per request.
   app.addHook('onResponse', (request, reply, done) => {
-    const route = request.routeOptions.url ?? 'unknown';
-    const id = `${request.method} ${reply.statusCode} ${route}`;
-    let counter = requestCounters.get(id);
-    if (counter === undefined) {
-      counter = metrics.requests.labels(request.method, route, String(reply.statusCode));
-      requestCounters.set(id, counter);
-    }
-    counter.inc();
+    metrics.requests.add(request.method, request.routeOptions.url ?? 'unknown', reply.statusCode);
     done();
   });
   app.addHook('onClose', async () => {

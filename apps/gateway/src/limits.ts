@@ -1,9 +1,8 @@
-import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
+import { type PolicyCounters, RateLimiter } from '@herald/rate-limiter';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { ApiKeyIdentity } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
-import type { GatewayMetrics } from './metrics.js';
 
 /** Policy names, as they appear in `RateLimit-Policy`, in 429 bodies and in metrics. */
 export const SENDER_POLICY = 'sender';
@@ -21,16 +20,13 @@ const LIMITER_TIMEOUT_MS = 150;
 export class Limits {
   readonly #redis: Redis;
   readonly #config: GatewayConfig;
-  readonly #metrics: GatewayMetrics;
   readonly #log: FastifyBaseLogger;
   readonly #limiters = new Map<string, RateLimiter>();
   readonly #byIdentity = new WeakMap<ApiKeyIdentity, RateLimiter>();
-  readonly #decisionCounters = new Map<string, { inc(): void }>();
 
-  constructor(redis: Redis, config: GatewayConfig, metrics: GatewayMetrics, log: FastifyBaseLogger) {
+  constructor(redis: Redis, config: GatewayConfig, log: FastifyBaseLogger) {
     this.#redis = redis;
     this.#config = config;
-    this.#metrics = metrics;
     this.#log = log;
   }
 
@@ -83,33 +79,27 @@ export class Limits {
           expectedInstances: defaults.expectedInstances,
         },
         logger: this.#log,
-        onDecision: (result) => this.#count(result),
       });
       this.#limiters.set(id, limiter);
     }
     return limiter;
   }
 
-  #count(result: RateLimitResult): void {
-    if (result.source === 'fallback') {
-      for (const state of result.policies) this.#counter(state.policy, 'fallback').inc();
-    } else if (result.source === 'deny-cache') {
-      this.#counter(result.policy, 'denied_locally').inc();
-    } else if (!result.allowed) {
-      this.#counter(result.policy, 'denied').inc();
-    } else {
-      for (const state of result.policies) this.#counter(state.policy, 'allowed').inc();
+  /**
+   * Decisions so far per policy, summed over every limiter (one per distinct set of limits): what
+   * `/metrics` reports as `herald_ratelimit_decisions_total`.
+   */
+  totals(): Record<string, PolicyCounters> {
+    const totals: Record<string, PolicyCounters> = {};
+    for (const limiter of this.#limiters.values()) {
+      for (const [policy, counters] of Object.entries(limiter.metrics())) {
+        const total = (totals[policy] ??= { allowed: 0, denied: 0, deniedLocally: 0, fallback: 0 });
+        total.allowed += counters.allowed;
+        total.denied += counters.denied;
+        total.deniedLocally += counters.deniedLocally;
+        total.fallback += counters.fallback;
+      }
     }
-  }
-
-  /** The labelled child of one policy and outcome, made once (prom-client hashes labels on every `inc`). */
-  #counter(policy: string, outcome: string): { inc(): void } {
-    const id = `${policy}\n${outcome}`;
-    let counter = this.#decisionCounters.get(id);
-    if (counter === undefined) {
-      counter = this.#metrics.limiterDecisions.labels(policy, outcome);
-      this.#decisionCounters.set(id, counter);
-    }
-    return counter;
+    return totals;
   }
 }

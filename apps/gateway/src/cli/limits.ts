@@ -2,7 +2,6 @@ import { parseArgs } from 'node:util';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { loadConfig } from '../config.js';
 import { Limits } from '../limits.js';
-import type { GatewayMetrics } from '../metrics.js';
 import { type CliIo, connectForCli } from './io.js';
 
 const USAGE = `usage: herald limits <command>
@@ -49,9 +48,8 @@ export async function run(
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   try {
-    const noMetrics = { limiterDecisions: { inc: () => {} } } as unknown as GatewayMetrics;
     const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
-    const limiter = new Limits(redis, config, noMetrics, quietLog as never).for(sender);
+    const limiter = new Limits(redis, config, quietLog as never).for(sender);
     const key = { sender: sender.id, recipient: values.user };
     if (command === 'reset') {
       await limiter.reset(values.key ? key : { ...key, sender: '-' });
