@@ -87,20 +87,21 @@ export class ApiKeyStore {
     }
     if (envMatch) return envMatch;
 
-    const digest = presentedDigest.toString('hex');
+    // The cache is keyed by the raw digest (latin1: a cheap one-byte string); Redis by its hex.
+    const cacheKey = presentedDigest.toString('latin1');
     const now = Date.now();
-    const cached = this.#cache.get(digest);
+    const cached = this.#cache.get(cacheKey);
     if (cached && cached.until > now) return cached.identity;
-    return this.#lookup(digest, now);
+    return this.#lookup(cacheKey, presentedDigest.toString('hex'), now);
   }
 
   /** Asks Redis (a key from the environment or the cache is answered without a promise, above). */
-  async #lookup(digest: string, now: number): Promise<ApiKeyIdentity | undefined> {
+  async #lookup(cacheKey: string, digest: string, now: number): Promise<ApiKeyIdentity | undefined> {
     const record = await this.#redis.hgetall(this.#recordKey(digest));
     const identity = record.id && !record.revokedAt ? toRecord(record) : undefined;
     if (this.#cacheMs > 0) {
       if (this.#cache.size > 10_000) this.#cache.clear();
-      this.#cache.set(digest, { identity, until: now + this.#cacheMs });
+      this.#cache.set(cacheKey, { identity, until: now + this.#cacheMs });
     }
     return identity;
   }
@@ -152,7 +153,7 @@ export class ApiKeyStore {
     const digest = await this.#redis.hget(this.#indexKey(), id);
     if (!digest) return false;
     await this.#redis.hset(this.#recordKey(digest), 'revokedAt', new Date().toISOString());
-    this.#cache.delete(digest);
+    this.#cache.delete(Buffer.from(digest, 'hex').toString('latin1'));
     return true;
   }
 }

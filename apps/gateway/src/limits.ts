@@ -93,7 +93,8 @@ export class Limits {
     const totals: Record<string, PolicyCounters> = {};
     for (const limiter of this.#limiters.values()) {
       for (const [policy, counters] of Object.entries(limiter.metrics())) {
-        const total = (totals[policy] ??= { allowed: 0, denied: 0, deniedLocally: 0, fallback: 0 });
+        const total = totals[policy] ?? { allowed: 0, denied: 0, deniedLocally: 0, fallback: 0 };
+        totals[policy] = total;
         total.allowed += counters.allowed;
         total.denied += counters.denied;
         total.deniedLocally += counters.deniedLocally;

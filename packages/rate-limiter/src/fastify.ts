@@ -103,11 +103,12 @@ export function rateLimitPolicyHeader(limiter: RateLimiter): string {
  * ```
  */
 export function rateLimitHeader(result: RateLimitResult): string {
-  return result.policies
-    .map(
-      (s) => `"${s.policy}";r=${Math.max(0, s.remaining)};t=${Math.max(0, Math.ceil(s.resetAfterMs / 1000))}`,
-    )
-    .join(', ');
+  let header = '';
+  for (const s of result.policies) {
+    if (header !== '') header += ', ';
+    header += `"${s.policy}";r=${Math.max(0, s.remaining)};t=${Math.max(0, Math.ceil(s.resetAfterMs / 1000))}`;
+  }
+  return header;
 }
 
 /**
