@@ -160,6 +160,19 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       });
     };
 
+    /** Answers `request` with 429 when `limiter`'s deny cache refuses one of `ids`; whether it did. */
+    const deniedEarly = (
+      limiter: RateLimiter,
+      ids: Readonly<Record<string, string>>,
+      reply: FastifyReply,
+    ): boolean => {
+      const result = limiter.deniedLocally(ids);
+      if (result === undefined) return false;
+      reply.header('RateLimit-Policy', policyHeaderOf(limiter));
+      reply.header('RateLimit', rateLimitHeader(result));
+      deny(reply, result);
+      return true;
+    };
     /** Route `preParsing` hook of routes with a `precheck` (callback style: no promise per request). */
     const precheck = (
       request: FastifyRequest,
@@ -173,19 +186,14 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
         done(null, payload);
         return;
       }
-      const check = (limiter: RateLimiter): void => {
-        const result = limiter.deniedLocally(ids);
-        if (result === undefined) {
-          done(null, payload);
-          return;
-        }
-        reply.header('RateLimit-Policy', policyHeaderOf(limiter));
-        reply.header('RateLimit', rateLimitHeader(result));
-        deny(reply, result);
-      };
       const limiter = typeof route.limiter === 'function' ? route.limiter(request) : route.limiter;
-      if (limiter instanceof Promise) limiter.then(check, done);
-      else check(limiter ?? options.limiter);
+      if (limiter instanceof Promise) {
+        limiter.then((resolved) => {
+          if (!deniedEarly(resolved, ids, reply)) done(null, payload);
+        }, done);
+      } else if (!deniedEarly(limiter ?? options.limiter, ids, reply)) {
+        done(null, payload);
+      }
     };
     app.addHook('onRoute', (routeOptions) => {
       const route = routeOptions.config?.rateLimit;
