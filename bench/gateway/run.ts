@@ -6,8 +6,9 @@
 //             "flood from one denied key": refused before its body is read, no Redis call), and under a
 //             flood to one recipient that is being denied (its id is in the body, so the body is parsed
 //             and validated first; still no Redis call)
-// Each server is its own process; autocannon runs here. Rounds interleave the contenders so that a
-// noisy neighbour hurts all of them alike; the ratios are medians of per-round ratios.
+// Each server is its own process; autocannon runs here. Rounds interleave the contenders (in an order
+// rotated each round) so that a noisy neighbour hurts all of them alike; the ratios are medians of
+// per-round ratios.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -158,7 +159,10 @@ for (const contender of contenders)
 type Sample = { rps: number; p50: number; p99: number; statuses: Record<string, number> };
 const samples = new Map<string, Sample[]>(contenders.map((c) => [c.name, []]));
 for (let round = 1; round <= ROUNDS; round++) {
-  for (const contender of contenders) {
+  // Each round starts one contender later (as bench/limiter does), so no contender always runs right
+  // after the same neighbour or always first.
+  for (let k = 0; k < contenders.length; k++) {
+    const contender = contenders[(k + round - 1) % contenders.length] as (typeof contenders)[number];
     const result = await load(contender.port, contender.userId, contender.headers);
     const statuses: Record<string, number> = {};
     for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count.count;
