@@ -420,6 +420,22 @@ async function main(): Promise<void> {
     },
     { name: 'Herald GCRA (gcra-1.lua)', lua: scriptSource('gcra', 1), args: tbArgs },
     {
+      name: 'Herald GCRA, 16 decisions per call (gcra-m.lua), per decision',
+      lua: batchScriptSource('gcra')!,
+      decisions: 16,
+      args: (key) => [
+        ...Array.from({ length: 16 }, (_, i) => `${key}:${i}`),
+        '',
+        '1000',
+        ...Array.from({ length: 16 }, () => [
+          '1',
+          String(NORMAL.capacity),
+          String(NORMAL.ratePerSecond),
+          '1',
+        ]).flat(),
+      ],
+    },
+    {
       name: 'rate-limiter-flexible (SET NX EX + INCRBY + PTTL)',
       // RateLimiterRedis's script and arguments: KEYS[1], ARGV: points to consume, duration (s).
       lua: (flexible as unknown as { _incrTtlLuaScript: string })._incrTtlLuaScript,
@@ -477,6 +493,7 @@ async function main(): Promise<void> {
       `Herald two policies, batched / batchCalls: false: ${fmt(roundRatio(N.tb2, N.tb2Unbatched), 2)}x; rounds: ${perRound(N.tb2, N.tb2Unbatched)}`,
       `Herald two policies / one policy: ${fmt(roundRatio(N.tb2, N.tb), 2)}x; rounds: ${perRound(N.tb2, N.tb)}`,
       `Herald denied hot key / normal path: ${fmt(hotVsNormal, 1)}x (target >= 10x: ${verdict(hotVsNormal >= 10)}); rounds: ${perRound(N.hot, N.tb)}`,
+      `Herald GCRA / rate-limiter-flexible: ${fmt(roundRatio(N.gcra, N.rlf), 2)}x; rounds: ${perRound(N.gcra, N.rlf)}`,
       `For comparison, Herald token bucket / rate-limiter-flexible with the same write coalescing: ${fmt(roundRatio(N.tb, N.rlfCork), 2)}x; rounds: ${perRound(N.tb, N.rlfCork)}`,
       `Fallback decisions during the run (should be 0): ${fallbacks}`,
       '',

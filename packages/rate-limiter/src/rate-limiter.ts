@@ -145,9 +145,9 @@ export interface RateLimiterOptions {
    */
   coalesceWrites?: boolean;
   /**
-   * Single-node clients, token bucket: the calls of this limiter made in the same turn of the event
+   * Single-node clients, token bucket and GCRA: the calls of this limiter made in the same turn of the event
    * loop (one bucket or several each, e.g. sender + recipients) go to Redis in one script call
-   * (token-bucket-m.lua, up to 100 calls or 256 buckets each; a larger call goes alone): one EVALSHA, one
+   * (token-bucket-m.lua / gcra-m.lua, up to 100 calls or 256 buckets each; a larger call goes alone): one EVALSHA, one
    * Redis `TIME` and one reply for all of them. Each call is still all or nothing on its own buckets and
    * exactly the N-key script's, taken in call order at one instant of Redis's clock (a later call sees
    * an earlier one's consumption). The batch leaves in `setImmediate`, with no timer: after the I/O
@@ -155,7 +155,7 @@ export interface RateLimiterOptions {
    * `process.nextTick` every batch had one call), or as soon as it holds `batchFlushAt` calls. Under
    * concurrency this cuts both Node's and Redis's work per decision (see bench/README.md). One timeout,
    * from when the batch leaves, covers it; if it fails, each of its calls gets the failure mode.
-   * Default `true`; ignored for Redis Cluster (the keys would span slots) and for the other algorithms.
+   * Default `true`; ignored for Redis Cluster (the keys would span slots) and for the window algorithms.
    */
   batchCalls?: boolean;
   /**
@@ -300,7 +300,7 @@ export type RateLimitKey = string | Readonly<Record<string, string | readonly st
  */
 export type RateLimitCost = number | Readonly<Record<string, number | readonly number[]>>;
 
-/** A token-bucket call waiting for this turn's batch script call. */
+/** A token-bucket or GCRA call waiting for this turn's batch script call. */
 interface PendingCall {
   call: PreparedCall;
   resolve: (reply: number[]) => void;
@@ -883,7 +883,7 @@ export class RateLimiter {
   }
 
   /**
-   * Queues a call for this turn's batch; resolves with token-bucket-n.lua's reply for that call. The
+   * Queues a call for this turn's batch; resolves with the N-key script's reply for that call. The
    * batch leaves in `setImmediate`, not `process.nextTick`: Node drains the nextTick queue after every
    * I/O callback, and each HTTP request is its own callback, so under 50 concurrent requests every
    * nextTick batch held one call (82,683 of 82,683 in bench/gateway's limiter server); setImmediate runs
@@ -950,7 +950,7 @@ export class RateLimiter {
     );
   }
 
-  /** One token-bucket-m.lua call for `batch` (`keys` buckets in all); one timeout for the whole batch. */
+  /** One batch script call (token-bucket-m.lua / gcra-m.lua) for `batch` (`keys` buckets in all); one timeout for the whole batch. */
   #sendBatch(batch: PendingCall[], keys: number, now: string): void {
     const args: (string | number)[] = new Array(keys);
     let k = 0;

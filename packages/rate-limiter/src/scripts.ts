@@ -49,6 +49,7 @@ const SCRIPTS: Readonly<Record<Algorithm, { n: ScriptFile; one?: ScriptFile; man
   gcra: {
     n: { command: 'heraldGcra', file: 'gcra-n.lua' },
     one: { command: 'heraldGcra1', file: 'gcra-1.lua' },
+    many: { command: 'heraldGcraM', file: 'gcra-m.lua' },
   },
   'fixed-window': { n: { command: 'heraldFixedWindow', file: 'fixed-window-n.lua' } },
   'sliding-window': { n: { command: 'heraldSlidingWindow', file: 'sliding-window-n.lua' } },

@@ -167,234 +167,261 @@ describe.each([
   });
 });
 
-describe('token bucket: one-bucket calls made in the same tick (batchCalls: one script call for all)', () => {
-  it('decide as the calls would one after the other, in call order, at one instant (fast-check)', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        policyArb,
-        fc.array(
-          fc.record({
-            dtMs: fc.integer({ min: 0, max: 2000 }),
-            calls: fc.array(
-              fc.record({
-                id: fc.constantFrom('a', 'b', 'c'),
-                costShare: fc.double({ min: 0, max: 1, noNaN: true }),
-              }),
-              { minLength: 1, maxLength: 30 },
-            ),
-          }),
-          { minLength: 1, maxLength: 8 },
+/** One decision of a model on a bucket's state (undefined: never written): the next state, if written. */
+type Step = (
+  state: unknown,
+  now: number,
+  capacity: number,
+  rate: number,
+  cost: number,
+) => { state: unknown; answer: ModelAnswer };
+const tokenBucketModelStep: Step = (state, now, capacity, rate, cost) =>
+  tokenBucketStep(state as TokenBucketState | undefined, now, capacity, rate, cost);
+const gcraModelStep: Step = (state, now, capacity, rate, cost) => {
+  const step = gcraStep(state as number | undefined, now, capacity, rate, cost);
+  return { state: step.tat, answer: step.answer };
+};
+const batched: [Algorithm, Step][] = [
+  ['token-bucket', tokenBucketModelStep],
+  ['gcra', gcraModelStep],
+];
+
+describe.each(batched)(
+  '%s: one-bucket calls made in the same tick (batchCalls: one script call for all)',
+  (algorithm, modelStep) => {
+    it('decide as the calls would one after the other, in call order, at one instant (fast-check)', async () => {
+      await fc.assert(
+        fc.asyncProperty(
+          policyArb,
+          fc.array(
+            fc.record({
+              dtMs: fc.integer({ min: 0, max: 2000 }),
+              calls: fc.array(
+                fc.record({
+                  id: fc.constantFrom('a', 'b', 'c'),
+                  costShare: fc.double({ min: 0, max: 1, noNaN: true }),
+                }),
+                { minLength: 1, maxLength: 30 },
+              ),
+            }),
+            { minLength: 1, maxLength: 8 },
+          ),
+          async (policy, ticks) => {
+            let nowMs = START_MS;
+            const limiter = new RateLimiter({
+              redis,
+              algorithm,
+              keyPrefix: randomPrefix(),
+              policies: [{ name: 'p', ...policy }],
+              denyCache: false,
+              clock: () => nowMs,
+            });
+            const states = new Map<string, unknown>();
+            for (const tick of ticks) {
+              nowMs += tick.dtMs;
+              const now = Math.round(nowMs * 1000);
+              const costs = tick.calls.map((c) => Math.floor(policy.capacity * c.costShare));
+              // All calls of this tick at once: on one node they leave in one batch script call.
+              const results = await Promise.all(tick.calls.map((c, i) => limiter.consume(c.id, costs[i])));
+              tick.calls.forEach((c, i) => {
+                const step = modelStep(
+                  states.get(c.id),
+                  now,
+                  policy.capacity,
+                  policy.ratePerSecond,
+                  costs[i]!,
+                );
+                if (step.state !== undefined) states.set(c.id, step.state);
+                expect({
+                  allowed: results[i]!.allowed,
+                  remaining: results[i]!.remaining,
+                  retryAfterMs: results[i]!.retryAfterMs,
+                  resetAfterMs: results[i]!.resetAfterMs,
+                }).toEqual(step.answer);
+              });
+            }
+          },
         ),
-        async (policy, ticks) => {
+        { numRuns: 40 },
+      );
+    });
+  },
+);
+
+describe.each(batched)(
+  '%s: multi-bucket calls made in the same tick (batchCalls: one script call for all)',
+  (algorithm, modelStep) => {
+    /** Share of a policy's capacity in [0, 1]: 0 (a peek) and 1 (the whole bucket) often. */
+    const shareArb = fc.oneof(fc.constant(0), fc.constant(1), fc.double({ min: 0, max: 1, noNaN: true }));
+    const callArb = fc.record({
+      sender: fc.constantFrom('s1', 's2'),
+      recipients: fc.uniqueArray(fc.constantFrom('r1', 'r2', 'r3', 'r4'), { minLength: 1, maxLength: 3 }),
+      senderShare: shareArb,
+      recipientShares: fc.array(shareArb, { minLength: 3, maxLength: 3 }),
+      integerCost: fc.boolean(),
+    });
+    type Call = typeof callArb extends fc.Arbitrary<infer T> ? T : never;
+    const ticksArb = fc.array(
+      fc.record({
+        dtMs: fc.integer({ min: 0, max: 2000 }),
+        calls: fc.array(callArb, { minLength: 1, maxLength: 30 }),
+      }),
+      { minLength: 1, maxLength: 6 },
+    );
+    const call = (
+      sender: Call['sender'],
+      recipients: Call['recipients'],
+      senderShare: number,
+      recipientShares: number[],
+    ): Call => ({
+      sender,
+      recipients,
+      senderShare,
+      recipientShares: [...recipientShares, 0, 0, 0].slice(0, 3),
+      integerCost: true,
+    });
+
+    it('decide as the calls would one after the other, each all or nothing, in call order (fast-check)', async () => {
+      // Calls where a bucket that refused in an earlier call of the same tick is allowed (and taken from).
+      let deniedThenAllowed = 0;
+      await fc.assert(
+        fc.asyncProperty(policyArb, policyArb, ticksArb, async (a, b, ticks) => {
           let nowMs = START_MS;
           const limiter = new RateLimiter({
             redis,
+            algorithm,
             keyPrefix: randomPrefix(),
-            policies: [{ name: 'p', ...policy }],
+            policies: [
+              { name: 'sender', ...a },
+              { name: 'recipient', ...b },
+            ],
+            hashTag: 'properties',
             denyCache: false,
             clock: () => nowMs,
           });
-          const states = new Map<string, TokenBucketState>();
+          const states = new Map<string, unknown>();
           for (const tick of ticks) {
             nowMs += tick.dtMs;
             const now = Math.round(nowMs * 1000);
-            const costs = tick.calls.map((c) => Math.floor(policy.capacity * c.costShare));
-            // All calls of this tick at once: on one node they leave in one batch script call.
-            const results = await Promise.all(tick.calls.map((c, i) => limiter.consume(c.id, costs[i])));
-            tick.calls.forEach((c, i) => {
-              const step = tokenBucketStep(
-                states.get(c.id),
-                now,
-                policy.capacity,
-                policy.ratePerSecond,
-                costs[i]!,
-              );
-              if (step.state) states.set(c.id, step.state);
-              expect({
-                allowed: results[i]!.allowed,
-                remaining: results[i]!.remaining,
-                retryAfterMs: results[i]!.retryAfterMs,
-                resetAfterMs: results[i]!.resetAfterMs,
-              }).toEqual(step.answer);
-            });
-          }
-        },
-      ),
-      { numRuns: 40 },
-    );
-  });
-});
-
-describe('token bucket: multi-bucket calls made in the same tick (batchCalls: one script call for all)', () => {
-  /** Share of a policy's capacity in [0, 1]: 0 (a peek) and 1 (the whole bucket) often. */
-  const shareArb = fc.oneof(fc.constant(0), fc.constant(1), fc.double({ min: 0, max: 1, noNaN: true }));
-  const callArb = fc.record({
-    sender: fc.constantFrom('s1', 's2'),
-    recipients: fc.uniqueArray(fc.constantFrom('r1', 'r2', 'r3', 'r4'), { minLength: 1, maxLength: 3 }),
-    senderShare: shareArb,
-    recipientShares: fc.array(shareArb, { minLength: 3, maxLength: 3 }),
-    integerCost: fc.boolean(),
-  });
-  type Call = typeof callArb extends fc.Arbitrary<infer T> ? T : never;
-  const ticksArb = fc.array(
-    fc.record({
-      dtMs: fc.integer({ min: 0, max: 2000 }),
-      calls: fc.array(callArb, { minLength: 1, maxLength: 30 }),
-    }),
-    { minLength: 1, maxLength: 6 },
-  );
-  const call = (
-    sender: Call['sender'],
-    recipients: Call['recipients'],
-    senderShare: number,
-    recipientShares: number[],
-  ): Call => ({
-    sender,
-    recipients,
-    senderShare,
-    recipientShares: [...recipientShares, 0, 0, 0].slice(0, 3),
-    integerCost: true,
-  });
-
-  it('decide as the calls would one after the other, each all or nothing, in call order (fast-check)', async () => {
-    // Calls where a bucket that refused in an earlier call of the same tick is allowed (and taken from).
-    let deniedThenAllowed = 0;
-    await fc.assert(
-      fc.asyncProperty(policyArb, policyArb, ticksArb, async (a, b, ticks) => {
-        let nowMs = START_MS;
-        const limiter = new RateLimiter({
-          redis,
-          keyPrefix: randomPrefix(),
-          policies: [
-            { name: 'sender', ...a },
-            { name: 'recipient', ...b },
-          ],
-          hashTag: 'properties',
-          denyCache: false,
-          clock: () => nowMs,
-        });
-        const states = new Map<string, TokenBucketState>();
-        for (const tick of ticks) {
-          nowMs += tick.dtMs;
-          const now = Math.round(nowMs * 1000);
-          const buckets = tick.calls.map((c) => [
-            {
-              key: `s:${c.sender}`,
-              id: c.sender,
-              policy: a,
-              cost: costOf(a.capacity, { ...c, costShare: c.senderShare }),
-            },
-            ...c.recipients.map((id, j) => ({
-              key: `r:${id}`,
-              id,
-              policy: b,
-              cost: costOf(b.capacity, { ...c, costShare: c.recipientShares[j]! }),
-            })),
-          ]);
-          // Every call of this tick at once: on one node they leave in one batch script call.
-          const results = await Promise.all(
-            tick.calls.map((c, i) =>
-              limiter.consume(
-                { sender: c.sender, recipient: c.recipients },
-                {
-                  sender: buckets[i]![0]!.cost,
-                  recipient: buckets[i]!.slice(1).map((bucket) => bucket.cost),
-                },
-              ),
-            ),
-          );
-          const refused = new Set<string>();
-          tick.calls.forEach((_, i) => {
-            const result = results[i]!;
-            const own = buckets[i]!;
-            const alone = own.map((bucket) =>
-              tokenBucketStep(
-                states.get(bucket.key),
-                now,
-                bucket.policy.capacity,
-                bucket.policy.ratePerSecond,
-                bucket.cost,
+            const buckets = tick.calls.map((c) => [
+              {
+                key: `s:${c.sender}`,
+                id: c.sender,
+                policy: a,
+                cost: costOf(a.capacity, { ...c, costShare: c.senderShare }),
+              },
+              ...c.recipients.map((id, j) => ({
+                key: `r:${id}`,
+                id,
+                policy: b,
+                cost: costOf(b.capacity, { ...c, costShare: c.recipientShares[j]! }),
+              })),
+            ]);
+            // Every call of this tick at once: on one node they leave in one batch script call.
+            const results = await Promise.all(
+              tick.calls.map((c, i) =>
+                limiter.consume(
+                  { sender: c.sender, recipient: c.recipients },
+                  {
+                    sender: buckets[i]![0]!.cost,
+                    recipient: buckets[i]!.slice(1).map((bucket) => bucket.cost),
+                  },
+                ),
               ),
             );
-            const allowed = alone.every((step) => step.answer.allowed);
-            // Per bucket, what the script reports: the call's answer when it is allowed; when denied,
-            // each bucket's own verdict and wait, with its units as a cost-0 call sees them (nothing taken).
-            const expected = (k: number) => {
-              const step = alone[k]!;
-              if (allowed) return step.answer;
-              const bucket = own[k]!;
-              const peeked = tokenBucketStep(
-                states.get(bucket.key),
-                now,
-                bucket.policy.capacity,
-                bucket.policy.ratePerSecond,
-                0,
+            const refused = new Set<string>();
+            tick.calls.forEach((_, i) => {
+              const result = results[i]!;
+              const own = buckets[i]!;
+              const alone = own.map((bucket) =>
+                modelStep(
+                  states.get(bucket.key),
+                  now,
+                  bucket.policy.capacity,
+                  bucket.policy.ratePerSecond,
+                  bucket.cost,
+                ),
               );
-              return {
-                allowed: step.answer.allowed,
-                remaining: peeked.answer.remaining,
-                retryAfterMs: step.answer.retryAfterMs,
-                resetAfterMs: peeked.answer.resetAfterMs,
+              const allowed = alone.every((step) => step.answer.allowed);
+              // Per bucket, what the script reports: the call's answer when it is allowed; when denied,
+              // each bucket's own verdict and wait, with its units as a cost-0 call sees them (nothing taken).
+              const expected = (k: number) => {
+                const step = alone[k]!;
+                if (allowed) return step.answer;
+                const bucket = own[k]!;
+                const peeked = modelStep(
+                  states.get(bucket.key),
+                  now,
+                  bucket.policy.capacity,
+                  bucket.policy.ratePerSecond,
+                  0,
+                );
+                return {
+                  allowed: step.answer.allowed,
+                  remaining: peeked.answer.remaining,
+                  retryAfterMs: step.answer.retryAfterMs,
+                  resetAfterMs: peeked.answer.resetAfterMs,
+                };
               };
-            };
-            const reported = (state: PolicyState) => ({
-              allowed: state.allowed,
-              remaining: state.remaining,
-              retryAfterMs: state.retryAfterMs,
-              resetAfterMs: state.resetAfterMs,
-            });
-            expect(result.allowed).toBe(allowed);
-            expect(reported(result.policies[0]!)).toEqual(expected(0));
-            const recipient = result.policies[1]!;
-            const k = own.findIndex((bucket, j) => j > 0 && bucket.id === recipient.id);
-            expect(k).toBeGreaterThan(0);
-            expect(reported(recipient)).toEqual(expected(k));
-            if (allowed) {
-              const fewest = Math.min(...own.slice(1).map((_, j) => alone[j + 1]!.answer.remaining));
-              expect(recipient.remaining).toBe(fewest);
-              for (let j = 0; j < own.length; j++) {
-                if (refused.has(own[j]!.key)) deniedThenAllowed++;
-                const next = alone[j]!.state;
-                if (next) states.set(own[j]!.key, next);
-              }
-            } else {
-              // The denying bucket: of the buckets that refused, the first with the longest wait (sender
-              // first, then recipients in order); a wait may round to 0 (a cost of 5e-324).
-              const waits = alone.map((step) => (step.answer.allowed ? -1 : step.answer.retryAfterMs));
-              const longest = Math.max(...waits);
-              expect(result.retryAfterMs).toBe(longest);
-              const denier = own[waits.indexOf(longest)]!;
-              expect(result.deniedId).toBe(denier.id);
-              expect(result.policy).toBe(denier.policy === a ? 'sender' : 'recipient');
-              own.forEach((bucket, j) => {
-                if (!alone[j]!.answer.allowed) refused.add(bucket.key);
+              const reported = (state: PolicyState) => ({
+                allowed: state.allowed,
+                remaining: state.remaining,
+                retryAfterMs: state.retryAfterMs,
+                resetAfterMs: state.resetAfterMs,
               });
-            }
-          });
-        }
-      }),
-      {
-        numRuns: 40,
-        examples: [
-          [
-            { capacity: 5, ratePerSecond: 1 },
-            { capacity: 2, ratePerSecond: 1 },
+              expect(result.allowed).toBe(allowed);
+              expect(reported(result.policies[0]!)).toEqual(expected(0));
+              const recipient = result.policies[1]!;
+              const k = own.findIndex((bucket, j) => j > 0 && bucket.id === recipient.id);
+              expect(k).toBeGreaterThan(0);
+              expect(reported(recipient)).toEqual(expected(k));
+              if (allowed) {
+                const fewest = Math.min(...own.slice(1).map((_, j) => alone[j + 1]!.answer.remaining));
+                expect(recipient.remaining).toBe(fewest);
+                for (let j = 0; j < own.length; j++) {
+                  if (refused.has(own[j]!.key)) deniedThenAllowed++;
+                  const next = alone[j]!.state;
+                  if (next !== undefined) states.set(own[j]!.key, next);
+                }
+              } else {
+                // The denying bucket: of the buckets that refused, the first with the longest wait (sender
+                // first, then recipients in order); a wait may round to 0 (a cost of 5e-324).
+                const waits = alone.map((step) => (step.answer.allowed ? -1 : step.answer.retryAfterMs));
+                const longest = Math.max(...waits);
+                expect(result.retryAfterMs).toBe(longest);
+                const denier = own[waits.indexOf(longest)]!;
+                expect(result.deniedId).toBe(denier.id);
+                expect(result.policy).toBe(denier.policy === a ? 'sender' : 'recipient');
+                own.forEach((bucket, j) => {
+                  if (!alone[j]!.answer.allowed) refused.add(bucket.key);
+                });
+              }
+            });
+          }
+        }),
+        {
+          numRuns: 40,
+          examples: [
             [
-              {
-                dtMs: 0,
-                calls: [
-                  call('s1', ['r1'], 0.2, [0.5]), // allowed: r1 2 -> 1, s1 5 -> 4
-                  call('s1', ['r2', 'r1'], 0.2, [0.5, 1]), // denied by r1 (1 < 2): r2 and s1 untouched
-                  call('s1', ['r1', 'r2'], 0.2, [0.5, 1]), // allowed: r1 1 -> 0, r2 2 -> 0, s1 4 -> 3
-                  call('s1', ['r3'], 1, [0]), // denied by s1 (3 < 5)
-                  call('s1', ['r3'], 0.6, [0]), // allowed: s1 3 -> 0
-                ],
-              },
+              { capacity: 5, ratePerSecond: 1 },
+              { capacity: 2, ratePerSecond: 1 },
+              [
+                {
+                  dtMs: 0,
+                  calls: [
+                    call('s1', ['r1'], 0.2, [0.5]), // allowed: r1 2 -> 1, s1 5 -> 4
+                    call('s1', ['r2', 'r1'], 0.2, [0.5, 1]), // denied by r1 (1 < 2): r2 and s1 untouched
+                    call('s1', ['r1', 'r2'], 0.2, [0.5, 1]), // allowed: r1 1 -> 0, r2 2 -> 0, s1 4 -> 3
+                    call('s1', ['r3'], 1, [0]), // denied by s1 (3 < 5)
+                    call('s1', ['r3'], 0.6, [0]), // allowed: s1 3 -> 0
+                  ],
+                },
+              ],
             ],
           ],
-        ],
-      },
-    );
-    expect(deniedThenAllowed).toBeGreaterThan(0);
-  });
-});
+        },
+      );
+      expect(deniedThenAllowed).toBeGreaterThan(0);
+    });
+  },
+);
