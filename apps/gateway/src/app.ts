@@ -71,6 +71,9 @@ export class RedisTimeoutError extends Error {
 export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> {
   const app = Fastify({
     logger: loggerOptions(config.log),
+    // Fastify's "incoming request" / "request completed" lines are info: below that level, skip even
+    // building them (measurable on a denied flood, where a request costs ~25 µs in all).
+    disableRequestLogging: !['trace', 'debug', 'info'].includes(config.log.level),
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
     // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
