@@ -50,6 +50,8 @@ export class ApiKeyStore {
   readonly #cacheMs: number;
   readonly #cache = new Map<string, { identity: ApiKeyIdentity | undefined; until: number }>();
   readonly #envKeys: { digest: Buffer; identity: ApiKeyIdentity }[];
+  /** Per connection (socket), the key it last presented and was accepted for, until the cache expires. */
+  readonly #byConnection = new WeakMap<object, { key: Buffer; identity: ApiKeyIdentity; until: number }>();
 
   constructor(options: { redis: Redis; keyPrefix: string; cacheMs: number; envKeys: readonly string[] }) {
     this.#redis = options.redis;
@@ -78,20 +80,40 @@ export class ApiKeyStore {
    * The identity behind `presented`, or undefined when it is unknown or revoked. A Redis answer is
    * trusted for `cacheMs` (≤ 1 s), which bounds how long a revoked key keeps working on any gateway.
    */
-  authenticate(presented: string): ApiKeyIdentity | undefined | Promise<ApiKeyIdentity | undefined> {
+  authenticate(
+    presented: string,
+    connection?: object,
+  ): ApiKeyIdentity | undefined | Promise<ApiKeyIdentity | undefined> {
+    const now = Date.now();
+    // The same key again on the same connection (keep-alive: the common case): compared in constant
+    // time with the one this connection last presented, no hash. Trusted as long as the cache would be.
+    const memo = connection === undefined ? undefined : this.#byConnection.get(connection);
+    if (memo !== undefined && memo.until > now) {
+      const bytes = Buffer.from(presented);
+      if (bytes.length === memo.key.length && timingSafeEqual(bytes, memo.key)) return memo.identity;
+    }
+
     const presentedDigest = sha256Buffer(presented);
     let envMatch: ApiKeyIdentity | undefined;
     for (const candidate of this.#envKeys) {
       // No early exit: every configured key is compared, whichever matches.
       if (timingSafeEqual(candidate.digest, presentedDigest)) envMatch = candidate.identity;
     }
-    if (envMatch) return envMatch;
-
     // The cache is keyed by the raw digest (latin1: a cheap one-byte string); Redis by its hex.
     const cacheKey = presentedDigest.toString('latin1');
-    const now = Date.now();
-    const cached = this.#cache.get(cacheKey);
-    if (cached && cached.until > now) return cached.identity;
+    const cached = envMatch === undefined ? this.#cache.get(cacheKey) : undefined;
+    const identity = envMatch ?? (cached && cached.until > now ? cached.identity : undefined);
+    if (identity !== undefined) {
+      if (connection !== undefined && this.#cacheMs > 0) {
+        this.#byConnection.set(connection, {
+          key: Buffer.from(presented),
+          identity,
+          until: now + this.#cacheMs,
+        });
+      }
+      return identity;
+    }
+    if (cached && cached.until > now) return undefined; // known unknown or revoked
     return this.#lookup(cacheKey, presentedDigest.toString('hex'), now);
   }
 

@@ -1,3 +1,4 @@
+import { Agent, request as httpRequest } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { type AppProcess, startApp, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
@@ -34,6 +35,9 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     return { code, out, err };
   }
 
+  let users = 0;
+  const randomUserId = () => `connection-user-${users++}`;
+
   const notify = (gateway: AppProcess, key: string) =>
     fetch(`${gateway.url}/notify`, {
       method: 'POST',
@@ -69,6 +73,71 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     ).toContain('--sender-burst');
     expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
     expect((await cli(['frobnicate'])).code).toBe(2);
+  });
+
+  it('on one keep-alive connection each request is authenticated by its own key', async () => {
+    const keyOf = (out: string[]) => /key:\s+(hk_\S+)/.exec(out.join('\n'))?.[1] as string;
+    const small = keyOf(
+      (
+        await cli([
+          'create',
+          '--name',
+          'small',
+          '--tenant',
+          'a',
+          '--sender-burst',
+          '1',
+          '--sender-rate',
+          '0.001',
+        ])
+      ).out,
+    );
+    const big = keyOf((await cli(['create', '--name', 'big', '--tenant', 'b'])).out);
+    // A key of the same length as `small`, never created.
+    const unknown = `hk_${'x'.repeat(small.length - 3)}`;
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const gateway = gateways[0] as AppProcess;
+    const send = (key: string) =>
+      new Promise<{ status: number; reused: boolean; policy?: string }>((resolve, reject) => {
+        const req = httpRequest(
+          `${gateway.url}/notify`,
+          {
+            method: 'POST',
+            agent,
+            headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          },
+          (res) => {
+            let body = '';
+            res.on('data', (chunk: Buffer) => {
+              body += chunk.toString();
+            });
+            res.on('end', () =>
+              resolve({
+                status: res.statusCode ?? 0,
+                reused: req.reusedSocket,
+                policy: res.statusCode === 429 ? (JSON.parse(body) as { policy: string }).policy : undefined,
+              }),
+            );
+          },
+        );
+        req.on('error', reject);
+        req.end(JSON.stringify({ userId: randomUserId(), payload: {} }));
+      });
+    try {
+      const answers = [];
+      for (const key of [small, small, big, unknown, big, small]) answers.push(await send(key));
+      expect(answers.map((a) => [a.status, a.policy])).toEqual([
+        [202, undefined],
+        [429, 'sender'], // small's one token is spent
+        [202, undefined], // big is big, not small's identity remembered on this connection
+        [401, undefined],
+        [202, undefined],
+        [429, 'sender'],
+      ]);
+      expect(answers.slice(1).every((a) => a.reused)).toBe(true);
+    } finally {
+      agent.destroy();
+    }
   });
 
   it('a revoked key is refused by every gateway within 1 s', async () => {

@@ -46,7 +46,7 @@ export function createApiKeyAuth(
       );
       return;
     }
-    const identity = store.authenticate(match[1]);
+    const identity = store.authenticate(match[1], request.raw.socket);
     if (!(identity instanceof Promise)) {
       done(accept(request, identity));
       return;
