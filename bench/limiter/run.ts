@@ -376,6 +376,14 @@ async function main(): Promise<void> {
   process.stderr.write('Redis CPU per call (private redis-server, INFO commandstats)\n');
   const one = [String(NORMAL.capacity), String(NORMAL.ratePerSecond), '1'];
   const twoBuckets = [...one, ...one];
+  // A batch script's arguments for 16 one-bucket calls: the keys, now, margin, then per call its number
+  // of buckets (1) and that bucket's capacity, rate and cost.
+  const sixteenOneBucketCalls = (key: string) => [
+    ...Array.from({ length: 16 }, (_, i) => `${key}:${i}`),
+    '',
+    '1000',
+    ...Array.from({ length: 16 }, () => ['1', ...one]).flat(),
+  ];
   const cpu = await commandstats([
     { name: 'Herald token bucket (token-bucket-1.lua)', lua: tbLua, args: tbArgs },
     {
@@ -387,18 +395,7 @@ async function main(): Promise<void> {
       name: 'Herald token bucket, 16 decisions per call (token-bucket-m.lua), per decision',
       lua: batchScriptSource('token-bucket')!,
       decisions: 16,
-      args: (key) => [
-        ...Array.from({ length: 16 }, (_, i) => `${key}:${i}`),
-        '',
-        '1000',
-        // Per call: its number of buckets, then capacity, rate and cost of each.
-        ...Array.from({ length: 16 }, () => [
-          '1',
-          String(NORMAL.capacity),
-          String(NORMAL.ratePerSecond),
-          '1',
-        ]).flat(),
-      ],
+      args: sixteenOneBucketCalls,
     },
     {
       name: 'Herald two policies, one call (token-bucket-n.lua, sender + recipient), per decision',
@@ -423,17 +420,7 @@ async function main(): Promise<void> {
       name: 'Herald GCRA, 16 decisions per call (gcra-m.lua), per decision',
       lua: batchScriptSource('gcra')!,
       decisions: 16,
-      args: (key) => [
-        ...Array.from({ length: 16 }, (_, i) => `${key}:${i}`),
-        '',
-        '1000',
-        ...Array.from({ length: 16 }, () => [
-          '1',
-          String(NORMAL.capacity),
-          String(NORMAL.ratePerSecond),
-          '1',
-        ]).flat(),
-      ],
+      args: sixteenOneBucketCalls,
     },
     {
       name: 'rate-limiter-flexible (SET NX EX + INCRBY + PTTL)',
