@@ -98,7 +98,7 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     const gateway = gateways[0] as AppProcess;
     const send = (key: string) =>
-      new Promise<{ status: number; reused: boolean; policy?: string }>((resolve, reject) => {
+      new Promise<{ status: number; reused: boolean; policy: string | undefined }>((resolve, reject) => {
         const req = httpRequest(
           `${gateway.url}/notify`,
           {
