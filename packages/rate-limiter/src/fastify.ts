@@ -44,7 +44,8 @@ export interface RateLimitRouteConfig {
    * Ids known before the body is read (e.g. the authenticated API key's), looked up in the limiter's
    * local deny cache in `preParsing`: while one of them is denied, the request is answered 429 there,
    * before its body is read, parsed or validated, so a flood from a denied caller costs the least it
-   * can and makes no Redis call. Return `undefined` to skip. The full decision still runs later.
+   * can and makes no Redis call. Return `undefined` to skip. The full decision still runs later. Set up
+   * when the route is declared: declare such routes after registering the plugin.
    */
   precheck?: (request: FastifyRequest) => Readonly<Record<string, string>> | undefined;
 }
