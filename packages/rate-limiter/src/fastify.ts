@@ -133,8 +133,12 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
     const unavailableCode = options.unavailableCode ?? 'HERALD_ERR_UNAVAILABLE';
     const policyHeaders = new WeakMap<RateLimiter, string>();
 
-    const limiterOf = async (request: FastifyRequest, route: RateLimitRouteConfig): Promise<RateLimiter> =>
-      typeof route.limiter === 'function' ? await route.limiter(request) : (route.limiter ?? options.limiter);
+    /** The route's limiter for `request`: at once, or a promise when the route picks it asynchronously. */
+    const limiterOf = (
+      request: FastifyRequest,
+      route: RateLimitRouteConfig,
+    ): RateLimiter | Promise<RateLimiter> =>
+      typeof route.limiter === 'function' ? route.limiter(request) : (route.limiter ?? options.limiter);
     const policyHeaderOf = (limiter: RateLimiter): string => {
       let header = policyHeaders.get(limiter);
       if (header === undefined) {
@@ -187,12 +191,12 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
         done(null, payload);
         return;
       }
-      const limiter = typeof route.limiter === 'function' ? route.limiter(request) : route.limiter;
+      const limiter = limiterOf(request, route);
       if (limiter instanceof Promise) {
         limiter.then((resolved) => {
           if (!deniedEarly(resolved, ids, reply)) done(null, payload);
         }, done);
-      } else if (!deniedEarly(limiter ?? options.limiter, ids, reply)) {
+      } else if (!deniedEarly(limiter, ids, reply)) {
         done(null, payload);
       }
     };
