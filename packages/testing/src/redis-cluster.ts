@@ -1,6 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { Redis } from 'ioredis';
-import { type RedisServerHandle, startRedisServer } from './redis-server.js';
+import { type RedisServerHandle, startRedisServer, withProbeClient } from './redis-server.js';
 import { waitFor } from './wait.js';
 
 /** A local Redis Cluster owned by a test run. */
@@ -105,24 +104,5 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
 }
 
 async function clusterInfo(port: number): Promise<string> {
-  return withClient(port, (client) => client.cluster('INFO') as Promise<string>);
-}
-
-async function withClient<T>(port: number, use: (client: Redis) => Promise<T>): Promise<T> {
-  const client = new Redis({
-    port,
-    host: '127.0.0.1',
-    lazyConnect: true,
-    connectTimeout: 1000,
-    maxRetriesPerRequest: 0,
-    enableOfflineQueue: false,
-    retryStrategy: () => null,
-  });
-  client.on('error', () => {});
-  try {
-    await client.connect();
-    return await use(client);
-  } finally {
-    client.disconnect();
-  }
+  return withProbeClient(`redis://127.0.0.1:${port}`, (client) => client.cluster('INFO') as Promise<string>);
 }

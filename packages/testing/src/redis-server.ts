@@ -80,6 +80,18 @@ export async function startRedisServer(
 
 /** True when the Redis at `url` answers PING within a second. */
 export async function ping(url: string): Promise<boolean> {
+  try {
+    return (await withProbeClient(url, (client) => client.ping())) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs `use` on a short-lived client of the Redis at `url` that fails fast (1 s to connect, no retry,
+ * no offline queue) and is closed afterwards.
+ */
+export async function withProbeClient<T>(url: string, use: (client: Redis) => Promise<T>): Promise<T> {
   const client = new Redis(url, {
     lazyConnect: true,
     connectTimeout: 1000,
@@ -90,9 +102,7 @@ export async function ping(url: string): Promise<boolean> {
   client.on('error', () => {});
   try {
     await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
+    return await use(client);
   } finally {
     client.disconnect();
   }
