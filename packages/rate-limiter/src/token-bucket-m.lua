@@ -48,6 +48,44 @@ if nkeys ~= #KEYS then
   return redis.error_reply('ERR token-bucket-m.lua: ' .. nkeys .. ' keys in the layout, ' .. #KEYS .. ' given')
 end
 
+-- A bucket's tokens refilled up to now, its time and its key's expiry (never written: full, now, nil).
+local function load(key, capacity, rate)
+  local tokens, ts, expAt, _
+  local stored = redis.call('GET', key)
+  if stored then
+    if #stored == 25 and string.byte(stored) == 1 then
+      _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
+    else
+      local space = string.find(stored, ' ', 1, true)
+      if space then
+        tokens = tonumber(string.sub(stored, 1, space - 1))
+        ts = tonumber(string.sub(stored, space + 1))
+      end
+    end
+  end
+  if tokens == nil or ts == nil then
+    tokens = capacity
+    ts = now
+  end
+  -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
+  if now > ts then
+    tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+    ts = now
+  end
+  return tokens, ts, expAt
+end
+
+-- Writes a bucket that was taken from (full again in resetMs). As in token-bucket-1.lua: the expiry is
+-- kept while it is at least resetMs + margin/2 away.
+local function store(key, tokens, ts, expAt, resetMs)
+  if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
+    redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, expAt), 'KEEPTTL')
+  else
+    redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, now + (resetMs + marginMs) * 1000), 'PX',
+      resetMs + marginMs)
+  end
+end
+
 -- Two tables for the whole batch: the reply, and the refilled state of the current call's buckets.
 local reply = {}
 local state = {}
@@ -72,27 +110,7 @@ while a <= #ARGV do
       reply[o + 1], reply[o + 2] = -1, 1
     else
       local key = KEYS[k0 + 1]
-      local tokens, ts, expAt, _
-      local stored = redis.call('GET', key)
-      if stored then
-        if #stored == 25 and string.byte(stored) == 1 then
-          _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-        else
-          local space = string.find(stored, ' ', 1, true)
-          if space then
-            tokens = tonumber(string.sub(stored, 1, space - 1))
-            ts = tonumber(string.sub(stored, space + 1))
-          end
-        end
-      end
-      if tokens == nil or ts == nil then
-        tokens = capacity
-        ts = now
-      end
-      if now > ts then
-        tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
-        ts = now
-      end
+      local tokens, ts, expAt = load(key, capacity, rate)
       if tokens < cost then
         reply[o + 1], reply[o + 2] = 0, 1
         reply[o + 4] = math.floor(tokens)
@@ -103,12 +121,7 @@ while a <= #ARGV do
         if cost > 0 then
           tokens = tokens - cost
           resetMs = math.ceil((capacity - tokens) / rate * 1000)
-          if expAt ~= nil and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-            redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, expAt), 'KEEPTTL')
-          else
-            redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, now + (resetMs + marginMs) * 1000),
-              'PX', resetMs + marginMs)
-          end
+          store(key, tokens, ts, expAt, resetMs)
         else
           resetMs = math.ceil((capacity - tokens) / rate * 1000)
         end
@@ -132,28 +145,7 @@ while a <= #ARGV do
           break
         end
 
-        local tokens, ts, expAt, _
-        local stored = redis.call('GET', KEYS[k0 + i])
-        if stored then
-          if #stored == 25 and string.byte(stored) == 1 then
-            _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-          else
-            local space = string.find(stored, ' ', 1, true)
-            if space then
-              tokens = tonumber(string.sub(stored, 1, space - 1))
-              ts = tonumber(string.sub(stored, space + 1))
-            end
-          end
-        end
-        if tokens == nil or ts == nil then
-          tokens = capacity
-          ts = now
-        end
-        -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
-        if now > ts then
-          tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
-          ts = now
-        end
+        local tokens, ts, expAt = load(KEYS[k0 + i], capacity, rate)
         state[3 * i - 2] = tokens
         state[3 * i - 1] = ts
         state[3 * i] = expAt or false
@@ -189,14 +181,7 @@ while a <= #ARGV do
         if allAllowed and cost > 0 then
           tokens = tokens - cost
           resetMs = math.ceil((capacity - tokens) / rate * 1000)
-          -- As in token-bucket-1.lua: keep the expiry while it is at least resetMs + margin/2 away.
-          local key, expAt = KEYS[k0 + i], state[3 * i]
-          if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-            redis.call('SET', key, struct.pack('<Bddd', 1, tokens, state[3 * i - 1], expAt), 'KEEPTTL')
-          else
-            redis.call('SET', key, struct.pack('<Bddd', 1, tokens, state[3 * i - 1], now + (resetMs + marginMs) * 1000),
-              'PX', resetMs + marginMs)
-          end
+          store(KEYS[k0 + i], tokens, state[3 * i - 1], state[3 * i], resetMs)
         else
           resetMs = math.ceil((capacity - tokens) / rate * 1000)
         end
