@@ -99,22 +99,25 @@ export class ApiKeyStore {
       // No early exit: every configured key is compared, whichever matches.
       if (timingSafeEqual(candidate.digest, presentedDigest)) envMatch = candidate.identity;
     }
-    // The cache is keyed by the raw digest (latin1: a cheap one-byte string); Redis by its hex.
-    const cacheKey = presentedDigest.toString('latin1');
-    const cached = envMatch === undefined ? this.#cache.get(cacheKey) : undefined;
-    const identity = envMatch ?? (cached && cached.until > now ? cached.identity : undefined);
-    if (identity !== undefined) {
-      if (connection !== undefined && this.#cacheMs > 0) {
-        this.#byConnection.set(connection, {
-          key: Buffer.from(presented),
-          identity,
-          until: now + this.#cacheMs,
-        });
+    let identity = envMatch;
+    if (identity === undefined) {
+      // The cache is keyed by the raw digest (latin1: a cheap one-byte string); Redis by its hex.
+      const cacheKey = presentedDigest.toString('latin1');
+      const cached = this.#cache.get(cacheKey);
+      if (cached === undefined || cached.until <= now) {
+        return this.#lookup(cacheKey, presentedDigest.toString('hex'), now);
       }
-      return identity;
+      identity = cached.identity;
+      if (identity === undefined) return undefined; // unknown or revoked, as Redis said
     }
-    if (cached && cached.until > now) return undefined; // known unknown or revoked
-    return this.#lookup(cacheKey, presentedDigest.toString('hex'), now);
+    if (connection !== undefined && this.#cacheMs > 0) {
+      this.#byConnection.set(connection, {
+        key: Buffer.from(presented),
+        identity,
+        until: now + this.#cacheMs,
+      });
+    }
+    return identity;
   }
 
   /** Asks Redis (a key from the environment or the cache is answered without a promise, above). */
