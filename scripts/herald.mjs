@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 // The operator CLI: `pnpm herald keys …` (API keys), `pnpm herald limits …` (a user's tokens) and
-// `pnpm herald failed …` (failed notifications).
+// `pnpm herald inbox migrate …` (an upgrade from before tenants) and `pnpm herald failed …` (failed notifications).
 import { existsSync } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const commands = {
   keys: '../apps/gateway/dist/cli/keys.js',
   limits: '../apps/gateway/dist/cli/limits.js',
+  inbox: '../apps/gateway/dist/cli/inbox.js',
   failed: '../apps/worker/dist/cli/failed.js',
 };
 const [command, ...args] = process.argv.slice(2);
@@ -17,7 +18,7 @@ const io = {
 
 if (!command || !(command in commands)) {
   io.err(
-    'usage: herald keys create|list|revoke …  |  herald limits peek|reset …  |  herald failed list|retry …',
+    'usage: herald keys create|list|revoke …  |  herald limits peek|reset …  |  herald inbox migrate …  |  herald failed list|retry …',
   );
   process.exit(2);
 }

@@ -130,7 +130,7 @@ async function main(): Promise<void> {
       return true;
     };
     const peer = async (user: string) => {
-      emitter.to(userRoom(user)).emit('bench', { t: now() });
+      emitter.to(userRoom('default', user)).emit('bench', { t: now() });
       return true;
     };
 
@@ -242,7 +242,13 @@ async function main(): Promise<void> {
 }
 
 async function connect(url: string, userId: string): Promise<Socket> {
-  const { token } = await signUserToken({ userId, secret: SECRET, ttlSeconds: 3600 });
+  const { token } = await signUserToken({
+    userId,
+    tenantId: 'default',
+    keyId: 'bench',
+    secret: SECRET,
+    ttlSeconds: 3600,
+  });
   const socket = io(url, { auth: { token }, transports: ['websocket'], reconnection: false, forceNew: true });
   await new Promise<void>((resolve, reject) => {
     socket.once('synced', () => resolve());

@@ -1,4 +1,5 @@
 import crypto, { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { DEFAULT_TENANT, isTenantId, revokedApiKeysKey } from '@herald/protocol';
 import type { Redis } from 'ioredis';
 
 /** Limits an API key may carry instead of the gateway's defaults. */
@@ -11,12 +12,23 @@ export interface KeyLimits {
   senderBurst?: number;
 }
 
+/**
+ * Inbox bounds a key may carry, below the deployment's (`HERALD_INBOX_MAX_LENGTH`, `HERALD_INBOX_MAX_AGE_MS`):
+ * its recipients' inboxes keep at most this many notifications, for at most this long (oldest trimmed).
+ */
+export interface KeyInboxBounds {
+  maxLength?: number;
+  maxAgeMs?: number;
+}
+
 /** What the gateway knows about the caller once its key is accepted. */
 export interface ApiKeyIdentity {
   id: string;
   name: string;
+  /** The key's tenant: everything the key does acts on this tenant's users only. */
   tenantId: string;
   limits: KeyLimits;
+  inbox?: KeyInboxBounds;
 }
 
 /** An API key as stored (never the key itself: only its SHA-256). */
@@ -26,6 +38,7 @@ export interface ApiKeyRecord extends ApiKeyIdentity {
 }
 
 const LIMIT_FIELDS = ['recipientPerSecond', 'recipientBurst', 'senderPerSecond', 'senderBurst'] as const;
+const INBOX_FIELDS = { maxLength: 'inboxMaxLength', maxAgeMs: 'inboxMaxAgeMs' } as const;
 
 /** SHA-256 of `value`: one-shot `crypto.hash` where Node has it (20.12+), about twice as fast. */
 const sha256Buffer: (value: string) => Buffer =
@@ -62,7 +75,7 @@ export class ApiKeyStore {
       identity: {
         id: `env-${index + 1}`,
         name: `HERALD_API_KEYS #${index + 1}`,
-        tenantId: 'default',
+        tenantId: DEFAULT_TENANT,
         limits: {},
       },
     }));
@@ -123,7 +136,10 @@ export class ApiKeyStore {
   /** Asks Redis (a key from the environment or the cache is answered without a promise, above). */
   async #lookup(cacheKey: string, digest: string, now: number): Promise<ApiKeyIdentity | undefined> {
     const record = await this.#redis.hgetall(this.#recordKey(digest));
-    const identity = record.id && !record.revokedAt ? toRecord(record) : undefined;
+    // A key whose tenant is not a valid tenant id (created before tenants were checked) cannot be
+    // scoped: refused like an unknown key, and `herald keys list` shows it as such.
+    const identity =
+      record.id && !record.revokedAt && isTenantId(record.tenantId) ? toRecord(record) : undefined;
     if (this.#cacheMs > 0) {
       if (this.#cache.size > 10_000) this.#cache.clear();
       this.#cache.set(cacheKey, { identity, until: now + this.#cacheMs });
@@ -136,7 +152,11 @@ export class ApiKeyStore {
     name: string;
     tenantId: string;
     limits?: KeyLimits;
+    inbox?: KeyInboxBounds;
   }): Promise<ApiKeyRecord & { key: string }> {
+    if (!isTenantId(options.tenantId)) {
+      throw new Error(`"${options.tenantId}" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ . -`);
+    }
     const key = `hk_${randomBytes(32).toString('base64url')}`;
     const digest = sha256(key);
     const record: ApiKeyRecord = {
@@ -144,6 +164,7 @@ export class ApiKeyStore {
       name: options.name,
       tenantId: options.tenantId,
       limits: options.limits ?? {},
+      ...(options.inbox && Object.keys(options.inbox).length > 0 ? { inbox: options.inbox } : {}),
       createdAt: new Date().toISOString(),
     };
     const fields: Record<string, string> = {
@@ -154,6 +175,10 @@ export class ApiKeyStore {
     };
     for (const field of LIMIT_FIELDS) {
       const value = record.limits[field];
+      if (value !== undefined) fields[field] = String(value);
+    }
+    for (const [bound, field] of Object.entries(INBOX_FIELDS) as [keyof KeyInboxBounds, string][]) {
+      const value = record.inbox?.[bound];
       if (value !== undefined) fields[field] = String(value);
     }
     await this.#redis.hset(this.#recordKey(digest), fields);
@@ -173,11 +198,16 @@ export class ApiKeyStore {
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   }
 
-  /** Revokes key `id`; false when there is no such key. Every gateway refuses it within `cacheMs`. */
+  /**
+   * Revokes key `id`; false when there is no such key. Every gateway refuses it within `cacheMs`, and
+   * the realtime servers refuse the user tokens it minted and disconnect their sockets (the id joins
+   * the set `revokedApiKeysKey(prefix)`).
+   */
   async revoke(id: string): Promise<boolean> {
     const digest = await this.#redis.hget(this.#indexKey(), id);
     if (!digest) return false;
     await this.#redis.hset(this.#recordKey(digest), 'revokedAt', new Date().toISOString());
+    await this.#redis.sadd(revokedApiKeysKey(this.#prefix), id);
     this.#cache.delete(Buffer.from(digest, 'hex').toString('latin1'));
     return true;
   }
@@ -189,11 +219,17 @@ function toRecord(fields: Record<string, string>): ApiKeyRecord {
     const value = fields[field];
     if (value !== undefined) limits[field] = Number(value);
   }
+  const inbox: KeyInboxBounds = {};
+  for (const [bound, field] of Object.entries(INBOX_FIELDS) as [keyof KeyInboxBounds, string][]) {
+    const value = fields[field];
+    if (value !== undefined) inbox[bound] = Number(value);
+  }
   return {
     id: fields.id ?? '',
     name: fields.name ?? '',
     tenantId: fields.tenantId ?? '',
     limits,
+    ...(Object.keys(inbox).length > 0 ? { inbox } : {}),
     createdAt: fields.createdAt ?? '',
     ...(fields.revokedAt ? { revokedAt: fields.revokedAt } : {}),
   };

@@ -13,7 +13,7 @@ import type { GatewayConfig } from './config.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Limits } from './limits.js';
 import { createMetrics, type GatewayMetrics } from './metrics.js';
-import { createApiKeyAuth } from './plugins/api-key-auth.js';
+import { createApiKeyAuth, decorateIdentity } from './plugins/api-key-auth.js';
 import { registerErrorHandler } from './plugins/error-handler.js';
 import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
 import { registerValidation } from './plugins/validation.js';
@@ -39,7 +39,8 @@ declare module 'fastify' {
     withRedisTimeout<T>(promise: Promise<T>): Promise<T>;
     /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
     ensureDurable(): Promise<void>;
-    statusOf(id: string): Promise<TenantStatus | undefined>;
+    /** Notification `id` of `tenantId`, or undefined (another tenant's answers like a missing one). */
+    statusOf(tenantId: string, id: string): Promise<TenantStatus | undefined>;
     inbox: Inbox;
     /** Pushes unread counts to the user's connected tabs after a REST read. */
     live: LivePublisher;
@@ -147,8 +148,8 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
       ? shardedPublisher(redis, config.pubsub.key)
       : classicPublisher(redis, config.pubsub.key),
   );
-  app.decorate('statusOf', (id: string) => statusOf(queue, inbox, id));
-  app.decorateRequest('apiKey', undefined);
+  app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queue, inbox, tenantId, id));
+  decorateIdentity(app);
   app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
 
   // Callback style: no promise per request.

@@ -1,29 +1,33 @@
 import type { Inbox } from '@herald/inbox';
-import type { NotificationJob, NotificationStatus } from '@herald/protocol';
+import { DEFAULT_TENANT, type NotificationJob, type NotificationStatus } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 
 /** A status with the tenant it belongs to (not shown to clients). */
 export type TenantStatus = NotificationStatus & { tenantId: string | undefined };
 
 /**
- * Where a notification is. The inbox is the record of truth once the worker has stored it (delivered,
+ * Where notification `id` of `tenantId` is; undefined when it is not that tenant's. The inbox is the record of truth once the worker has stored it (delivered,
  * expired, deduplicated; it outlives the job); the BullMQ job tells the rest (waiting, retrying,
  * failed) and the attempts.
  */
 export async function statusOf(
   queue: Queue<NotificationJob>,
-  inbox: Inbox,
+  root: Inbox,
+  tenantId: string,
   id: string,
 ): Promise<TenantStatus | undefined> {
+  const inbox = root.tenant(tenantId);
   // State first, then the job: the job read is at least as new as the state, so a `failed` state
   // never comes with the attempts of an earlier try.
   const state = await queue.getJobState(id);
-  const [job, stored] = await Promise.all([queue.getJob(id), inbox.statusById(id)]);
+  const [found, stored] = await Promise.all([queue.getJob(id), inbox.statusById(id)]);
+  // BullMQ job ids are one namespace: another tenant's job is treated as absent.
+  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
   if (!job && !stored) return undefined;
   const base = {
     id,
     userId: stored?.userId ?? job?.data.userId ?? '',
-    tenantId: stored?.tenantId ?? job?.data.tenantId,
+    tenantId,
     attempts: job?.attemptsMade ?? 1,
     createdAt: job?.data.createdAt ?? '',
   };

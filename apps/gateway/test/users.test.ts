@@ -16,7 +16,9 @@ async function seed(userId: string, count: number, tenantId = 'default'): Promis
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = randomId('n');
-    await app.inbox.append({ id, userId, payload: { i }, createdAt: new Date().toISOString() }, { tenantId });
+    await app.inbox
+      .tenant(tenantId)
+      .append({ id, userId, payload: { i }, createdAt: new Date().toISOString() });
     ids.push(id);
   }
   return ids;

@@ -25,6 +25,8 @@ const EnvSchema = Type.Object({
   HERALD_PING_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 20_000 }),
   HERALD_GAP_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 100 }),
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
+  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
+  HERALD_REVOCATION_CHECK_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 2000 }),
   ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
@@ -62,6 +64,10 @@ export interface RealtimeConfig {
   /** Notifications per inbox read during a replay. */
   replayPage: number;
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
+  /** The gateway's key prefix (`HERALD_KEY_PREFIX`): where revoked API keys are listed. Must match the gateway's. */
+  keyPrefix: string;
+  /** How often connected sockets are checked against revoked API keys; a revoked key's sockets leave within this. */
+  revocationCheckMs: number;
   /** Recorded as `deliveredBy` of the acks this instance receives. */
   instanceId: string;
   log: LogSettings;
@@ -93,6 +99,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     gapWaitMs: parsed.HERALD_GAP_WAIT_MS,
     replayPage: parsed.HERALD_REPLAY_PAGE,
     inbox: inboxSettings(parsed),
+    keyPrefix: parsed.HERALD_KEY_PREFIX,
+    revocationCheckMs: parsed.HERALD_REVOCATION_CHECK_MS,
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
   });

@@ -4,11 +4,13 @@ import {
   type ClientToServerEvents,
   type CommandReply,
   type GoodbyeEvent,
+  revokedApiKeysKey,
   type ServerToClientEvents,
   type SocketData,
   SocketEvent,
   TokenErrorCode,
   UserTokenError,
+  userKey,
   userRoom,
   verifyUserToken,
 } from '@herald/protocol';
@@ -27,6 +29,7 @@ type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<st
 export const HandshakeErrorCode = {
   OFFSET_INVALID: 'HERALD_ERR_OFFSET_INVALID',
   TOO_MANY_CONNECTIONS: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
+  UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
 } as const;
 
 /** A running realtime server. */
@@ -60,7 +63,9 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
   const deliveries = new Map<string, Delivery>();
+  /** Sockets per user key (`<tenant>/<user>`): slots are per user of a tenant, never shared across tenants. */
   const connectionsPerUser = new Map<string, number>();
+  const revokedKeys = revokedApiKeysKey(config.keyPrefix);
 
   const http = createServer((request, response) => {
     if (request.method === 'GET' && request.url?.startsWith('/healthz')) {
@@ -137,33 +142,56 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       );
       return;
     }
-    verifyUserToken(token, config.jwtSecret).then(
-      ({ userId, expiresAt }) => {
-        const count = connectionsPerUser.get(userId) ?? 0;
-        if (count >= config.maxConnectionsPerUser) {
-          refuse(
-            HandshakeErrorCode.TOO_MANY_CONNECTIONS,
-            `This user already has ${count} connections to this server (the limit): close one, then retry.`,
-          );
-          return;
-        }
-        connectionsPerUser.set(userId, count + 1);
-        socket.data.userId = userId;
-        socket.data.expiresAtMs = expiresAt.getTime();
-        next();
-      },
-      (error: unknown) => {
-        if (error instanceof UserTokenError) refuse(error.code, error.message);
-        else refuse(TokenErrorCode.INVALID, 'Token check failed: get a new one from POST /tokens.');
-      },
-    );
+    verifyUserToken(token, config.jwtSecret)
+      .then(async (claims) => {
+        // A token minted by a key that was revoked since is refused (fail closed when Redis cannot say).
+        const revoked = await pub.sismember(revokedKeys, claims.keyId).catch(() => undefined);
+        return { claims, revoked };
+      })
+      .then(
+        ({ claims: { userId, tenantId, keyId, expiresAt }, revoked }) => {
+          if (revoked === undefined) {
+            refuse(HandshakeErrorCode.UNAVAILABLE, 'Redis unavailable: retry shortly.');
+            return;
+          }
+          if (revoked === 1) {
+            refuse(
+              TokenErrorCode.REVOKED,
+              'The API key that minted this token was revoked: get a new token from your backend.',
+            );
+            return;
+          }
+          const slot = userKey(tenantId, userId);
+          const count = connectionsPerUser.get(slot) ?? 0;
+          if (count >= config.maxConnectionsPerUser) {
+            refuse(
+              HandshakeErrorCode.TOO_MANY_CONNECTIONS,
+              `This user already has ${count} connections to this server (the limit): close one, then retry.`,
+            );
+            return;
+          }
+          connectionsPerUser.set(slot, count + 1);
+          socket.data.userId = userId;
+          socket.data.tenantId = tenantId;
+          socket.data.keyId = keyId;
+          socket.data.expiresAtMs = expiresAt.getTime();
+          next();
+        },
+        (error: unknown) => {
+          if (error instanceof UserTokenError) refuse(error.code, error.message);
+          else refuse(TokenErrorCode.INVALID, 'Token check failed: get a new one from POST /tokens.');
+        },
+      );
   });
 
   io.on('connection', (socket: HeraldSocket) => {
-    const { userId } = socket.data;
+    const { userId, tenantId } = socket.data;
+    const slot = userKey(tenantId, userId);
+    // Everything this socket reads or writes is its tenant's: another tenant's `alice` is another user.
+    const userInbox = inbox.tenant(tenantId);
     const delivery = new Delivery(
       userId,
-      inbox,
+      userInbox,
       {
         notification: (event) => socket.emit(SocketEvent.NOTIFICATION, event),
         synced: (event) => socket.emit(SocketEvent.SYNCED, event),
@@ -178,17 +206,19 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       delivery.close();
       deliveries.delete(socket.id);
       clearTimeout(expiry.timer);
-      const left = (connectionsPerUser.get(userId) ?? 1) - 1;
-      if (left > 0) connectionsPerUser.set(userId, left);
-      else connectionsPerUser.delete(userId);
-      log.debug({ userId, socketId: socket.id, reason }, 'disconnected');
+      const left = (connectionsPerUser.get(slot) ?? 1) - 1;
+      if (left > 0) connectionsPerUser.set(slot, left);
+      else connectionsPerUser.delete(slot);
+      log.debug({ userId, tenantId, socketId: socket.id, reason }, 'disconnected');
     });
 
     socket.on(SocketEvent.ACK, (body, reply) => {
-      command(reply, async () => ({ changed: await inbox.ack(userId, idsOf(body), config.instanceId) }));
+      command(reply, async () => ({
+        changed: await userInbox.ack(userId, idsOf(body), config.instanceId),
+      }));
     });
     socket.on(SocketEvent.READ, (body, reply) => {
-      command(reply, async () => markRead(userId, { ids: idsOf(body) }));
+      command(reply, async () => markRead(userInbox, userId, { ids: idsOf(body) }));
     });
     socket.on(SocketEvent.READ_ALL, (body, reply) => {
       const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
@@ -198,16 +228,18 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
         });
         return;
       }
-      command(reply, () => markRead(userId, upTo === undefined ? { all: true } : { all: true, upTo }));
+      command(reply, () =>
+        markRead(userInbox, userId, upTo === undefined ? { all: true } : { all: true, upTo }),
+      );
     });
 
     // Join first, then replay: whatever is published from now on is held by the Delivery, so nothing
     // falls between the replay's last read and the first live event. On the sharded adapter the join
     // subscribes to the room's channel; the PING on the same connection confirms it took effect.
     const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
-    Promise.resolve(socket.join(userRoom(userId)))
+    Promise.resolve(socket.join(userRoom(tenantId, userId)))
       .then(() => (config.pubsubMode === 'sharded' ? sub.ping() : undefined))
-      .then(() => delivery.start(lastOffset, () => inbox.unread(userId)))
+      .then(() => delivery.start(lastOffset, () => userInbox.unread(userId)))
       .then(() => {
         // Sharded pub/sub on Cluster: the room's SSUBSCRIBE goes to its shard's node, which the PING
         // above may not reach; one more inbox read a second later covers that window.
@@ -215,15 +247,49 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
           setTimeout(() => delivery.fill(), 1000);
       })
       .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
-    log.debug({ userId, socketId: socket.id, lastOffset }, 'connected');
+    log.debug({ userId, tenantId, socketId: socket.id, lastOffset }, 'connected');
   });
 
-  async function markRead(userId: string, selection: ReadSelection) {
-    const result = await inbox.markRead(userId, selection);
+  async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
+    const result = await userInbox.markRead(userId, selection);
     // Every tab of the user, on every instance, gets the new count.
-    if (result.changed > 0) io.to(userRoom(userId)).emit(SocketEvent.UNREAD, result.unread);
+    if (result.changed > 0) {
+      io.to(userRoom(userInbox.tenantId, userId)).emit(SocketEvent.UNREAD, result.unread);
+    }
     return result;
   }
+
+  // Revoked API keys: every `revocationCheckMs`, the distinct keys behind this instance's sockets are
+  // checked in one SMISMEMBER; a revoked key's sockets get `goodbye` and are disconnected. A revoked
+  // key's live sockets are therefore gone within `revocationCheckMs` (+ one Redis round trip).
+  const revocationTimer = setInterval(() => {
+    const byKey = new Map<string, HeraldSocket[]>();
+    for (const socket of io.of('/').sockets.values()) {
+      const keyId = socket.data.keyId;
+      if (keyId === undefined) continue;
+      const sockets = byKey.get(keyId);
+      if (sockets) sockets.push(socket);
+      else byKey.set(keyId, [socket]);
+    }
+    if (byKey.size === 0) return;
+    const keyIds = [...byKey.keys()];
+    pub.smismember(revokedKeys, ...keyIds).then(
+      (flags) => {
+        flags.forEach((flag, index) => {
+          if (flag !== 1) return;
+          for (const socket of byKey.get(keyIds[index] as string) ?? []) {
+            goodbye(socket, {
+              code: 'HERALD_ERR_TOKEN_REVOKED',
+              message: 'The API key that minted this token was revoked: get a new token from your backend.',
+              reconnect: false,
+            });
+          }
+        });
+      },
+      (error: unknown) => log.warn({ err: error }, 'revocation check failed; retrying'),
+    );
+  }, config.revocationCheckMs);
+  revocationTimer.unref();
 
   function command(
     reply: ((answer: CommandReply) => void) | undefined,
@@ -283,6 +349,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     http,
     port,
     async close() {
+      clearInterval(revocationTimer);
       // Tell every client to reconnect (the load balancer sends it to another instance), then close.
       for (const socket of io.of('/').sockets.values()) {
         goodbye(socket, {

@@ -246,9 +246,13 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
       reconnection: false,
       forceNew: true,
       auth: {
-        token: await signUserToken({ userId: randomId('poll'), secret: SECRET, ttlSeconds: 60 }).then(
-          (t) => t.token,
-        ),
+        token: await signUserToken({
+          tenantId: 'default',
+          keyId: 'test-key',
+          userId: randomId('poll'),
+          secret: SECRET,
+          ttlSeconds: 60,
+        }).then((t) => t.token),
       },
     });
     await new Promise<void>((resolve, reject) => {
@@ -289,7 +293,8 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
 
   it('stores the job shape the gateway writes (topic, type, tenant) and exposes topic/type', async () => {
     const user = randomId('shape');
-    const client = stack.client(user);
+    // The job's tenant is the recipient's: only a token of tenant t1 sees it.
+    const client = stack.client(user, { tenantId: 't1' });
     await client.connect(b.url);
     const job = notificationJob(user, { hello: 1 }, { topic: 'billing', type: 'invoice', tenantId: 't1' });
     await stack.queue.add('notify', job, { jobId: job.id });

@@ -177,10 +177,18 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
 
   it('refuses a forged, an expired and a missing token with connect_error', async () => {
     const forged = (
-      await signUserToken({ userId: 'alice', secret: 'not-the-secret-0123456789', ttlSeconds: 60 })
+      await signUserToken({
+        tenantId: 'default',
+        keyId: 'test-key',
+        userId: 'alice',
+        secret: 'not-the-secret-0123456789',
+        ttlSeconds: 60,
+      })
     ).token;
     const expired = (
       await signUserToken({
+        tenantId: 'default',
+        keyId: 'test-key',
         userId: 'alice',
         secret: SECRET,
         ttlSeconds: 60,

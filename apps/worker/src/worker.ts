@@ -8,7 +8,7 @@ import {
   type LivePublisher,
   shardedPublisher,
 } from '@herald/inbox';
-import type { NotificationJob } from '@herald/protocol';
+import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
 import { type Job, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -47,17 +47,20 @@ export async function processNotification(
     ...(job.type !== undefined ? { type: job.type } : {}),
   };
   const createdAtMs = Date.parse(job.createdAt);
-  const result = await inbox.append(notification, {
+  // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and room. A job from before
+  // tenants carries none and belongs to `default`.
+  const tenantId = job.tenantId ?? DEFAULT_TENANT;
+  const result = await inbox.tenant(tenantId).append(notification, {
     ...(job.ttlMs !== undefined && Number.isFinite(createdAtMs)
       ? { expiresAtMs: createdAtMs + job.ttlMs }
       : {}),
     ...(job.dedupeKey !== undefined ? { dedupeKey: job.dedupeKey } : {}),
-    ...(job.tenantId !== undefined ? { tenantId: job.tenantId } : {}),
+    ...(job.inbox !== undefined ? { bounds: job.inbox } : {}),
   });
   if (result.outcome === 'appended' || result.outcome === 'already-appended') {
     // The new unread count rides on the notification (one pub/sub message, not two); a re-run does
     // not carry it, as its count may be stale.
-    live.notification({
+    live.notification(tenantId, {
       ...notification,
       offset: result.offset,
       ...(result.outcome === 'appended' ? { unread: result.unread } : {}),

@@ -24,7 +24,7 @@ describe('processNotification', () => {
   let inbox: Inbox;
   const pushed: NotificationEvent[] = [];
   const live: LivePublisher = {
-    notification: (event) => pushed.push(event),
+    notification: (_tenant, event) => pushed.push(event),
     unread: () => {},
   };
   beforeAll(() => {

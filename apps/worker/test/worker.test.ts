@@ -43,7 +43,7 @@ describe('worker', () => {
     const http = createServer();
     const server = new Server(http, { adapter: createAdapter(pub, sub, { key: pubsubKey }) });
     server.on('connection', (socket) => {
-      void socket.join(userRoom(String(socket.handshake.auth.userId)));
+      void socket.join(userRoom('default', String(socket.handshake.auth.userId)));
     });
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     port = (http.address() as AddressInfo).port;

@@ -1,7 +1,7 @@
-import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
+import { DEFAULT_TENANT, type InboxOffset, type NotificationEvent, type UnreadEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
+import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
 
@@ -22,6 +22,14 @@ export interface InboxOptions {
   maxLength?: number;
   /** Notifications older than this (ms) are trimmed on the next append. Default 30 days. */
   maxAgeMs?: number;
+  /** The tenant whose inboxes this instance reads and writes. Default `default` (see `tenantPrefix`). */
+  tenantId?: string;
+}
+
+/** Per-call bounds of one append, at most the inbox's own (a tenant's API key may keep less). */
+export interface AppendBounds {
+  maxLength?: number | undefined;
+  maxAgeMs?: number | undefined;
 }
 
 /** What the worker stores: a notification without its offset (the inbox assigns it). */
@@ -111,16 +119,23 @@ export type ReadSelection = { ids: string[] } | { all: true; upTo?: InboxOffset 
  */
 export class Inbox {
   readonly prefix: string;
+  /** The tenant this instance acts for; every key it touches is that tenant's. */
+  readonly tenantId: string;
   readonly maxLength: number;
   readonly maxAgeMs: number;
   /** TTL of every key, refreshed on append: `maxAgeMs` + 1 day. */
   readonly retentionMs: number;
   readonly #redis: Redis | Cluster;
   readonly #scripts: Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
+  /** `prefix` with the tenant's part: where this tenant's keys live. */
+  readonly #base: string;
+  readonly #tenants: Map<string, Inbox>;
 
   constructor(redis: Redis | Cluster, options: InboxOptions = {}) {
     this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
     assertPrefix(this.prefix);
+    this.tenantId = options.tenantId ?? DEFAULT_TENANT;
+    this.#base = tenantPrefix(this.prefix, this.tenantId);
     this.maxLength = options.maxLength ?? DEFAULT_INBOX_MAX_LENGTH;
     this.maxAgeMs = options.maxAgeMs ?? DEFAULT_INBOX_MAX_AGE_MS;
     if (!Number.isInteger(this.maxLength) || this.maxLength < 1) {
@@ -138,18 +153,46 @@ export class Inbox {
     this.retentionMs = this.maxAgeMs + 24 * 3600 * 1000;
     this.#redis = redis;
     this.#scripts = defineScripts(redis);
+    this.#tenants = new Map([[this.tenantId, this]]);
   }
 
-  /** The keys of `userId`'s inbox (for operators and tests). */
+  /**
+   * The same inbox settings acting for `tenantId`: its users, its keys, nothing of any other tenant's.
+   * Instances are cached (one per tenant).
+   *
+   * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_ARGUMENT` for an invalid tenant id.
+   * @example
+   * ```ts
+   * const acme = inbox.tenant('acme');
+   * await acme.list('alice'); // acme's alice, never another tenant's alice
+   * ```
+   */
+  tenant(tenantId: string): Inbox {
+    let inbox = this.#tenants.get(tenantId);
+    if (inbox === undefined) {
+      inbox = new Inbox(this.#redis, {
+        prefix: this.prefix,
+        maxLength: this.maxLength,
+        maxAgeMs: this.maxAgeMs,
+        tenantId,
+      });
+      if (this.#tenants.size > 10_000) this.#tenants.clear();
+      this.#tenants.set(tenantId, inbox);
+    }
+    return inbox;
+  }
+
+  /** The keys of `userId`'s inbox in this tenant (for operators and tests). */
   keys(userId: string): InboxKeys {
-    return inboxKeys(this.prefix, checkUserId(userId));
+    return inboxKeys(this.#base, checkUserId(userId));
   }
 
   /**
    * Appends a notification to its user's inbox, once: appending the same id again (a retried job)
    * answers `already-appended` with the first offset and changes nothing. With `expiresAtMs` in the past
    * it records `expired` instead; with a `dedupeKey` already used for this user (within the retention)
-   * it records `deduplicated`.
+   * it records `deduplicated`. `bounds` may keep fewer or younger notifications than the inbox's own
+   * settings (a tenant's API key with smaller limits), never more.
    *
    * @example
    * ```ts
@@ -158,13 +201,20 @@ export class Inbox {
    */
   async append(
     notification: InboxNotification,
-    options: { expiresAtMs?: number; dedupeKey?: string; tenantId?: string; nowMs?: number } = {},
+    options: {
+      expiresAtMs?: number;
+      dedupeKey?: string;
+      nowMs?: number;
+      bounds?: AppendBounds;
+    } = {},
   ): Promise<AppendResult> {
     const keys = this.keys(notification.userId);
+    const maxLength = boundOf(options.bounds?.maxLength, this.maxLength);
+    const maxAgeMs = boundOf(options.bounds?.maxAgeMs, this.maxAgeMs);
     const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
     // The id → user index is written beside the script (another hash slot), in the same round trip.
     const index = this.#redis.set(
-      notificationIndexKey(this.prefix, notification.id),
+      notificationIndexKey(this.#base, notification.id),
       notification.userId,
       'PX',
       this.retentionMs,
@@ -180,10 +230,10 @@ export class Inbox {
       options.nowMs ?? '',
       options.expiresAtMs ?? 0,
       hasDedupe ? 1 : 0,
-      this.maxLength,
-      this.maxAgeMs,
+      maxLength,
+      maxAgeMs,
       this.retentionMs,
-      options.tenantId ?? '',
+      this.tenantId,
     );
     const [reply] = (await Promise.all([script, index])) as [
       [number, string, number, number, string],
@@ -387,17 +437,16 @@ export class Inbox {
    * ```
    */
   async locate(id: string): Promise<string | undefined> {
-    return (await this.#redis.get(notificationIndexKey(this.prefix, id))) ?? undefined;
+    return (await this.#redis.get(notificationIndexKey(this.#base, id))) ?? undefined;
   }
 
   /**
    * {@link Inbox.status} by id alone (`GET /notifications/:id` when the job is gone from BullMQ): looks
-   * the user up with {@link Inbox.locate} first. Compare `tenantId` with the caller's before answering.
+   * the user up with {@link Inbox.locate} first, in this tenant only (another tenant's id is not found).
    *
    * @example
    * ```ts
-   * const status = await inbox.statusById(request.params.id);
-   * if (!status || (status.tenantId && status.tenantId !== tenant)) return reply.code(404).send(…);
+   * const status = await inbox.tenant(caller.tenantId).statusById(request.params.id);
    * ```
    */
   async statusById(id: string): Promise<NotificationStatus | undefined> {
@@ -450,6 +499,13 @@ function checkUserId(userId: string): string {
     throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'userId must be a non-empty string');
   }
   return userId;
+}
+
+/** A per-call bound: at most the inbox's own, and only a positive integer counts. */
+function boundOf(requested: number | undefined, own: number): number {
+  return requested !== undefined && Number.isInteger(requested) && requested >= 1 && requested < own
+    ? requested
+    : own;
 }
 
 function checkLimit(limit: number): number {

@@ -15,8 +15,16 @@ export {
   type ReadResult,
   type ReadSelection,
 } from './inbox.js';
-export { assertPrefix, escapeTag, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
+export {
+  assertPrefix,
+  escapeTag,
+  type InboxKeys,
+  inboxKeys,
+  notificationIndexKey,
+  tenantPrefix,
+} from './keys.js';
 export { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
+export { type MigrationReport, migrateToTenant } from './migrate.js';
 export {
   compareOffsets,
   isOffset,

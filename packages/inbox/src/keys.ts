@@ -1,3 +1,4 @@
+import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
 import { InboxError, InboxErrorCode } from './errors.js';
 
 /**
@@ -64,6 +65,30 @@ export function inboxKeys(prefix: string, userId: string): InboxKeys {
  */
 export function notificationIndexKey(prefix: string, notificationId: string): string {
   return `${prefix}id:{${escapeTag(notificationId)}}`;
+}
+
+/**
+ * The key prefix of one tenant's inboxes under `prefix`. The tenant `default` keeps the layout of the
+ * time before tenants (`<prefix>{<user>}:…`), so that a deployment upgraded from one tenant keeps its
+ * inboxes with no migration; any other tenant lives under `<prefix>t:<tenantId>:` (`<prefix>t:acme:{<user>}:…`).
+ * No two tenants' keys meet: a default key has `{` right after the prefix, a tenant key `t:`, and a
+ * tenant id has neither `:` nor braces (`isTenantId`).
+ *
+ * @example
+ * ```ts
+ * tenantPrefix('herald:inbox:', 'default'); // 'herald:inbox:'
+ * tenantPrefix('herald:inbox:', 'acme');    // 'herald:inbox:t:acme:'
+ * ```
+ */
+export function tenantPrefix(prefix: string, tenantId: string): string {
+  if (tenantId === DEFAULT_TENANT) return prefix;
+  if (!isTenantId(tenantId)) {
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `"${tenantId}" is not a tenant id: 1 to 64 of A-Z a-z 0-9 _ . -`,
+    );
+  }
+  return `${prefix}t:${tenantId}:`;
 }
 
 /**

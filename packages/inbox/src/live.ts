@@ -14,8 +14,9 @@ import type { Cluster, Redis } from 'ioredis';
  * worker publishes notifications; the gateway publishes unread counts after a REST read.
  */
 export interface LivePublisher {
-  notification(event: NotificationEvent): void;
-  unread(userId: string, unread: UnreadEvent): void;
+  /** To the connected clients of `event.userId` of `tenantId` (room {@link userRoom}). */
+  notification(tenantId: string, event: NotificationEvent): void;
+  unread(tenantId: string, userId: string, unread: UnreadEvent): void;
 }
 
 /**
@@ -24,17 +25,17 @@ export interface LivePublisher {
  * @example
  * ```ts
  * const live = classicPublisher(redis, 'socket.io');
- * live.unread('alice', { count: 0, version: 7 });
+ * live.unread('acme', 'alice', { count: 0, version: 7 });
  * ```
  */
 export function classicPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
   const emitter = new Emitter<ServerToClientEvents>(redis, { key: pubsubKey });
   return {
-    notification(event) {
-      emitter.to(userRoom(event.userId)).emit(NOTIFICATION_EVENT, event);
+    notification(tenantId, event) {
+      emitter.to(userRoom(tenantId, event.userId)).emit(NOTIFICATION_EVENT, event);
     },
-    unread(userId, unread) {
-      emitter.to(userRoom(userId)).emit(SocketEvent.UNREAD, unread);
+    unread(tenantId, userId, unread) {
+      emitter.to(userRoom(tenantId, userId)).emit(SocketEvent.UNREAD, unread);
     },
   };
 }
@@ -51,7 +52,7 @@ const EVENT_PACKET = 2;
  * @example
  * ```ts
  * const live = shardedPublisher(cluster, 'socket.io');
- * live.notification(event);
+ * live.notification('acme', event);
  * ```
  */
 export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
@@ -68,11 +69,11 @@ export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): Liv
     void redis.spublish(`${pubsubKey}#/#${room}#`, JSON.stringify(message));
   };
   return {
-    notification(event) {
-      publish(userRoom(event.userId), NOTIFICATION_EVENT, event);
+    notification(tenantId, event) {
+      publish(userRoom(tenantId, event.userId), NOTIFICATION_EVENT, event);
     },
-    unread(userId, unread) {
-      publish(userRoom(userId), SocketEvent.UNREAD, unread);
+    unread(tenantId, userId, unread) {
+      publish(userRoom(tenantId, userId), SocketEvent.UNREAD, unread);
     },
   };
 }

@@ -44,7 +44,7 @@ export interface InboxEnvValues {
  * inboxSettings({ HERALD_INBOX_PREFIX: 'herald:inbox:', HERALD_INBOX_MAX_LENGTH: 1000, HERALD_INBOX_MAX_AGE_MS: 86_400_000 });
  * ```
  */
-export function inboxSettings(parsed: InboxEnvValues): Required<InboxOptions> {
+export function inboxSettings(parsed: InboxEnvValues): Required<Omit<InboxOptions, 'tenantId'>> {
   return Object.freeze({
     prefix: parsed.HERALD_INBOX_PREFIX,
     maxLength: parsed.HERALD_INBOX_MAX_LENGTH,

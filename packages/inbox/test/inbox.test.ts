@@ -151,12 +151,10 @@ describe('inbox', () => {
   });
 
   it('finds a status by notification id alone, with the sender’s tenant', async () => {
-    const { inbox, user } = setup();
+    const { inbox: root, user } = setup();
+    const inbox = root.tenant('acme');
     const id = randomId('n');
-    await inbox.append(
-      { id, userId: user, payload: {}, createdAt: new Date().toISOString() },
-      { tenantId: 'acme' },
-    );
+    await inbox.append({ id, userId: user, payload: {}, createdAt: new Date().toISOString() });
     expect(await inbox.locate(id)).toBe(user);
     expect(await inbox.statusById(id)).toMatchObject({
       id,

@@ -21,8 +21,13 @@ export interface NotificationJob extends NotificationOptions {
   payload: Record<string, unknown>;
   /** ISO 8601 time the gateway accepted the notification. */
   createdAt: string;
-  /** Tenant (API key owner) that sent it, when known. */
+  /**
+   * Tenant (of the API key) that sent it: the recipient is `(tenantId, userId)`. Absent only in jobs
+   * enqueued before tenants existed, which belong to the tenant `default`.
+   */
   tenantId?: string;
+  /** The sending key's own inbox bounds, when smaller than the deployment's (`herald keys create --inbox-*`). */
+  inbox?: { maxLength?: number; maxAgeMs?: number };
 }
 
 /**
@@ -75,7 +80,8 @@ export interface ResyncEvent {
 
 /** Why the server is about to close the connection, sent just before it does. */
 export interface GoodbyeEvent {
-  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_SERVER_SHUTDOWN';
+  /** `HERALD_ERR_TOKEN_REVOKED`: the API key that minted the token was revoked (do not reconnect with it). */
+  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_ERR_TOKEN_REVOKED' | 'HERALD_SERVER_SHUTDOWN';
   message: string;
   /** True: reconnect (to any instance) with the same token and `lastOffset`; false: get a new token first. */
   reconnect: boolean;
@@ -108,6 +114,10 @@ export interface ClientToServerEvents {
 /** Per-socket data the realtime server keeps after the handshake. */
 export interface SocketData {
   userId: string;
+  /** The token's tenant: the socket reaches only `(tenantId, userId)`. */
+  tenantId: string;
+  /** Id of the API key that minted the token (revoking it disconnects the socket). */
+  keyId: string;
   /** When the token stops being valid (ms since epoch); the server disconnects the socket then. */
   expiresAtMs: number;
 }

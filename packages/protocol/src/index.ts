@@ -2,4 +2,5 @@ export * from './events.js';
 export * from './logging.js';
 export * from './names.js';
 export * from './schemas.js';
+export * from './tenancy.js';
 export * from './user-token.js';

@@ -19,15 +19,3 @@ export const NOTIFY_JOB_NAME = 'notify';
 
 /** Socket.IO event that carries a notification to a browser. */
 export const NOTIFICATION_EVENT = 'notification';
-
-/**
- * The Socket.IO room that every connection of one user joins.
- *
- * @example
- * ```ts
- * emitter.to(userRoom('alice')).emit(NOTIFICATION_EVENT, event);
- * ```
- */
-export function userRoom(userId: string): string {
-  return `user:${userId}`;
-}

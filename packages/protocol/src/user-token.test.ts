@@ -1,3 +1,4 @@
+import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { signUserToken, TokenErrorCode, verifyUserToken } from './user-token.js';
 
@@ -5,9 +6,17 @@ const secret = 'test-secret-that-is-long-enough-000';
 
 describe('user tokens', () => {
   it('round-trips the user id and expiry', async () => {
-    const { token, expiresAt } = await signUserToken({ userId: 'alice', secret, ttlSeconds: 60 });
+    const { token, expiresAt } = await signUserToken({
+      userId: 'alice',
+      tenantId: 'acme',
+      keyId: 'k1',
+      secret,
+      ttlSeconds: 60,
+    });
     const verified = await verifyUserToken(token, secret);
     expect(verified.userId).toBe('alice');
+    expect(verified.tenantId).toBe('acme');
+    expect(verified.keyId).toBe('k1');
     expect(verified.expiresAt.getTime()).toBe(expiresAt.getTime());
   });
 
@@ -19,6 +28,8 @@ describe('user tokens', () => {
   it('refuses a token signed with another secret', async () => {
     const { token } = await signUserToken({
       userId: 'alice',
+      tenantId: 'acme',
+      keyId: 'k1',
       secret: 'another-secret-xxxxxxxxxxxx',
       ttlSeconds: 60,
     });
@@ -28,11 +39,27 @@ describe('user tokens', () => {
   it('refuses an expired token', async () => {
     const { token } = await signUserToken({
       userId: 'alice',
+      tenantId: 'acme',
+      keyId: 'k1',
       secret,
       ttlSeconds: 60,
       now: new Date(Date.now() - 3_600_000),
     });
     await expect(verifyUserToken(token, secret)).rejects.toMatchObject({ code: TokenErrorCode.EXPIRED });
+  });
+
+  it('refuses a token without a tenant (minted before tenants existed)', async () => {
+    const token = await new SignJWT({})
+      .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+      .setSubject('alice')
+      .setIssuer('herald')
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(new TextEncoder().encode(secret));
+    await expect(verifyUserToken(token, secret)).rejects.toMatchObject({
+      code: TokenErrorCode.INVALID,
+      message: expect.stringContaining('no tenant'),
+    });
   });
 
   it('refuses garbage', async () => {

@@ -1,4 +1,5 @@
 import { errors, jwtVerify, SignJWT } from 'jose';
+import { isTenantId } from './tenancy.js';
 
 const ALGORITHM = 'HS256';
 
@@ -15,6 +16,8 @@ export const TokenErrorCode = {
   MISSING: 'HERALD_ERR_TOKEN_MISSING',
   EXPIRED: 'HERALD_ERR_TOKEN_EXPIRED',
   INVALID: 'HERALD_ERR_TOKEN_INVALID',
+  /** The API key that minted the token was revoked. */
+  REVOKED: 'HERALD_ERR_TOKEN_REVOKED',
 } as const;
 export type TokenErrorCode = (typeof TokenErrorCode)[keyof typeof TokenErrorCode];
 
@@ -32,23 +35,36 @@ function keyOf(secret: string): Uint8Array {
   return new TextEncoder().encode(secret);
 }
 
+/** Whom a verified user token was issued for, and by which API key. */
+export interface UserTokenClaims {
+  userId: string;
+  /** The tenant of the API key that minted the token: the socket acts only inside it. */
+  tenantId: string;
+  /** Id of the API key that minted the token: revoking the key ends the token. */
+  keyId: string;
+  expiresAt: Date;
+}
+
 /**
- * Signs the token a backend hands to its browser so that it can connect as `userId`.
+ * Signs the token a backend hands to its browser so that it can connect as `userId` of `tenantId`.
+ * Claims: `sub` = user id, `tid` = tenant id, `kid` = the minting API key's id, `iss`, `iat`, `exp`.
  *
  * @example
  * ```ts
- * const { token, expiresAt } = await signUserToken({ userId: 'alice', secret, ttlSeconds: 3600 });
+ * const { token, expiresAt } = await signUserToken({ userId: 'alice', tenantId: 'acme', keyId, secret, ttlSeconds: 3600 });
  * ```
  */
 export async function signUserToken(options: {
   userId: string;
+  tenantId: string;
+  keyId: string;
   secret: string;
   ttlSeconds: number;
   now?: Date;
 }): Promise<{ token: string; expiresAt: Date }> {
   const issuedAt = Math.floor((options.now ?? new Date()).getTime() / 1000);
   const expiresAtSeconds = issuedAt + options.ttlSeconds;
-  const token = await new SignJWT({})
+  const token = await new SignJWT({ tid: options.tenantId, kid: options.keyId })
     .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
     .setSubject(options.userId)
     .setIssuer(TOKEN_ISSUER)
@@ -59,18 +75,16 @@ export async function signUserToken(options: {
 }
 
 /**
- * Verifies a user token and returns whom it was issued for.
+ * Verifies a user token and returns whom it was issued for. A token without a tenant (minted before
+ * Herald had tenants) is refused: the client gets a new one.
  *
  * @throws {UserTokenError} when the token is missing, expired, forged or malformed.
  * @example
  * ```ts
- * const { userId, expiresAt } = await verifyUserToken(socket.handshake.auth.token, secret);
+ * const { userId, tenantId, keyId, expiresAt } = await verifyUserToken(socket.handshake.auth.token, secret);
  * ```
  */
-export async function verifyUserToken(
-  token: unknown,
-  secret: string,
-): Promise<{ userId: string; expiresAt: Date }> {
+export async function verifyUserToken(token: unknown, secret: string): Promise<UserTokenClaims> {
   if (typeof token !== 'string' || token.length === 0) {
     throw new UserTokenError(
       TokenErrorCode.MISSING,
@@ -89,7 +103,18 @@ export async function verifyUserToken(
         'Token has no subject: get a new one from POST /tokens.',
       );
     }
-    return { userId: payload.sub, expiresAt: new Date(payload.exp * 1000) };
+    if (!isTenantId(payload.tid) || typeof payload.kid !== 'string' || payload.kid.length === 0) {
+      throw new UserTokenError(
+        TokenErrorCode.INVALID,
+        'Token has no tenant (minted before tenants existed): get a new one from POST /tokens.',
+      );
+    }
+    return {
+      userId: payload.sub,
+      tenantId: payload.tid,
+      keyId: payload.kid,
+      expiresAt: new Date(payload.exp * 1000),
+    };
   } catch (error) {
     if (error instanceof UserTokenError) throw error;
     if (error instanceof errors.JWTExpired) {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { ApiKeyStore, type KeyLimits } from '../api-keys.js';
+import { isTenantId } from '@herald/protocol';
+import { ApiKeyStore, type KeyInboxBounds, type KeyLimits } from '../api-keys.js';
 import { loadConfig } from '../config.js';
 import { type CliIo, connectForCli } from './io.js';
 
@@ -7,7 +8,10 @@ export type { CliIo } from './io.js';
 
 const USAGE = `usage: herald keys <command>
   create --name <name> --tenant <tenant id> [--recipient-rate <n/s>] [--recipient-burst <n>]
-         [--sender-rate <n/s>] [--sender-burst <n>]     create a key; it is printed once, store it now
+         [--sender-rate <n/s>] [--sender-burst <n>]
+         [--inbox-max-length <n>] [--inbox-max-age-ms <ms>]
+                                                          create a key; it is printed once, store it now
+                                                          (tenant id: 1-64 of A-Z a-z 0-9 _ . -)
   list                                                    list keys (never the keys themselves)
   revoke <key id>                                         revoke a key on every gateway within 1 s
 Reads REDIS_URL and HERALD_KEY_PREFIX like the gateway.`;
@@ -51,8 +55,14 @@ export async function run(
               key.name,
               `tenant=${key.tenantId}`,
               `created=${key.createdAt}`,
-              key.revokedAt ? `REVOKED=${key.revokedAt}` : 'active',
+              key.revokedAt
+                ? `REVOKED=${key.revokedAt}`
+                : isTenantId(key.tenantId)
+                  ? 'active'
+                  : 'REFUSED (invalid tenant id)',
               limits,
+              key.inbox?.maxLength !== undefined ? `inboxMaxLength=${key.inbox.maxLength}` : '',
+              key.inbox?.maxAgeMs !== undefined ? `inboxMaxAgeMs=${key.inbox.maxAgeMs}` : '',
             ]
               .filter(Boolean)
               .join('  '),
@@ -94,6 +104,8 @@ async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<nu
         'recipient-burst': { type: 'string' },
         'sender-rate': { type: 'string' },
         'sender-burst': { type: 'string' },
+        'inbox-max-length': { type: 'string' },
+        'inbox-max-age-ms': { type: 'string' },
       },
       strict: true,
     }));
@@ -103,6 +115,10 @@ async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<nu
   }
   if (!values.name || !values.tenant) {
     io.err(`create needs --name and --tenant\n${USAGE}`);
+    return 2;
+  }
+  if (!isTenantId(values.tenant)) {
+    io.err(`--tenant "${values.tenant}" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ . -`);
     return 2;
   }
   const limits: KeyLimits = {};
@@ -122,7 +138,21 @@ async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<nu
     }
     limits[field] = value;
   }
-  const created = await store.create({ name: values.name, tenantId: values.tenant, limits });
+  const inbox: KeyInboxBounds = {};
+  for (const [field, flag] of [
+    ['maxLength', 'inbox-max-length'],
+    ['maxAgeMs', 'inbox-max-age-ms'],
+  ] as const) {
+    const raw = values[flag];
+    if (raw === undefined) continue;
+    const value = Number(raw);
+    if (!Number.isSafeInteger(value) || value < 1) {
+      io.err(`--${flag} must be a positive integer, got "${raw}"`);
+      return 2;
+    }
+    inbox[field] = value;
+  }
+  const created = await store.create({ name: values.name, tenantId: values.tenant, limits, inbox });
   io.out(`id:     ${created.id}`);
   io.out(`key:    ${created.key}`);
   io.out('Store the key now: Herald keeps only its SHA-256 and cannot show it again.');

@@ -1,12 +1,14 @@
 import { parseArgs } from 'node:util';
+import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { loadConfig } from '../config.js';
 import { Limits } from '../limits.js';
 import { type CliIo, connectForCli } from './io.js';
 
 const USAGE = `usage: herald limits <command>
-  peek  --user <userId> [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
-  reset --user <userId> [--key <api key id>]   refill them (e.g. after a mistaken flood)
+  peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
+  reset --user <userId> [--tenant <tenant id>] [--key <api key id>]   refill them (e.g. after a mistaken flood)
+--tenant defaults to "default" (the tenant of HERALD_API_KEYS).
 Uses the gateway's default limits; reads REDIS_URL and the HERALD_* settings like the gateway.`;
 
 const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} };
@@ -29,11 +31,11 @@ export async function run(
     (command === 'help' || command === '--help' ? io.out : io.err)(USAGE);
     return command === 'help' || command === '--help' ? 0 : 2;
   }
-  let values: { user?: string | undefined; key?: string | undefined };
+  let values: { user?: string | undefined; key?: string | undefined; tenant?: string | undefined };
   try {
     ({ values } = parseArgs({
       args: rest,
-      options: { user: { type: 'string' }, key: { type: 'string' } },
+      options: { user: { type: 'string' }, key: { type: 'string' }, tenant: { type: 'string' } },
       strict: true,
     }));
   } catch (error) {
@@ -44,17 +46,22 @@ export async function run(
     io.err(`${command} needs --user\n${USAGE}`);
     return 2;
   }
+  const tenant = values.tenant ?? DEFAULT_TENANT;
+  if (!isTenantId(tenant)) {
+    io.err(`--tenant "${tenant}" is not a tenant id\n${USAGE}`);
+    return 2;
+  }
   const config = loadConfig(env);
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   try {
     const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
     const limiter = new Limits(redis, config, quietLog as never).for(sender);
-    const key = { sender: sender.id, recipient: values.user };
+    const key = { sender: sender.id, recipient: userKey(tenant, values.user) };
     if (command === 'reset') {
       await limiter.reset(values.key ? key : { ...key, sender: '-' });
       io.out(
-        `reset: recipient ${values.user}${values.key ? ` and sender ${values.key}` : ''} are full again`,
+        `reset: recipient ${values.user} of ${tenant}${values.key ? ` and sender ${values.key}` : ''} are full again`,
       );
       return 0;
     }

@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyIdentity, ApiKeyStore } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 
@@ -6,7 +6,24 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The caller, set by `authenticate`. */
     apiKey?: ApiKeyIdentity;
+    /**
+     * The caller, on a route that runs `authenticate` (its `onRequest`); reading it on any other route
+     * is a programming error and throws.
+     */
+    readonly identity: ApiKeyIdentity;
   }
+}
+
+/** Decorates requests with {@link FastifyRequest.identity}: the authenticated caller, typed once. */
+export function decorateIdentity(app: FastifyInstance): void {
+  app.decorateRequest('apiKey', undefined);
+  app.decorateRequest('identity', {
+    getter(this: FastifyRequest): ApiKeyIdentity {
+      const identity = this.apiKey;
+      if (identity === undefined) throw new Error('request.identity read on a route without authenticate');
+      return identity;
+    },
+  });
 }
 
 /**

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../idempotency.js';
 
@@ -45,7 +44,7 @@ export function idempotencyPreValidation(app: FastifyInstance) {
         },
       );
     }
-    const scope = (request.apiKey as ApiKeyIdentity).id;
+    const scope = request.identity.id;
     const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
     let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
     try {

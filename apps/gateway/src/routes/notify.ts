@@ -12,11 +12,11 @@ import {
   NotifyRequest,
   notificationJobOptions,
   PAYLOAD_MAX_BYTES,
+  userKey,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
 import type { FastifyRequest } from 'fastify';
 import Type, { type Static } from 'typebox';
-import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
@@ -144,18 +144,23 @@ function limitCall(request: FastifyRequest, items: readonly NotifyItem[]): Limit
 
 function computeLimitCall(request: FastifyRequest, items: readonly NotifyItem[]): LimitCall {
   // A single notification to one recipient: no map, no arrays.
+  // The recipient's bucket is its tenant's user's (`<tenant>/<user>`): another tenant cannot drain it.
+  const { id: sender, tenantId } = request.identity;
   const only = items.length === 1 ? items[0] : undefined;
   if (only) {
     return {
-      key: { [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id, [RECIPIENT_POLICY]: only.userId },
+      key: { [SENDER_POLICY]: sender, [RECIPIENT_POLICY]: userKey(tenantId, only.userId) },
       cost: { [SENDER_POLICY]: 1, [RECIPIENT_POLICY]: 1 },
     };
   }
   const perRecipient = new Map<string, number>();
-  for (const item of items) perRecipient.set(item.userId, (perRecipient.get(item.userId) ?? 0) + 1);
+  for (const item of items) {
+    const recipient = userKey(tenantId, item.userId);
+    perRecipient.set(recipient, (perRecipient.get(recipient) ?? 0) + 1);
+  }
   return {
     key: {
-      [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id,
+      [SENDER_POLICY]: sender,
       [RECIPIENT_POLICY]: [...perRecipient.keys()],
     },
     cost: { [SENDER_POLICY]: items.length, [RECIPIENT_POLICY]: [...perRecipient.values()] },
@@ -165,10 +170,10 @@ function computeLimitCall(request: FastifyRequest, items: readonly NotifyItem[])
 /** `POST /notify` and `POST /notify/batch`: authenticate, limit, enqueue durably, answer 202. */
 export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const idempotency = idempotencyPreValidation(app);
-  const limiterOf = (request: FastifyRequest) => app.limits.for(request.apiKey as ApiKeyIdentity);
+  const limiterOf = (request: FastifyRequest) => app.limits.for(request.identity);
   // A sender (API key) that is being denied is refused before its body is read: a flood from a key
   // over its limit costs the gateway the least it can, and Redis nothing.
-  const senderOf = (request: FastifyRequest) => ({ [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id });
+  const senderOf = (request: FastifyRequest) => ({ [SENDER_POLICY]: request.identity.id });
 
   app.post(
     '/notify',
@@ -240,7 +245,7 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
   /** Enqueues `items`; resolves with their ids once every job is in Redis. */
   async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
-    const identity = request.apiKey as ApiKeyIdentity;
+    const identity = request.identity;
     const derivedId = request.idempotency?.derivedId;
     const createdAt = new Date().toISOString();
     const jobs = items.map((item, index) => {
@@ -253,6 +258,7 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
         payload: item.payload,
         createdAt,
         tenantId: identity.tenantId,
+        ...(identity.inbox ? { inbox: identity.inbox } : {}),
         ...optional(item),
       };
       // jobId = notification id, delay, priority, exponential backoff with jitter, failed jobs kept.

@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, NotificationStatus } from '@herald/protocol';
 import Type from 'typebox';
-import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 import type { TenantStatus } from '../status.js';
 
@@ -20,10 +19,10 @@ export const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const identity = request.apiKey as ApiKeyIdentity;
+      const identity = request.identity;
       let status: TenantStatus | undefined;
       try {
-        status = await app.withRedisTimeout(app.statusOf(request.params.id));
+        status = await app.withRedisTimeout(app.statusOf(identity.tenantId, request.params.id));
       } catch (error) {
         throw unavailable('Redis', error);
       }

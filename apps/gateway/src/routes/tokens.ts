@@ -1,7 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, signUserToken, TokenRequest, TokenResponse } from '@herald/protocol';
 
-/** `POST /tokens`: a backend gets the token its browser connects with as `userId`. */
+/**
+ * `POST /tokens`: a backend gets the token its browser connects with as `userId` of the key's tenant.
+ * The token carries the tenant and the key's id: it reaches only that tenant's user, and dies with the key.
+ */
 export const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/tokens',
@@ -16,6 +19,8 @@ export const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const { token, expiresAt } = await signUserToken({
         userId: request.body.userId,
+        tenantId: request.identity.tenantId,
+        keyId: request.identity.id,
         secret: app.config.jwtSecret,
         ttlSeconds: app.config.tokenTtlSeconds,
       });

@@ -28,8 +28,9 @@ const ReadBody = Type.Union([
 ]);
 
 /**
- * A user's inbox for the backend: list it, mark it read. User ids are one namespace per Herald
- * deployment: any valid API key may act for any user id (the backend decides who its users are).
+ * A user's inbox for the backend: list it, mark it read. A key acts only on its own tenant's users:
+ * `/users/alice` is the key's tenant's alice (another tenant's alice is another user). Within a tenant,
+ * any of its keys may act for any user id (the backend decides who its users are).
  */
 export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const inboxCall = async <T>(call: () => Promise<T>): Promise<T> => {
@@ -72,7 +73,8 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const { userId } = request.params;
       const { after, limit } = request.query;
-      return inboxCall(() => app.inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }));
+      const inbox = app.inbox.tenant(request.identity.tenantId);
+      return inboxCall(() => inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }));
     },
   );
 
@@ -97,13 +99,15 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const { userId } = request.params;
       const body = request.body;
+      const { tenantId } = request.identity;
+      const inbox = app.inbox.tenant(tenantId);
       const result = await inboxCall(() =>
-        app.inbox.markRead(
+        inbox.markRead(
           userId,
           'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
         ),
       );
-      if (result.changed > 0) app.live.unread(userId, result.unread);
+      if (result.changed > 0) app.live.unread(tenantId, userId, result.unread);
       return result;
     },
   );

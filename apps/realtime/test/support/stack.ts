@@ -103,7 +103,7 @@ export class Stack {
     return jobs.map((job) => job.id);
   }
 
-  client(userId: string, options: { ttlSeconds?: number; now?: Date } = {}): TestClient {
+  client(userId: string, options: { ttlSeconds?: number; now?: Date; tenantId?: string } = {}): TestClient {
     const client = new TestClient(userId, options);
     this.clients.push(client);
     return client;
@@ -160,9 +160,11 @@ export class TestClient {
   disconnectReason: string | undefined;
   #token: Promise<string>;
 
-  constructor(userId: string, options: { ttlSeconds?: number; now?: Date } = {}) {
+  constructor(userId: string, options: { ttlSeconds?: number; now?: Date; tenantId?: string } = {}) {
     this.userId = userId;
     this.#token = signUserToken({
+      tenantId: options.tenantId ?? 'default',
+      keyId: 'test-key',
       userId,
       secret: SECRET,
       ttlSeconds: options.ttlSeconds ?? 3600,

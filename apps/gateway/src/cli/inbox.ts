@@ -1,0 +1,57 @@
+import { parseArgs } from 'node:util';
+import { migrateToTenant } from '@herald/inbox';
+import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
+import { loadConfig } from '../config.js';
+import { type CliIo, connectForCli } from './io.js';
+
+const USAGE = `usage: herald inbox <command>
+  migrate --tenant <tenant id>   move the inboxes written before tenants existed (read today as tenant
+                                 "${DEFAULT_TENANT}"'s) to <tenant id>, for a deployment whose one tenant was not
+                                 "${DEFAULT_TENANT}"; safe to run again; run it before the new workers start
+Reads REDIS_URL and HERALD_INBOX_PREFIX like the gateway.`;
+
+/**
+ * `herald inbox migrate --tenant <id>`: an upgrade from the time before tenants. Returns the exit code.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await run(['migrate', '--tenant', 'acme'], { out: console.log, err: console.error });
+ * ```
+ */
+export async function run(
+  args: string[],
+  io: CliIo,
+  env: Record<string, string | undefined> = process.env,
+): Promise<number> {
+  const [command, ...rest] = args;
+  if (command !== 'migrate') {
+    (command === 'help' || command === '--help' ? io.out : io.err)(USAGE);
+    return command === 'help' || command === '--help' ? 0 : 2;
+  }
+  let tenant: string | undefined;
+  try {
+    tenant = parseArgs({ args: rest, options: { tenant: { type: 'string' } }, strict: true }).values.tenant;
+  } catch (error) {
+    io.err(`${(error as Error).message}\n${USAGE}`);
+    return 2;
+  }
+  if (!isTenantId(tenant) || tenant === DEFAULT_TENANT) {
+    io.err(`migrate needs --tenant <tenant id> other than "${DEFAULT_TENANT}"\n${USAGE}`);
+    return 2;
+  }
+  const config = loadConfig(env);
+  const redis = await connectForCli(config.redisUrl, io);
+  if (!redis) return 1;
+  try {
+    const report = await migrateToTenant(redis, { prefix: config.inbox.prefix, tenantId: tenant });
+    io.out(`moved ${report.moved} keys to tenant ${tenant}`);
+    if (report.conflicts.length > 0) {
+      io.err(
+        `${report.conflicts.length} keys kept in place (tenant ${tenant} already has them; still readable as "${DEFAULT_TENANT}"): ${report.conflicts.slice(0, 10).join(', ')}${report.conflicts.length > 10 ? ', …' : ''}`,
+      );
+    }
+    return 0;
+  } finally {
+    redis.disconnect();
+  }
+}
