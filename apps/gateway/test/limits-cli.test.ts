@@ -44,6 +44,21 @@ describe('herald limits peek|reset', () => {
     expect((await cli(['peek', '--user', 'ops-user'])).out).toContain('recipient ops-user: 10 of 10 tokens');
   });
 
+  it('reads the buckets of the tenant named by --tenant (default: the tenant of HERALD_API_KEYS)', async () => {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: auth,
+      payload: { userId: 'tenant-user', payload: {} },
+    });
+    expect(response.statusCode).toBe(202);
+    expect((await cli(['peek', '--user', 'tenant-user'])).out).toContain('9 of 10');
+    expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'default'])).out).toContain('9 of 10');
+    // Another tenant's user of the same name has its own, untouched bucket.
+    expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'acme'])).out).toContain('10 of 10');
+    expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'not/a/tenant'])).code).toBe(2);
+  });
+
   it('refuses wrong usage with exit code 2', async () => {
     expect((await cli(['peek'])).code).toBe(2);
     expect((await cli(['frobnicate'])).code).toBe(2);

@@ -186,4 +186,31 @@ describe('inbox', () => {
       expect(tag(key)).toBe(tag(keys.stream));
     }
   });
+
+  it('keeps tenants apart: one user id in two tenants is two inboxes, counts, dedupe keys and indexes', async () => {
+    const { inbox, user } = setup();
+    const acme = inbox.tenant('acme');
+    const globex = inbox.tenant('globex');
+    expect(inbox.tenant('default')).toBe(inbox);
+    await acme.append(notification(user, 1), { dedupeKey: 'same' });
+    const second = await globex.append(notification(user, 2), { dedupeKey: 'same' });
+    expect(second.outcome).toBe('appended');
+    // The same notification id in two tenants is two notifications.
+    expect((await globex.append(notification(user, 1))).outcome).toBe('appended');
+    expect((await acme.read(user)).entries.map((e) => e.id)).toEqual(['n-1']);
+    expect((await globex.read(user)).entries.map((e) => e.id)).toEqual(['n-2', 'n-1']);
+    expect((await inbox.read(user)).entries).toEqual([]);
+    expect(await acme.unread(user)).toMatchObject({ count: 1 });
+    expect((await globex.markRead(user, { ids: ['n-2'] })).changed).toBe(1);
+    expect((await acme.markRead(user, { ids: ['n-2'] })).changed).toBe(0);
+    expect(await acme.locate('n-2')).toBeUndefined();
+    expect(await globex.statusById('n-2')).toMatchObject({ userId: user, read: true });
+    // The default tenant keeps the layout of before tenants; others live under `t:<tenant>:`.
+    expect(inbox.keys(user).stream).toBe(`${inbox.prefix}{${user}}:s`);
+    expect(acme.keys(user).stream).toBe(`${inbox.prefix}t:acme:{${user}}:s`);
+    expect(() => inbox.tenant('a/b')).toThrow(
+      expect.objectContaining({ code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT' }),
+    );
+    expect(() => inbox.tenant('x{y}')).toThrow();
+  });
 });
