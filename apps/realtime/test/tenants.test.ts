@@ -314,7 +314,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
   it('data written before tenants: tenant default reads it as it was; a job without a tenant is default’s', async () => {
     const carol = randomId('carol');
     // What a pre-tenant worker wrote: the layout `<prefix>{<user>}:s`, unchanged for tenant default.
-    const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX });
+    const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX as string });
     await legacy.append({
       id: randomId('old'),
       userId: carol,
@@ -355,7 +355,7 @@ describe('herald inbox migrate: a deployment whose one tenant was not `default`'
       HERALD_KEY_PREFIX: `${randomId('herald')}:`,
       HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     };
-    const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX });
+    const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX as string });
     const users = [randomId('dave'), `${randomId('org')}/erin`];
     const written: Record<string, string[]> = {};
     for (const user of users) {
