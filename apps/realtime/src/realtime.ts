@@ -16,9 +16,13 @@ import { createAdapter, createShardedAdapter } from '@socket.io/redis-adapter';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
+import { AbuseLimits, RATE_LIMITED } from './abuse.js';
+import { commandArgs } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
+import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { withNotificationHook } from './live-hook.js';
+import { userKeyOf } from './user-key.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -27,6 +31,7 @@ type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<st
 export const HandshakeErrorCode = {
   OFFSET_INVALID: 'HERALD_ERR_OFFSET_INVALID',
   TOO_MANY_CONNECTIONS: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
+  RATE_LIMITED,
 } as const;
 
 /** A running realtime server. */
@@ -60,7 +65,8 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
   const deliveries = new Map<string, Delivery>();
-  const connectionsPerUser = new Map<string, number>();
+  const slots = new ConnectionSlots(config.maxConnectionsPerUser);
+  const abuse = new AbuseLimits(config, config.abuse, log);
 
   const http = createServer((request, response) => {
     if (request.method === 'GET' && request.url?.startsWith('/healthz')) {
@@ -123,15 +129,32 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
 
   // Handshake: a refusal reaches the client as `connect_error` with a message and a stable `data.code`.
   io.use((socket, next) => {
-    const refuse = (code: string, message: string) => {
-      const refusal = new Error(message) as Error & { data: { code: string } };
-      refusal.data = { code };
+    const refuse = (code: string, message: string, extra: { retryAfterMs?: number } = {}) => {
+      const refusal = new Error(message) as Error & { data: { code: string; retryAfterMs?: number } };
+      refusal.data = { code, ...extra };
       log.info({ code }, 'handshake refused');
       next(refusal);
     };
+    // A refused handshake (no or bad token, bad lastOffset) counts against its client address; over the
+    // limit it is answered HERALD_ERR_RATE_LIMITED, and so is every handshake from there for a while.
+    const address = abuse.clientAddress(socket.request);
+    const limited = abuse.handshakeDenied(address);
+    if (limited) {
+      refuse(RATE_LIMITED, limited.error, { retryAfterMs: limited.retryAfterMs });
+      return;
+    }
+    const refuseUnauthenticated = (code: string, message: string) => {
+      abuse.refusedHandshake(address).then(
+        (over) =>
+          over
+            ? refuse(RATE_LIMITED, over.error, { retryAfterMs: over.retryAfterMs })
+            : refuse(code, message),
+        () => refuse(code, message),
+      );
+    };
     const { token, lastOffset } = (socket.handshake.auth ?? {}) as Record<string, unknown>;
     if (lastOffset !== undefined && !isOffset(lastOffset)) {
-      refuse(
+      refuseUnauthenticated(
         HandshakeErrorCode.OFFSET_INVALID,
         'lastOffset is not an inbox offset: pass the `offset` of the last notification received, or leave it out.',
       );
@@ -139,28 +162,39 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     }
     verifyUserToken(token, config.jwtSecret).then(
       ({ userId, expiresAt }) => {
-        const count = connectionsPerUser.get(userId) ?? 0;
-        if (count >= config.maxConnectionsPerUser) {
-          refuse(
-            HandshakeErrorCode.TOO_MANY_CONNECTIONS,
-            `This user already has ${count} connections to this server (the limit): close one, then retry.`,
-          );
+        // A slot is taken on `connection`, not here: a handshake that never completes takes none.
+        if (slots.isFull(userKeyOf({ userId }))) {
+          refuse(HandshakeErrorCode.TOO_MANY_CONNECTIONS, tooManyConnections(slots.maxPerUser));
           return;
         }
-        connectionsPerUser.set(userId, count + 1);
         socket.data.userId = userId;
         socket.data.expiresAtMs = expiresAt.getTime();
         next();
       },
       (error: unknown) => {
-        if (error instanceof UserTokenError) refuse(error.code, error.message);
-        else refuse(TokenErrorCode.INVALID, 'Token check failed: get a new one from POST /tokens.');
+        if (error instanceof UserTokenError) refuseUnauthenticated(error.code, error.message);
+        else
+          refuseUnauthenticated(
+            TokenErrorCode.INVALID,
+            'Token check failed: get a new one from POST /tokens.',
+          );
       },
     );
   });
 
   io.on('connection', (socket: HeraldSocket) => {
     const { userId } = socket.data;
+    const userKey = userKeyOf(socket.data);
+    if (!slots.take(userKey, socket.id)) {
+      // Handshakes checked at the same moment all saw a free slot; this one came too late.
+      goodbye(socket, {
+        code: HandshakeErrorCode.TOO_MANY_CONNECTIONS,
+        message: tooManyConnections(slots.maxPerUser),
+        reconnect: false,
+      });
+      return;
+    }
+    socket.use(abuse.events(userKey, socket.id));
     const delivery = new Delivery(
       userId,
       inbox,
@@ -178,19 +212,20 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       delivery.close();
       deliveries.delete(socket.id);
       clearTimeout(expiry.timer);
-      const left = (connectionsPerUser.get(userId) ?? 1) - 1;
-      if (left > 0) connectionsPerUser.set(userId, left);
-      else connectionsPerUser.delete(userId);
+      slots.release(userKey, socket.id);
       log.debug({ userId, socketId: socket.id, reason }, 'disconnected');
     });
 
-    socket.on(SocketEvent.ACK, (body, reply) => {
+    socket.on(SocketEvent.ACK, (...args) => {
+      const [body, reply] = commandArgs(args);
       command(reply, async () => ({ changed: await inbox.ack(userId, idsOf(body), config.instanceId) }));
     });
-    socket.on(SocketEvent.READ, (body, reply) => {
+    socket.on(SocketEvent.READ, (...args) => {
+      const [body, reply] = commandArgs(args);
       command(reply, async () => markRead(userId, { ids: idsOf(body) }));
     });
-    socket.on(SocketEvent.READ_ALL, (body, reply) => {
+    socket.on(SocketEvent.READ_ALL, (...args) => {
+      const [body, reply] = commandArgs(args);
       const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
       if (upTo !== undefined && !isOffset(upTo)) {
         command(reply, async () => {
@@ -292,10 +327,15 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
         });
       }
       await io.close();
+      abuse.close();
       pub.disconnect();
       sub.disconnect();
     },
   };
+}
+
+function tooManyConnections(max: number): string {
+  return `This user already has ${max} connections to this server (the limit): close one, then retry.`;
 }
 
 function idsOf(body: unknown): string[] {

@@ -75,7 +75,7 @@ export interface ResyncEvent {
 
 /** Why the server is about to close the connection, sent just before it does. */
 export interface GoodbyeEvent {
-  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_SERVER_SHUTDOWN';
+  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_SERVER_SHUTDOWN' | 'HERALD_ERR_TOO_MANY_CONNECTIONS';
   message: string;
   /** True: reconnect (to any instance) with the same token and `lastOffset`; false: get a new token first. */
   reconnect: boolean;
@@ -90,10 +90,13 @@ export interface ServerToClientEvents {
   goodbye: (event: GoodbyeEvent) => void;
 }
 
-/** Answer to `ack`, `read` and `read-all` when the client passes an acknowledgement callback. */
+/**
+ * Answer to `ack`, `read` and `read-all` when the client passes an acknowledgement callback.
+ * `retryAfterMs` comes with `code: 'HERALD_ERR_RATE_LIMITED'`: when the command may be sent again.
+ */
 export type CommandReply =
   | { ok: true; changed: number; unread?: UnreadEvent }
-  | { ok: false; error: string; code: string };
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
 
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents {
