@@ -104,7 +104,7 @@ describe('per-user connection slots: taken only by a connected socket, always gi
           reconnection: false,
           forceNew: true,
         });
-        return new Promise<{ socket: Socket; refused?: string }>((resolve) => {
+        return new Promise<{ socket: Socket; refused?: string | undefined }>((resolve) => {
           socket.once('connect_error', (error: Error & { data?: { code?: string } }) =>
             resolve({ socket, refused: error.data?.code }),
           );
