@@ -15,8 +15,8 @@ describe('commandArgs', () => {
 describe('abuse settings', () => {
   it('defaults: trust no proxy; limits per socket, per user and per address', () => {
     expect(loadConfig({}).abuse).toEqual({
-      socketEvents: { burst: 100, perSecond: 20 },
-      userEvents: { burst: 200, perSecond: 50 },
+      socketEvents: { burst: 1000, perSecond: 100 },
+      userEvents: { burst: 2000, perSecond: 200 },
       refusedHandshakes: { burst: 30, perSecond: 1 },
       trustProxy: false,
       keyPrefix: 'ratelimit:',

@@ -27,10 +27,11 @@ const EnvSchema = Type.Object({
   HERALD_GAP_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 100 }),
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
   // Abuse limits (abuse.ts): events per socket and per user, refused handshakes per client address.
-  HERALD_SOCKET_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 20 }),
-  HERALD_SOCKET_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 100 }),
-  HERALD_USER_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 50 }),
-  HERALD_USER_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 200 }),
+  // A socket's burst covers a client that acks each of a full replay (HERALD_INBOX_MAX_LENGTH, 1000).
+  HERALD_SOCKET_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 100 }),
+  HERALD_SOCKET_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000 }),
+  HERALD_USER_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 200 }),
+  HERALD_USER_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 2000 }),
   HERALD_REFUSED_HANDSHAKES_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 1 }),
   HERALD_REFUSED_HANDSHAKES_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 30 }),
   HERALD_TRUST_PROXY: Type.String({ minLength: 1, default: 'false' }),
