@@ -103,8 +103,14 @@ export class AbuseLimits {
    * The client's address: the TCP peer, or with `HERALD_TRUST_PROXY` the address the trusted proxies
    * name in `X-Forwarded-For`.
    */
-  clientAddress(request: IncomingMessage): string {
-    return proxyAddr(request, this.#trust);
+  clientAddress(request: IncomingMessage, peer: string): string {
+    // `peer`: the address Engine.IO read when the connection opened, for a request whose TCP socket
+    // is already gone (then Node no longer knows the peer).
+    try {
+      return proxyAddr(request, this.#trust) || peer;
+    } catch {
+      return peer;
+    }
   }
 
   /**

@@ -137,7 +137,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     };
     // A refused handshake (no or bad token, bad lastOffset) counts against its client address; over the
     // limit it is answered HERALD_ERR_RATE_LIMITED, and so is every handshake from there for a while.
-    const address = abuse.clientAddress(socket.request);
+    const address = abuse.clientAddress(socket.request, socket.handshake.address);
     const limited = abuse.handshakeDenied(address);
     if (limited) {
       refuse(RATE_LIMITED, limited.error, { retryAfterMs: limited.retryAfterMs });
