@@ -16,6 +16,8 @@ const CALM_KEY = 'calm-key-0123456789';
 const BURST = 20;
 const ROUNDS = 10;
 const FLOOD_LOOPS = 4;
+const FLOOD_ADDRESS = '203.0.113.66';
+const CALM_ADDRESS = '198.51.100.1';
 
 type Outcome = { status: number; ms: number };
 
@@ -54,6 +56,10 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       HERALD_SOCKET_EVENTS_PER_SECOND: '5',
       HERALD_USER_EVENTS_BURST: String(BURST),
       HERALD_USER_EVENTS_PER_SECOND: '5',
+      HERALD_REFUSED_HANDSHAKES_BURST: '5',
+      HERALD_REFUSED_HANDSHAKES_PER_SECOND: '1',
+      // The tenants' browsers are told apart by X-Forwarded-For, as behind a load balancer.
+      HERALD_TRUST_PROXY: 'loopback',
     };
     const started = await Promise.all([
       startApp({ name: 'gateway', entry: gatewayEntry, env }),
@@ -83,33 +89,47 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
     return { status: response.status, ms: performance.now() - started };
   }
 
-  async function socketFor(key: string, userId: string): Promise<Socket> {
+  async function tokenFor(key: string, userId: string): Promise<Outcome & { token?: string }> {
+    const started = performance.now();
     const response = await fetch(`${gateway.url}/tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ userId }),
     });
-    expect(response.status).toBe(200);
-    const { token } = (await response.json()) as { token: string };
+    const body = (await response.json()) as { token?: string };
+    return { status: response.status, ms: performance.now() - started, ...body };
+  }
+
+  /** One handshake from `address`: resolves with the socket once connected, or the refusal's code. */
+  function handshake(token: string, address: string): Promise<{ socket: Socket; refused?: string }> {
     const socket = io(realtime.url, {
       auth: { token },
       transports: ['websocket'],
       reconnection: false,
       forceNew: true,
+      extraHeaders: { 'x-forwarded-for': address },
     });
     sockets.push(socket);
-    await new Promise<void>((resolve, reject) => {
-      socket.once('connect', () => resolve());
-      socket.once('connect_error', reject);
+    return new Promise((resolve) => {
+      socket.once('connect', () => resolve({ socket }));
+      socket.once('connect_error', (error: Error & { data?: { code?: string } }) =>
+        resolve({ socket, refused: error.data?.code ?? error.message }),
+      );
     });
+  }
+
+  async function socketFor(key: string, userId: string, address: string): Promise<Socket> {
+    const { token } = await tokenFor(key, userId);
+    const { socket, refused } = await handshake(token ?? '', address);
+    expect(refused).toBeUndefined();
     return socket;
   }
 
   it('every request of the calm tenant succeeds while the other floods (no 429, no 5xx)', async () => {
     const floodUser = randomId('flood-user');
     const calmUser = randomId('calm-user');
-    const floodSocket = await socketFor(FLOOD_KEY, floodUser);
-    const calmSocket = await socketFor(CALM_KEY, calmUser);
+    const floodSocket = await socketFor(FLOOD_KEY, floodUser, FLOOD_ADDRESS);
+    const calmSocket = await socketFor(CALM_KEY, calmUser, CALM_ADDRESS);
     const calmReceived: NotificationEvent[] = [];
     calmSocket.on('notification', (event: NotificationEvent) => calmReceived.push(event));
 
@@ -142,14 +162,25 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       }
     })();
 
+    // And handshakes with forged tokens from the flooding tenant's address.
+    const floodHandshakes = new Map<string, number>();
+    const handshakeFlood = (async () => {
+      while (flooding) {
+        const { socket, refused } = await handshake('forged', FLOOD_ADDRESS);
+        count(floodHandshakes, refused ?? 'connected');
+        socket.close();
+      }
+    })();
+
     // Wait until the flood is being refused everywhere, then measure the calm tenant while it goes on.
     await waitFor(
       () =>
         (floodStatuses.get(429) ?? 0) >= FLOOD_LOOPS * 10 &&
-        (floodReplies.get('HERALD_ERR_RATE_LIMITED') ?? 0) >= 10,
+        (floodReplies.get('HERALD_ERR_RATE_LIMITED') ?? 0) >= 10 &&
+        (floodHandshakes.get('HERALD_ERR_RATE_LIMITED') ?? 0) >= 5,
       { timeoutMs: 30_000, what: 'the flood refused' },
     );
-    const calm: Record<string, Outcome[]> = { notify: [], tokens: [], list: [], read: [] };
+    const calm: Record<string, Outcome[]> = { notify: [], tokens: [], list: [], read: [], handshake: [] };
     const calmAcks: CommandReply[] = [];
     const ackMs: number[] = [];
     const sent: string[] = [];
@@ -162,7 +193,13 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       });
       calm.notify?.push({ status: notified.status, ms: performance.now() - started });
       if (notified.status === 202) sent.push(((await notified.json()) as { id: string }).id);
-      calm.tokens?.push(await call(CALM_KEY, 'POST', '/tokens', { userId: calmUser }));
+      const minted = await tokenFor(CALM_KEY, calmUser);
+      calm.tokens?.push(minted);
+      // A new tab of the calm user: a fresh handshake with the token just minted.
+      const handshakeStarted = performance.now();
+      const tab = await handshake(minted.token ?? '', CALM_ADDRESS);
+      calm.handshake?.push({ status: tab.refused ? 403 : 200, ms: performance.now() - handshakeStarted });
+      tab.socket.close();
       calm.list?.push(await call(CALM_KEY, 'GET', `/users/${calmUser}/notifications`));
       calm.read?.push(await call(CALM_KEY, 'POST', `/users/${calmUser}/notifications/read`, { all: true }));
       const ackStarted = performance.now();
@@ -175,7 +212,7 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       what: 'the calm tenant’s notifications delivered',
     });
     flooding = false;
-    await Promise.all([...httpFlood, socketFlood]);
+    await Promise.all([...httpFlood, socketFlood, handshakeFlood]);
 
     const rows = Object.entries(calm).map(([route, outcomes]) => ({
       route,
@@ -208,12 +245,16 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       Object.fromEntries(floodStatuses),
       'flood socket replies',
       Object.fromEntries(floodReplies),
+      'flood handshakes',
+      Object.fromEntries(floodHandshakes),
     );
 
     // The flood was refused (and never with a 5xx) …
     expect(floodStatuses.get(429)).toBeGreaterThan(0);
     expect([...floodStatuses.keys()].filter((status) => status >= 500)).toEqual([]);
     expect(floodReplies.get('HERALD_ERR_RATE_LIMITED')).toBeGreaterThan(0);
+    expect(floodHandshakes.get('HERALD_ERR_RATE_LIMITED')).toBeGreaterThan(0);
+    expect(floodHandshakes.get('connected')).toBeUndefined();
     // … and the other tenant lost nothing: every request and every event succeeded.
     for (const row of rows) expect(row, row.route).toMatchObject({ requests: ROUNDS, ok: ROUNDS });
     expect(calmReceived.filter((event) => sent.includes(event.id))).toHaveLength(ROUNDS);
