@@ -27,6 +27,10 @@ const EnvSchema = Type.Object({
   HERALD_RATE_LIMIT_PREFIX: Type.String({ default: 'ratelimit:' }),
   HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 100 }),
   HERALD_SENDER_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 200 }),
+  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 50 }),
+  HERALD_TOKEN_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 100 }),
+  HERALD_INBOX_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 100 }),
+  HERALD_INBOX_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 200 }),
   HERALD_RATE_LIMIT_FAILURE: Type.Union(
     [Type.Literal('closed'), Type.Literal('open'), Type.Literal('local')],
     {
@@ -70,6 +74,9 @@ export interface GatewayConfig {
     /** Per API key (sender). */
     senderPerSecond: number;
     senderBurst: number;
+    /** Per API key: `POST /tokens`, and the inbox routes. */
+    tokens: { perSecond: number; burst: number };
+    inbox: { perSecond: number; burst: number };
     keyPrefix: string;
     /** What the limiter does when Redis fails: deny, allow, or limit locally. */
     failure: 'closed' | 'open' | 'local';
@@ -154,6 +161,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       burst: parsed.HERALD_RATE_LIMIT_BURST,
       senderPerSecond: parsed.HERALD_SENDER_RATE_LIMIT_PER_SECOND,
       senderBurst: parsed.HERALD_SENDER_RATE_LIMIT_BURST,
+      tokens: Object.freeze({
+        perSecond: parsed.HERALD_TOKEN_RATE_LIMIT_PER_SECOND,
+        burst: parsed.HERALD_TOKEN_RATE_LIMIT_BURST,
+      }),
+      inbox: Object.freeze({
+        perSecond: parsed.HERALD_INBOX_RATE_LIMIT_PER_SECOND,
+        burst: parsed.HERALD_INBOX_RATE_LIMIT_BURST,
+      }),
       keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
       failure: parsed.HERALD_RATE_LIMIT_FAILURE,
       expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,

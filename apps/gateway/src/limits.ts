@@ -1,5 +1,6 @@
 import { type PolicyCounters, RateLimiter } from '@herald/rate-limiter';
-import type { FastifyBaseLogger } from 'fastify';
+import type { RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
 import type { ApiKeyIdentity } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
@@ -7,6 +8,12 @@ import type { GatewayConfig } from './config.js';
 /** Policy names, as they appear in `RateLimit-Policy`, in 429 bodies and in metrics. */
 export const SENDER_POLICY = 'sender';
 export const RECIPIENT_POLICY = 'recipient';
+/** Per API key: `POST /tokens`. */
+export const TOKENS_POLICY = 'tokens';
+/** Per API key: the inbox routes (`GET /users/:userId/notifications`, `POST …/read`). */
+export const INBOX_POLICY = 'inbox';
+/** The policies of one bucket per API key, besides `sender`. */
+export type ApiKeyPolicy = typeof TOKENS_POLICY | typeof INBOX_POLICY;
 
 /** Most time a limiter decision may take before the failure policy decides instead. */
 const LIMITER_TIMEOUT_MS = 150;
@@ -33,6 +40,50 @@ export class Limits {
   /** The limiter of the gateway's default limits (for routes that name none). */
   defaults(): RateLimiter {
     return this.for({ id: '', name: '', tenantId: '', limits: {} });
+  }
+
+  /**
+   * `config.rateLimit` of a route limited per API key by `policy` (one token per request). A key being
+   * denied is answered 429 before its body is read (`precheck`), as `/notify` does.
+   *
+   * @example
+   * ```ts
+   * app.post('/tokens', { onRequest: app.authenticate, config: { rateLimit: app.limits.perApiKey(TOKENS_POLICY) } }, handler);
+   * ```
+   */
+  perApiKey(policy: ApiKeyPolicy): RateLimitRouteConfig {
+    const limiter = this.#perApiKey(policy);
+    const key = (request: FastifyRequest) => ({ [policy]: (request.apiKey as ApiKeyIdentity).id });
+    return { limiter, key, precheck: key };
+  }
+
+  #perApiKey(policy: ApiKeyPolicy): RateLimiter {
+    let limiter = this.#limiters.get(policy);
+    if (limiter === undefined) {
+      const defaults = this.#config.rateLimit;
+      const bucket = policy === TOKENS_POLICY ? defaults.tokens : defaults.inbox;
+      limiter = new RateLimiter({
+        redis: this.#redis,
+        // ratelimit:tokens:{<api key id>}, ratelimit:inbox:{<api key id>}
+        policies: [
+          {
+            name: policy,
+            capacity: bucket.burst,
+            ratePerSecond: bucket.perSecond,
+            keyPrefix: `${defaults.keyPrefix}${policy}:`,
+          },
+        ],
+        failure: {
+          mode: defaults.failure,
+          timeoutMs: LIMITER_TIMEOUT_MS,
+          expectedInstances: defaults.expectedInstances,
+        },
+        logger: this.#log,
+      });
+      // The map's other ids are `<burst>/<rate>/…`: no clash.
+      this.#limiters.set(policy, limiter);
+    }
+    return limiter;
   }
 
   /** The limiter for `identity`'s limits (its own, else the gateway's defaults). */

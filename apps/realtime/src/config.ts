@@ -10,6 +10,7 @@ import {
 } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static } from 'typebox';
+import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
 const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
@@ -27,6 +28,16 @@ const EnvSchema = Type.Object({
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
   HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   HERALD_REVOCATION_CHECK_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 2000 }),
+  // Abuse limits (abuse.ts): events per socket and per user, refused handshakes per client address.
+  // A socket's burst covers a client that acks each of a full replay (HERALD_INBOX_MAX_LENGTH, 1000).
+  HERALD_SOCKET_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 100 }),
+  HERALD_SOCKET_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1000 }),
+  HERALD_USER_EVENTS_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 200 }),
+  HERALD_USER_EVENTS_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 2000 }),
+  HERALD_REFUSED_HANDSHAKES_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000, default: 1 }),
+  HERALD_REFUSED_HANDSHAKES_BURST: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 30 }),
+  HERALD_TRUST_PROXY: Type.String({ minLength: 1, default: 'false' }),
+  HERALD_RATE_LIMIT_PREFIX: Type.String({ pattern: '^[^{}]*$', default: 'ratelimit:' }),
   ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
@@ -68,6 +79,8 @@ export interface RealtimeConfig {
   keyPrefix: string;
   /** How often connected sockets are checked against revoked API keys; a revoked key's sockets leave within this. */
   revocationCheckMs: number;
+  /** Client events per socket and per user, refused handshakes per address, and whose address that is. */
+  abuse: AbuseSettings;
   /** Recorded as `deliveredBy` of the acks this instance receives. */
   instanceId: string;
   log: LogSettings;
@@ -80,6 +93,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     parsed = envSchema<Env>({ schema: EnvSchema, data: withoutEmptyValues(env), dotenv: false });
   } catch (error) {
     throw new Error(`Invalid realtime configuration: ${(error as Error).message}`, { cause: error });
+  }
+  let trustProxy: AbuseSettings['trustProxy'];
+  try {
+    trustProxy = parseTrustProxy(parsed.HERALD_TRUST_PROXY);
+  } catch (error) {
+    throw new Error(
+      `Invalid realtime configuration: HERALD_TRUST_PROXY must be true, false, a number of hops or a comma-separated list of addresses/CIDRs (${(error as Error).message})`,
+      { cause: error },
+    );
   }
   const origins = parsed.HERALD_CORS_ORIGIN.split(',').map((origin) => origin.trim());
   return Object.freeze({
@@ -101,6 +123,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     inbox: inboxSettings(parsed),
     keyPrefix: parsed.HERALD_KEY_PREFIX,
     revocationCheckMs: parsed.HERALD_REVOCATION_CHECK_MS,
+    abuse: Object.freeze({
+      socketEvents: {
+        burst: parsed.HERALD_SOCKET_EVENTS_BURST,
+        perSecond: parsed.HERALD_SOCKET_EVENTS_PER_SECOND,
+      },
+      userEvents: { burst: parsed.HERALD_USER_EVENTS_BURST, perSecond: parsed.HERALD_USER_EVENTS_PER_SECOND },
+      refusedHandshakes: {
+        burst: parsed.HERALD_REFUSED_HANDSHAKES_BURST,
+        perSecond: parsed.HERALD_REFUSED_HANDSHAKES_PER_SECOND,
+      },
+      trustProxy,
+      keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
+    }),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
   });

@@ -18,9 +18,13 @@ import { createAdapter, createShardedAdapter } from '@socket.io/redis-adapter';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
+import { AbuseLimits, RATE_LIMITED } from './abuse.js';
+import { commandArgs } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
+import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { withNotificationHook } from './live-hook.js';
+import { userKeyOf } from './user-key.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -30,6 +34,7 @@ export const HandshakeErrorCode = {
   OFFSET_INVALID: 'HERALD_ERR_OFFSET_INVALID',
   TOO_MANY_CONNECTIONS: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
   UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
+  RATE_LIMITED,
 } as const;
 
 /** A running realtime server. */
@@ -63,8 +68,8 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
   const deliveries = new Map<string, Delivery>();
-  /** Sockets per user key (`<tenant>/<user>`): slots are per user of a tenant, never shared across tenants. */
-  const connectionsPerUser = new Map<string, number>();
+  const slots = new ConnectionSlots(config.maxConnectionsPerUser);
+  const abuse = new AbuseLimits(config, config.abuse, log);
   const revokedKeys = revokedApiKeysKey(config.keyPrefix);
 
   const http = createServer((request, response) => {
@@ -128,15 +133,32 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
 
   // Handshake: a refusal reaches the client as `connect_error` with a message and a stable `data.code`.
   io.use((socket, next) => {
-    const refuse = (code: string, message: string) => {
-      const refusal = new Error(message) as Error & { data: { code: string } };
-      refusal.data = { code };
+    const refuse = (code: string, message: string, extra: { retryAfterMs?: number } = {}) => {
+      const refusal = new Error(message) as Error & { data: { code: string; retryAfterMs?: number } };
+      refusal.data = { code, ...extra };
       log.info({ code }, 'handshake refused');
       next(refusal);
     };
+    // A refused handshake (no or bad token, bad lastOffset) counts against its client address; over the
+    // limit it is answered HERALD_ERR_RATE_LIMITED, and so is every handshake from there for a while.
+    const address = abuse.clientAddress(socket.request, socket.handshake.address);
+    const limited = abuse.handshakeDenied(address);
+    if (limited) {
+      refuse(RATE_LIMITED, limited.error, { retryAfterMs: limited.retryAfterMs });
+      return;
+    }
+    const refuseUnauthenticated = (code: string, message: string) => {
+      abuse.refusedHandshake(address).then(
+        (over) =>
+          over
+            ? refuse(RATE_LIMITED, over.error, { retryAfterMs: over.retryAfterMs })
+            : refuse(code, message),
+        () => refuse(code, message),
+      );
+    };
     const { token, lastOffset } = (socket.handshake.auth ?? {}) as Record<string, unknown>;
     if (lastOffset !== undefined && !isOffset(lastOffset)) {
-      refuse(
+      refuseUnauthenticated(
         HandshakeErrorCode.OFFSET_INVALID,
         'lastOffset is not an inbox offset: pass the `offset` of the last notification received, or leave it out.',
       );
@@ -155,22 +177,17 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
             return;
           }
           if (revoked === 1) {
-            refuse(
+            refuseUnauthenticated(
               TokenErrorCode.REVOKED,
               'The API key that minted this token was revoked: get a new token from your backend.',
             );
             return;
           }
-          const slot = userKey(tenantId, userId);
-          const count = connectionsPerUser.get(slot) ?? 0;
-          if (count >= config.maxConnectionsPerUser) {
-            refuse(
-              HandshakeErrorCode.TOO_MANY_CONNECTIONS,
-              `This user already has ${count} connections to this server (the limit): close one, then retry.`,
-            );
+          // A slot is taken on `connection`, not here: a handshake that never completes takes none.
+          if (slots.isFull(userKeyOf({ tenantId, userId }))) {
+            refuse(HandshakeErrorCode.TOO_MANY_CONNECTIONS, tooManyConnections(slots.maxPerUser));
             return;
           }
-          connectionsPerUser.set(slot, count + 1);
           socket.data.userId = userId;
           socket.data.tenantId = tenantId;
           socket.data.keyId = keyId;
@@ -178,17 +195,31 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
           next();
         },
         (error: unknown) => {
-          if (error instanceof UserTokenError) refuse(error.code, error.message);
-          else refuse(TokenErrorCode.INVALID, 'Token check failed: get a new one from POST /tokens.');
+          if (error instanceof UserTokenError) refuseUnauthenticated(error.code, error.message);
+          else
+            refuseUnauthenticated(
+              TokenErrorCode.INVALID,
+              'Token check failed: get a new one from POST /tokens.',
+            );
         },
       );
   });
 
   io.on('connection', (socket: HeraldSocket) => {
     const { userId, tenantId } = socket.data;
-    const slot = userKey(tenantId, userId);
+    const userKey = userKeyOf(socket.data);
     // Everything this socket reads or writes is its tenant's: another tenant's `alice` is another user.
     const userInbox = inbox.tenant(tenantId);
+    if (!slots.take(userKey, socket.id)) {
+      // Handshakes checked at the same moment all saw a free slot; this one came too late.
+      goodbye(socket, {
+        code: HandshakeErrorCode.TOO_MANY_CONNECTIONS,
+        message: tooManyConnections(slots.maxPerUser),
+        reconnect: false,
+      });
+      return;
+    }
+    socket.use(abuse.events(userKey, socket.id));
     const delivery = new Delivery(
       userId,
       userInbox,
@@ -206,21 +237,22 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       delivery.close();
       deliveries.delete(socket.id);
       clearTimeout(expiry.timer);
-      const left = (connectionsPerUser.get(slot) ?? 1) - 1;
-      if (left > 0) connectionsPerUser.set(slot, left);
-      else connectionsPerUser.delete(slot);
+      slots.release(userKey, socket.id);
       log.debug({ userId, tenantId, socketId: socket.id, reason }, 'disconnected');
     });
 
-    socket.on(SocketEvent.ACK, (body, reply) => {
+    socket.on(SocketEvent.ACK, (...args) => {
+      const [body, reply] = commandArgs(args);
       command(reply, async () => ({
         changed: await userInbox.ack(userId, idsOf(body), config.instanceId),
       }));
     });
-    socket.on(SocketEvent.READ, (body, reply) => {
+    socket.on(SocketEvent.READ, (...args) => {
+      const [body, reply] = commandArgs(args);
       command(reply, async () => markRead(userInbox, userId, { ids: idsOf(body) }));
     });
-    socket.on(SocketEvent.READ_ALL, (body, reply) => {
+    socket.on(SocketEvent.READ_ALL, (...args) => {
+      const [body, reply] = commandArgs(args);
       const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
       if (upTo !== undefined && !isOffset(upTo)) {
         command(reply, async () => {
@@ -359,10 +391,15 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
         });
       }
       await io.close();
+      abuse.close();
       pub.disconnect();
       sub.disconnect();
     },
   };
+}
+
+function tooManyConnections(max: number): string {
+  return `This user already has ${max} connections to this server (the limit): close one, then retry.`;
 }
 
 function idsOf(body: unknown): string[] {

@@ -80,8 +80,15 @@ export interface ResyncEvent {
 
 /** Why the server is about to close the connection, sent just before it does. */
 export interface GoodbyeEvent {
-  /** `HERALD_ERR_TOKEN_REVOKED`: the API key that minted the token was revoked (do not reconnect with it). */
-  code: 'HERALD_ERR_TOKEN_EXPIRED' | 'HERALD_ERR_TOKEN_REVOKED' | 'HERALD_SERVER_SHUTDOWN';
+  /**
+   * `HERALD_ERR_TOKEN_REVOKED`: the API key that minted the token was revoked (do not reconnect with it);
+   * `HERALD_ERR_TOO_MANY_CONNECTIONS`: this user has too many connections on this instance.
+   */
+  code:
+    | 'HERALD_ERR_TOKEN_EXPIRED'
+    | 'HERALD_ERR_TOKEN_REVOKED'
+    | 'HERALD_SERVER_SHUTDOWN'
+    | 'HERALD_ERR_TOO_MANY_CONNECTIONS';
   message: string;
   /** True: reconnect (to any instance) with the same token and `lastOffset`; false: get a new token first. */
   reconnect: boolean;
@@ -96,10 +103,13 @@ export interface ServerToClientEvents {
   goodbye: (event: GoodbyeEvent) => void;
 }
 
-/** Answer to `ack`, `read` and `read-all` when the client passes an acknowledgement callback. */
+/**
+ * Answer to `ack`, `read` and `read-all` when the client passes an acknowledgement callback.
+ * `retryAfterMs` comes with `code: 'HERALD_ERR_RATE_LIMITED'`: when the command may be sent again.
+ */
 export type CommandReply =
   | { ok: true; changed: number; unread?: UnreadEvent }
-  | { ok: false; error: string; code: string };
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
 
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents {

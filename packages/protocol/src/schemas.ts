@@ -147,7 +147,9 @@ export const ErrorResponse = Type.Object({
   details: Type.Optional(Type.Unknown()),
   retryAfterMs: Type.Optional(Type.Integer({ description: 'With 429: when the request can succeed.' })),
   policy: Type.Optional(
-    Type.String({ description: 'With 429: the limit that refused (`sender` or `recipient`).' }),
+    Type.String({
+      description: 'With 429: the limit that refused (`sender`, `recipient`, `tokens` or `inbox`).',
+    }),
   ),
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;

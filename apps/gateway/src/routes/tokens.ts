@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, signUserToken, TokenRequest, TokenResponse } from '@herald/protocol';
+import { TOKENS_POLICY } from '../limits.js';
 
 /**
  * `POST /tokens`: a backend gets the token its browser connects with as `userId` of the key's tenant.
@@ -10,6 +11,7 @@ export const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/tokens',
     {
       onRequest: app.authenticate,
+      config: { rateLimit: app.limits.perApiKey(TOKENS_POLICY) },
       schema: {
         summary: 'Issue a user token for the realtime connection',
         body: TokenRequest,

@@ -3,6 +3,7 @@ import { InboxError, MAX_PAGE } from '@herald/inbox';
 import { ErrorResponse, UserId } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import { INBOX_POLICY } from '../limits.js';
 
 const Offset = Type.String({ pattern: '^\\d+-\\d+$', description: 'An inbox offset `<ms>-<seq>`' });
 const Unread = Type.Object({ count: Type.Integer(), version: Type.Integer() });
@@ -48,6 +49,7 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/users/:userId/notifications',
     {
       onRequest: app.authenticate,
+      config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) },
       schema: {
         summary: "A page of a user's inbox, oldest first",
         description:
@@ -66,6 +68,7 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
           }),
           400: ErrorResponse,
           401: ErrorResponse,
+          429: ErrorResponse,
           503: ErrorResponse,
         },
       },
@@ -82,6 +85,7 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/users/:userId/notifications/read',
     {
       onRequest: app.authenticate,
+      config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) },
       schema: {
         summary: 'Mark notifications read',
         description:
@@ -92,6 +96,7 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
           200: Type.Object({ changed: Type.Integer(), unread: Unread }),
           400: ErrorResponse,
           401: ErrorResponse,
+          429: ErrorResponse,
           503: ErrorResponse,
         },
       },
