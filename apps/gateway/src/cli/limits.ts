@@ -44,7 +44,7 @@ export async function run(
     io.err(`${command} needs --user\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig(env);
+  const config = loadConfig(env, { secrets: false });
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   try {
