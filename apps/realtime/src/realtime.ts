@@ -18,6 +18,7 @@ import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import type { RealtimeConfig } from './config.js';
 import { Delivery } from './delivery.js';
+import { createMetrics, httpHandler } from './http.js';
 import { withNotificationHook } from './live-hook.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -62,33 +63,15 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   const deliveries = new Map<string, Delivery>();
   const connectionsPerUser = new Map<string, number>();
 
-  const http = createServer((request, response) => {
-    if (request.method === 'GET' && request.url?.startsWith('/healthz')) {
-      // Liveness and load: connected sockets and this process's memory. `?gc=1` first collects garbage
-      // when the process runs with --expose-gc (the delivery benchmark measures memory per connection so).
-      const gc = (globalThis as { gc?: () => void }).gc;
-      if (request.url.includes('gc=1') && gc) gc();
-      const memory = process.memoryUsage();
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(
-        JSON.stringify({
-          status: 'ok',
-          instanceId: config.instanceId,
-          connections: io.engine.clientsCount,
-          heapUsedBytes: memory.heapUsed,
-          rssBytes: memory.rss,
-        }),
-      );
-      return;
-    }
-    response.writeHead(404, { 'content-type': 'application/json' });
-    response.end(
-      JSON.stringify({
-        error: 'Not found: connect with Socket.IO at /socket.io/',
-        code: 'HERALD_ERR_NOT_FOUND',
-      }),
-    );
-  });
+  const metrics = createMetrics(() => io.engine.clientsCount);
+  const http = createServer(
+    httpHandler({
+      instanceId: config.instanceId,
+      sockets: () => io.engine.clientsCount,
+      redis: [pub, sub],
+      metrics,
+    }),
+  );
   const baseAdapter =
     config.pubsubMode === 'sharded'
       ? createShardedAdapter(pub, sub, { channelPrefix: config.pubsubKey, subscriptionMode: 'dynamic' })
@@ -127,6 +110,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       const refusal = new Error(message) as Error & { data: { code: string } };
       refusal.data = { code };
       log.info({ code }, 'handshake refused');
+      metrics.handshakesRefused.inc({ code });
       next(refusal);
     };
     const { token, lastOffset } = (socket.handshake.auth ?? {}) as Record<string, unknown>;
@@ -165,7 +149,10 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       userId,
       inbox,
       {
-        notification: (event) => socket.emit(SocketEvent.NOTIFICATION, event),
+        notification: (event) => {
+          metrics.delivered.inc();
+          socket.emit(SocketEvent.NOTIFICATION, event);
+        },
         synced: (event) => socket.emit(SocketEvent.SYNCED, event),
         resync: (event) => socket.emit(SocketEvent.RESYNC, event),
       },
