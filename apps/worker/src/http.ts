@@ -51,7 +51,8 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
 
 /**
  * Starts the worker's operations server on `port` (0: any free port): `/healthz` (liveness, never
- * Redis), `/readyz` (Redis and the queue answer), `/metrics`.
+ * Redis), `/readyz` (Redis and the queue answer), `/metrics`. It starts before the worker has reached
+ * Redis, so `ready` and `metrics` are asked late: until then `/readyz` is 503 and `/metrics` empty.
  */
 export async function startHttp(options: {
   port: number;
@@ -59,16 +60,19 @@ export async function startHttp(options: {
   instanceId: string;
   /** Resolves when Redis and the queue answer. */
   ready: () => Promise<unknown>;
-  metrics: WorkerMetrics;
+  metrics: () => WorkerMetrics | undefined;
 }): Promise<{ server: Server; port: number; close(): Promise<void> }> {
   const server = createServer(
     operationsHandler({
       health: () => ({ instanceId: options.instanceId }),
       ready: options.ready,
-      metrics: async () => ({
-        contentType: options.metrics.registry.contentType,
-        body: await options.metrics.registry.metrics(),
-      }),
+      metrics: async () => {
+        const registry = options.metrics()?.registry;
+        return {
+          contentType: registry?.contentType ?? 'text/plain; version=0.0.4; charset=utf-8',
+          body: registry ? await registry.metrics() : '',
+        };
+      },
       notFound: 'Not found: the worker serves /healthz, /readyz and /metrics',
     }),
   );

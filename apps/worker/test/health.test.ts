@@ -1,8 +1,10 @@
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import {
   type AppProcess,
+  freePort,
   type RedisServerHandle,
   randomId,
   scrapeMetrics,
@@ -80,5 +82,40 @@ describe('worker liveness, readiness and metrics (a real process on a Redis of i
       timeoutMs: 30_000,
       what: '/readyz 200 after Redis came back',
     });
+  });
+});
+
+describe('a worker started while Redis is down', () => {
+  it('answers /healthz 200 and /readyz 503 while it waits, and starts once Redis is there', async () => {
+    const redis = await startRedisServer();
+    await redis.stop();
+    const port = await freePort();
+    const lines: string[] = [];
+    const child = spawn(process.execPath, [entry], {
+      env: { ...process.env, PORT: String(port), REDIS_URL: redis.url, HERALD_QUEUE_NAME: randomId('queue') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      await waitFor(async () => (await fetch(`${url}/healthz`).catch(() => undefined))?.status === 200, {
+        timeoutMs: 20_000,
+        what: '/healthz while Redis is down',
+      });
+      expect((await fetch(`${url}/readyz`)).status).toBe(503);
+      expect(lines.join('')).not.toContain('"msg":"listening"');
+
+      await redis.restart();
+      await waitFor(() => lines.join('').includes('"msg":"listening"'), {
+        timeoutMs: 30_000,
+        what: 'the worker to start once Redis is there',
+      });
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, { what: '/readyz 200' });
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      await redis.dispose();
+    }
   });
 });

@@ -137,12 +137,10 @@ export function readEnv<S extends TObject>(
 
   let values: Static<S> | undefined;
   try {
-    values = envSchema<Static<S>>({
-      schema: structuredClone(schema),
-      data,
-      env: false,
-      dotenv: false,
-    });
+    // env: false: env-schema otherwise merges process.env into `data` (its default), which is how an
+    // empty HERALD_JWT_SECRET= from docker compose used to be validated. It also sets
+    // additionalProperties: false on `schema`, which is what the schema means anyway.
+    values = envSchema<Static<S>>({ schema, data, env: false, dotenv: false });
   } catch (error) {
     const errors = (error as { errors?: AjvError[] }).errors;
     if (!errors) throw error;
