@@ -13,6 +13,8 @@ import concurrently from 'concurrently';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const target = new URL(redisUrl);
+// What the messages show: REDIS_URL may carry Redis's password.
+const shownUrl = target.password ? redisUrl.replace(`:${target.password}@`, ':***@') : redisUrl;
 const host = target.hostname || '127.0.0.1';
 const port = Number(target.port || 6379);
 const say = (message) => process.stdout.write(`[stack] ${message}\n`);
@@ -44,13 +46,13 @@ async function waitForRedis(timeoutMs) {
 
 let embedded;
 if (await redisAnswers()) {
-  say(`using the Redis at ${redisUrl}`);
+  say(`using the Redis at ${shownUrl}`);
 } else {
   const local = ['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host);
   const hasBinary = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
   if (!local || !hasBinary) {
     process.stderr.write(
-      `[stack] Nothing answers at ${redisUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
+      `[stack] Nothing answers at ${shownUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
         '  1. install redis-server (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) and run this again;\n' +
         '  2. docker run --rm -p 127.0.0.1:6379:6379 redis:7-alpine   (then run this again);\n' +
         '  3. set REDIS_URL to a Redis you already have, e.g. REDIS_URL=redis://my-redis:6379.\n',
@@ -70,7 +72,7 @@ if (await redisAnswers()) {
     process.exit(1);
   }
   say(
-    `nothing answered at ${redisUrl}: started an embedded redis-server on port ${port} (data in ${dir}, stopped with the stack)`,
+    `nothing answered at ${shownUrl}: started an embedded redis-server on port ${port} (data in ${dir}, stopped with the stack)`,
   );
 }
 

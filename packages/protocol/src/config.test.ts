@@ -10,6 +10,7 @@ import {
   readEnv,
   resolveSecrets,
   weakSecret,
+  withoutPassword,
 } from './config.js';
 import { DEV_JWT_SECRET } from './user-token.js';
 
@@ -235,6 +236,14 @@ describe('resolveSecrets', () => {
 
   it('without apiKeys (realtime) ignores HERALD_API_KEYS', () => {
     expect(resolveSecrets({ HERALD_JWT_SECRET: STRONG }, { apiKeys: false }).problems).toEqual([]);
+  });
+});
+
+describe('withoutPassword', () => {
+  it('hides the password of a Redis URL, and leaves a URL without one alone', () => {
+    expect(withoutPassword('redis://:s3cret@redis:6379')).toBe('redis://:***@redis:6379');
+    expect(withoutPassword('rediss://user:s3cret@redis:6380/1')).toBe('rediss://user:***@redis:6380/1');
+    expect(withoutPassword('redis://127.0.0.1:6379')).toBe('redis://127.0.0.1:6379');
   });
 });
 

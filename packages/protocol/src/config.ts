@@ -345,3 +345,23 @@ export function resolveSecrets(
     warnings,
   };
 }
+
+/**
+ * `url` with its password (if any) replaced by `***`, for messages and logs: `REDIS_URL` carries
+ * Redis's password (`redis://:<password>@host:6379`).
+ *
+ * @example
+ * ```ts
+ * withoutPassword('redis://:s3cret@redis:6379'); // 'redis://:***@redis:6379'
+ * ```
+ */
+export function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password === '') return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}
