@@ -13,6 +13,8 @@ import concurrently from 'concurrently';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const target = new URL(redisUrl);
+// What the messages show: REDIS_URL may carry Redis's password.
+const shownUrl = target.password ? redisUrl.replace(`:${target.password}@`, ':***@') : redisUrl;
 const host = target.hostname || '127.0.0.1';
 const port = Number(target.port || 6379);
 const say = (message) => process.stdout.write(`[stack] ${message}\n`);
@@ -44,15 +46,15 @@ async function waitForRedis(timeoutMs) {
 
 let embedded;
 if (await redisAnswers()) {
-  say(`using the Redis at ${redisUrl}`);
+  say(`using the Redis at ${shownUrl}`);
 } else {
   const local = ['127.0.0.1', 'localhost', '::1', '[::1]'].includes(host);
   const hasBinary = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
   if (!local || !hasBinary) {
     process.stderr.write(
-      `[stack] Nothing answers at ${redisUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
+      `[stack] Nothing answers at ${shownUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
         '  1. install redis-server (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) and run this again;\n' +
-        '  2. docker compose up redis   (then run this again);\n' +
+        '  2. docker run --rm -p 127.0.0.1:6379:6379 redis:7-alpine   (then run this again);\n' +
         '  3. set REDIS_URL to a Redis you already have, e.g. REDIS_URL=redis://my-redis:6379.\n',
     );
     process.exit(1);
@@ -70,19 +72,31 @@ if (await redisAnswers()) {
     process.exit(1);
   }
   say(
-    `nothing answered at ${redisUrl}: started an embedded redis-server on port ${port} (data in ${dir}, stopped with the stack)`,
+    `nothing answered at ${shownUrl}: started an embedded redis-server on port ${port} (data in ${dir}, stopped with the stack)`,
   );
 }
 
-const env = { REDIS_URL: redisUrl, HERALD_LOG_FORMAT: process.env.HERALD_LOG_FORMAT ?? 'pretty' };
-const app = (name, color) => ({
+// The one-terminal stack is for development: development mode accepts `dev-key` and the development
+// JWT secret when HERALD_API_KEYS / HERALD_JWT_SECRET are unset (set them to try production settings).
+const env = {
+  REDIS_URL: redisUrl,
+  HERALD_DEV_MODE: process.env.HERALD_DEV_MODE || 'true',
+  HERALD_LOG_FORMAT: process.env.HERALD_LOG_FORMAT ?? 'pretty',
+};
+if (env.HERALD_DEV_MODE === 'true') {
+  say(
+    'DEVELOPMENT MODE (HERALD_DEV_MODE=true): the API key "dev-key" and the public development JWT secret are accepted unless HERALD_API_KEYS / HERALD_JWT_SECRET are set. Never expose this stack.',
+  );
+}
+// Each app on its own port (a PORT in this shell would otherwise send all three to one port).
+const app = (name, color, port) => ({
   name,
   prefixColor: color,
   command: `node ${JSON.stringify(join(root, 'apps', name, 'dist', 'server.js'))}`,
-  env,
+  env: { ...env, PORT: String(port) },
 });
 const { result } = concurrently(
-  [app('gateway', 'cyan'), app('worker', 'magenta'), app('realtime', 'green')],
+  [app('gateway', 'cyan', 3000), app('worker', 'magenta', 3002), app('realtime', 'green', 3001)],
   {
     prefix: '{name}',
     padPrefix: true,

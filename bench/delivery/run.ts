@@ -36,8 +36,9 @@ const USERS = Number(process.env.BENCH_USERS ?? 1000);
 const IDLE = Number(process.env.BENCH_IDLE ?? 5000);
 const RATES = (process.env.BENCH_RATES ?? '500,1000,2000').split(',').map(Number);
 const WARMUP_MS = 1000;
-const SECRET = 'bench-secret-0123456789abcdef';
-const API_KEY = 'bench-key';
+// 32+ bytes each, as the apps require outside development mode.
+const SECRET = 'bench-secret-0123456789abcdef0123456789';
+const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const PUBSUB = 'bench-pubsub';
 
 const now = () => performance.timeOrigin + performance.now();

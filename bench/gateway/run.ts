@@ -81,9 +81,12 @@ function load(port: number, userId: () => string, headers: Record<string, string
   });
 }
 
+// 32+ bytes each, as the gateway requires outside development mode.
+const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const env = {
   REDIS_URL,
-  HERALD_API_KEYS: 'bench-key',
+  HERALD_API_KEYS: API_KEY,
+  HERALD_JWT_SECRET: 'bench-secret-0123456789abcdef0123456789',
   HERALD_QUEUE_NAME: queueName,
   HERALD_RATE_LIMIT_PREFIX: `bench-${runId}:`,
   HERALD_KEY_PREFIX: `bench-${runId}:`,
@@ -98,7 +101,7 @@ const servers = {
   peerGet: await start('peer-get', [tsx, here('./peer-server.ts')], { ...env, PEER: 'get' }),
   peerBullmq: await start('peer-bullmq', [tsx, here('./peer-server.ts')], { ...env, PEER: 'bullmq' }),
 };
-const auth = { authorization: 'Bearer bench-key' };
+const auth = { authorization: `Bearer ${API_KEY}` };
 // A stored API key with a sender limit of 1 notification, then 1 per 1,000 s: created with the
 // operator CLI, as a user would; its first request passes, every later one is denied.
 const created = execFileSync(

@@ -3,24 +3,24 @@ import {
   DEFAULT_PUBSUB_KEY,
   DEFAULT_QUEUE_NAME,
   DEFAULT_QUEUE_PREFIX,
-  DEV_JWT_SECRET,
   LogEnv,
   type LogSettings,
   logSettings,
-  withoutEmptyValues,
 } from '@herald/protocol';
-import { envSchema } from 'env-schema';
-import Type, { type Static } from 'typebox';
+import { ConfigError, DevModeEnv, readEnv, resolveSecrets } from '@herald/protocol/config';
+import Type from 'typebox';
 
-/** API key accepted when `HERALD_API_KEYS` is unset. Development only. */
-export const DEV_API_KEY = 'dev-key';
+export { ConfigError, DEV_API_KEY } from '@herald/protocol/config';
 
-const EnvSchema = Type.Object({
+/** Every variable the gateway reads (nothing else is looked at). */
+export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  ...DevModeEnv,
+  // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
-  HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 16 })),
+  HERALD_JWT_SECRET: Type.Optional(Type.String()),
   HERALD_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 3600 }),
   HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 10 }),
   HERALD_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 10 }),
@@ -52,7 +52,6 @@ const EnvSchema = Type.Object({
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   ...LogEnv,
 });
-type Env = Static<typeof EnvSchema>;
 
 /** The gateway's settings, parsed once at start-up and frozen. */
 export interface GatewayConfig {
@@ -61,8 +60,10 @@ export interface GatewayConfig {
   redisUrl: string;
   /** API keys from the environment (development); production keys live hashed in Redis. */
   apiKeys: readonly string[];
-  /** True when no keys were configured and `dev-key` is accepted. */
+  /** True when `dev-key` is accepted (development mode only). */
   usingDevApiKey: boolean;
+  /** `HERALD_DEV_MODE=true`: development secrets are accepted (see the README's security model). */
+  devMode: boolean;
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   tokenTtlSeconds: number;
@@ -101,60 +102,36 @@ export interface GatewayConfig {
   pubsub: { key: string; mode: 'classic' | 'sharded' };
   queue: { name: string; prefix: string };
   log: LogSettings;
-}
-
-/** Thrown when the environment does not describe a valid configuration; lists every problem. */
-export class ConfigError extends Error {
-  readonly code = 'HERALD_ERR_CONFIG';
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'ConfigError';
-  }
+  /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
+  warnings: readonly string[];
 }
 
 /**
- * Reads the gateway's configuration from `env` (default `process.env`): every problem is named in
- * one error.
+ * Reads the gateway's configuration from `env` (default `process.env`) and nothing else: every problem
+ * is named in one {@link ConfigError}. `secrets: false` (the operator CLI, which signs nothing and
+ * authenticates no one) skips the checks of `HERALD_JWT_SECRET` and `HERALD_API_KEYS`.
  */
-export function loadConfig(env: Record<string, string | undefined> = process.env): GatewayConfig {
-  let parsed: Env;
-  try {
-    parsed = envSchema<Env>({
-      schema: EnvSchema,
-      data: withoutEmptyValues(env),
-      dotenv: false,
-      ajv: {
-        customOptions(ajv) {
-          ajv.opts.allErrors = true;
-          return ajv;
-        },
-      },
-    });
-  } catch (error) {
-    throw new ConfigError(`Invalid gateway configuration: ${(error as Error).message}`, { cause: error });
-  }
+export function loadConfig(
+  env: Record<string, string | undefined> = process.env,
+  options: { secrets?: boolean } = {},
+): GatewayConfig {
+  const secrets = resolveSecrets(env, { apiKeys: true });
+  const problems = options.secrets === false ? [] : secrets.problems;
+  const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
   if (parsed.HERALD_REDIS_CLUSTER_NODES !== undefined) {
     throw new ConfigError(
       'Invalid gateway configuration: HERALD_REDIS_CLUSTER_NODES is set, but the gateway does not run on Redis Cluster yet; point REDIS_URL at a single Redis (the worker and realtime servers support Cluster).',
     );
   }
-  // `none`: only keys stored in Redis (created with `herald keys create`) are accepted.
-  const apiKeys =
-    parsed.HERALD_API_KEYS === 'none'
-      ? []
-      : (parsed.HERALD_API_KEYS ?? '')
-          .split(',')
-          .map((key) => key.trim())
-          .filter((key) => key.length > 0);
-  const usingDevApiKey = parsed.HERALD_API_KEYS === undefined;
   return Object.freeze({
     port: parsed.PORT,
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
-    apiKeys: Object.freeze(usingDevApiKey ? [DEV_API_KEY] : apiKeys),
-    usingDevApiKey,
-    jwtSecret: parsed.HERALD_JWT_SECRET ?? DEV_JWT_SECRET,
-    usingDevJwtSecret: parsed.HERALD_JWT_SECRET === undefined,
+    apiKeys: secrets.apiKeys,
+    usingDevApiKey: secrets.usingDevApiKey,
+    devMode: secrets.devMode,
+    jwtSecret: secrets.jwtSecret,
+    usingDevJwtSecret: secrets.usingDevJwtSecret,
     tokenTtlSeconds: parsed.HERALD_TOKEN_TTL_SECONDS,
     rateLimit: Object.freeze({
       perSecond: parsed.HERALD_RATE_LIMIT_PER_SECOND,
@@ -184,5 +161,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: logSettings(parsed),
+    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

@@ -14,16 +14,7 @@ try {
 }
 
 const app = await buildApp(config);
-if (config.usingDevApiKey) {
-  app.log.warn(
-    'HERALD_API_KEYS is unset: accepting the development key "dev-key". In production set it to your keys, or to "none" to accept only keys created with `herald keys create`.',
-  );
-}
-if (config.usingDevJwtSecret) {
-  app.log.warn(
-    'HERALD_JWT_SECRET is unset: signing user tokens with the development secret. Set it in production.',
-  );
-}
+for (const warning of config.warnings) app.log.warn(warning);
 
 // SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the queue and Redis; exit within the grace.
 closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {

@@ -1,7 +1,7 @@
 import { randomId } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance;
 beforeAll(async () => {
@@ -46,7 +46,7 @@ describe('Idempotency-Key', () => {
     const key = randomId('idem');
     const body = { userId: 'u2', payload: {} };
     const mine = await send(key, body);
-    const theirs = await send(key, body, { authorization: 'Bearer test-key-2' });
+    const theirs = await send(key, body, { authorization: `Bearer ${API_KEY_2}` });
     expect(mine.statusCode).toBe(202);
     expect(theirs.statusCode).toBe(202);
     expect(theirs.headers['idempotency-replayed']).toBeUndefined();

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { type AppProcess, randomId, redisUrl, startApp } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_KEY, JWT_SECRET } from './helpers.js';
 
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
@@ -10,8 +11,8 @@ describe('one limit shared by several gateway processes', () => {
   beforeAll(async () => {
     const env = {
       REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: 'k1',
-      HERALD_JWT_SECRET: 'test-secret-0123456789abcdef',
+      HERALD_API_KEYS: API_KEY,
+      HERALD_JWT_SECRET: JWT_SECRET,
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
       // Burst 10 as the default; refill slowed from 10/s to 1/s so that the 30 requests, which take
@@ -44,7 +45,7 @@ describe('one limit shared by several gateway processes', () => {
 async function post(gateway: AppProcess, userId: string): Promise<number> {
   const response = await fetch(`${gateway.url}/notify`, {
     method: 'POST',
-    headers: { authorization: 'Bearer k1', 'content-type': 'application/json' },
+    headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
     body: JSON.stringify({ userId, payload: { n: 1 } }),
   });
   await response.arrayBuffer();

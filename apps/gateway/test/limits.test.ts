@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -49,7 +49,7 @@ describe('limits per sender and per recipient, in one decision', () => {
     const senderRefused = await notify(app, 'e');
     expect(senderRefused.json()).toMatchObject({ policy: 'sender' });
     // Another API key is another sender.
-    expect((await notify(app, 'e', { authorization: 'Bearer test-key-2' })).statusCode).toBe(202);
+    expect((await notify(app, 'e', { authorization: `Bearer ${API_KEY_2}` })).statusCode).toBe(202);
   });
 
   it('a refused request answers from the local deny cache without another Redis decision', async () => {
@@ -85,7 +85,7 @@ describe('limits per sender and per recipient, in one decision', () => {
     const other = await app.inject({
       method: 'POST',
       url: '/notify',
-      headers: { authorization: 'Bearer test-key-2', 'content-type': 'application/json' },
+      headers: { authorization: `Bearer ${API_KEY_2}`, 'content-type': 'application/json' },
       payload: '{"userId": nope',
     });
     expect(other.statusCode).toBe(400);

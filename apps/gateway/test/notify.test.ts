@@ -1,7 +1,7 @@
 import { verifyUserToken } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp, JWT_SECRET } from './helpers.js';
 
 let app: FastifyInstance;
 beforeEach(async () => {
@@ -57,7 +57,7 @@ describe('POST /notify', () => {
     const response = await app.inject({
       method: 'POST',
       url: '/notify',
-      headers: { authorization: 'Bearer test-key-2' },
+      headers: { authorization: `Bearer ${API_KEY_2}` },
       payload: { userId: 'bob', payload: {} },
     });
     expect(response.statusCode).toBe(202);
@@ -154,7 +154,7 @@ describe('POST /tokens', () => {
     });
     expect(response.statusCode).toBe(200);
     const body = response.json<{ token: string; expiresAt: string }>();
-    const verified = await verifyUserToken(body.token, 'test-secret-0123456789abcdef');
+    const verified = await verifyUserToken(body.token, JWT_SECRET);
     expect(verified.userId).toBe('erin');
     expect(verified.expiresAt.toISOString()).toBe(body.expiresAt);
     expect(Date.parse(body.expiresAt) - Date.now()).toBeGreaterThan(3500 * 1000);

@@ -3,7 +3,7 @@ import { NOTIFY_JOB_NAME } from '@herald/protocol';
 import { randomId, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
-import { testEnv } from './helpers.js';
+import { API_KEY, testEnv } from './helpers.js';
 
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
@@ -30,7 +30,7 @@ describe('graceful shutdown', () => {
         try {
           const response = await fetch(`${gateway.url}/notify`, {
             method: 'POST',
-            headers: { authorization: 'Bearer test-key-1', 'content-type': 'application/json' },
+            headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
             body: JSON.stringify({ userId: randomId('u'), payload: { n: 1 } }),
           });
           const body = (await response.json()) as { id?: string; code?: string };

@@ -1,22 +1,18 @@
 import { hostname } from 'node:os';
 import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
-import {
-  DEFAULT_PUBSUB_KEY,
-  DEV_JWT_SECRET,
-  LogEnv,
-  type LogSettings,
-  logSettings,
-  withoutEmptyValues,
-} from '@herald/protocol';
-import { envSchema } from 'env-schema';
-import Type, { type Static } from 'typebox';
+import { DEFAULT_PUBSUB_KEY, LogEnv, type LogSettings, logSettings } from '@herald/protocol';
+import { ConfigError, DevModeEnv, readEnv, resolveSecrets } from '@herald/protocol/config';
+import Type from 'typebox';
 import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
-const EnvSchema = Type.Object({
+/** Every variable the realtime server reads (nothing else is looked at). */
+export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
-  HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 16 })),
+  ...DevModeEnv,
+  // Checked by resolveSecrets: 32+ bytes, the development secret only in development mode.
+  HERALD_JWT_SECRET: Type.Optional(Type.String()),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
   HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
@@ -42,7 +38,6 @@ const EnvSchema = Type.Object({
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
 });
-type Env = Static<typeof EnvSchema>;
 
 /** The realtime server's settings, parsed once at start-up and frozen. */
 export interface RealtimeConfig {
@@ -53,6 +48,8 @@ export interface RealtimeConfig {
   redisClusterNodes: { host: string; port: number }[] | undefined;
   jwtSecret: string;
   usingDevJwtSecret: boolean;
+  /** `HERALD_DEV_MODE=true`: the development secret is accepted (see the README's security model). */
+  devMode: boolean;
   /** Channel prefix shared with the workers' Redis emitter. */
   pubsubKey: string;
   /** Allowed browser origins: `*`, or a comma-separated list. */
@@ -84,21 +81,22 @@ export interface RealtimeConfig {
   /** Recorded as `deliveredBy` of the acks this instance receives. */
   instanceId: string;
   log: LogSettings;
+  /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
+  warnings: readonly string[];
 }
 
-/** Reads the realtime server's configuration from `env`; every problem is named in one error. */
+/**
+ * Reads the realtime server's configuration from `env` (default `process.env`) and nothing else; every
+ * problem is named in one `ConfigError`.
+ */
 export function loadConfig(env: Record<string, string | undefined> = process.env): RealtimeConfig {
-  let parsed: Env;
-  try {
-    parsed = envSchema<Env>({ schema: EnvSchema, data: withoutEmptyValues(env), dotenv: false });
-  } catch (error) {
-    throw new Error(`Invalid realtime configuration: ${(error as Error).message}`, { cause: error });
-  }
+  const secrets = resolveSecrets(env, { apiKeys: false });
+  const { values: parsed, warnings } = readEnv('realtime', EnvSchema, env, secrets.problems);
   let trustProxy: AbuseSettings['trustProxy'];
   try {
     trustProxy = parseTrustProxy(parsed.HERALD_TRUST_PROXY);
   } catch (error) {
-    throw new Error(
+    throw new ConfigError(
       `Invalid realtime configuration: HERALD_TRUST_PROXY must be true, false, a number of hops or a comma-separated list of addresses/CIDRs (${(error as Error).message})`,
       { cause: error },
     );
@@ -109,8 +107,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
     redisClusterNodes: clusterNodes(parsed),
-    jwtSecret: parsed.HERALD_JWT_SECRET ?? DEV_JWT_SECRET,
-    usingDevJwtSecret: parsed.HERALD_JWT_SECRET === undefined,
+    jwtSecret: secrets.jwtSecret,
+    usingDevJwtSecret: secrets.usingDevJwtSecret,
+    devMode: secrets.devMode,
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     corsOrigin: origins.length === 1 && origins[0] === '*' ? '*' : origins,
     pubsubMode: parsed.HERALD_PUBSUB_MODE,
@@ -138,5 +137,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
+    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

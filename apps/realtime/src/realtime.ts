@@ -23,6 +23,7 @@ import { commandArgs } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
+import { createMetrics, httpHandler } from './http.js';
 import { withNotificationHook } from './live-hook.js';
 import { userKeyOf } from './user-key.js';
 
@@ -72,33 +73,15 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   const abuse = new AbuseLimits(config, config.abuse, log);
   const revokedKeys = revokedApiKeysKey(config.keyPrefix);
 
-  const http = createServer((request, response) => {
-    if (request.method === 'GET' && request.url?.startsWith('/healthz')) {
-      // Liveness and load: connected sockets and this process's memory. `?gc=1` first collects garbage
-      // when the process runs with --expose-gc (the delivery benchmark measures memory per connection so).
-      const gc = (globalThis as { gc?: () => void }).gc;
-      if (request.url.includes('gc=1') && gc) gc();
-      const memory = process.memoryUsage();
-      response.writeHead(200, { 'content-type': 'application/json' });
-      response.end(
-        JSON.stringify({
-          status: 'ok',
-          instanceId: config.instanceId,
-          connections: io.engine.clientsCount,
-          heapUsedBytes: memory.heapUsed,
-          rssBytes: memory.rss,
-        }),
-      );
-      return;
-    }
-    response.writeHead(404, { 'content-type': 'application/json' });
-    response.end(
-      JSON.stringify({
-        error: 'Not found: connect with Socket.IO at /socket.io/',
-        code: 'HERALD_ERR_NOT_FOUND',
-      }),
-    );
-  });
+  const metrics = createMetrics(() => io.engine.clientsCount);
+  const http = createServer(
+    httpHandler({
+      instanceId: config.instanceId,
+      sockets: () => io.engine.clientsCount,
+      redis: [pub, sub],
+      metrics,
+    }),
+  );
   const baseAdapter =
     config.pubsubMode === 'sharded'
       ? createShardedAdapter(pub, sub, { channelPrefix: config.pubsubKey, subscriptionMode: 'dynamic' })
@@ -137,6 +120,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       const refusal = new Error(message) as Error & { data: { code: string; retryAfterMs?: number } };
       refusal.data = { code, ...extra };
       log.info({ code }, 'handshake refused');
+      metrics.handshakesRefused.inc({ code });
       next(refusal);
     };
     // A refused handshake (no or bad token, bad lastOffset) counts against its client address; over the
@@ -224,7 +208,10 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       userId,
       userInbox,
       {
-        notification: (event) => socket.emit(SocketEvent.NOTIFICATION, event),
+        notification: (event) => {
+          metrics.delivered.inc();
+          socket.emit(SocketEvent.NOTIFICATION, event);
+        },
         synced: (event) => socket.emit(SocketEvent.SYNCED, event),
         resync: (event) => socket.emit(SocketEvent.RESYNC, event),
       },

@@ -15,11 +15,7 @@ try {
 }
 
 const log = pino(loggerOptions(config.log, 'realtime'));
-if (config.usingDevJwtSecret) {
-  log.warn(
-    'HERALD_JWT_SECRET is unset: verifying user tokens with the development secret. Set it in production.',
-  );
-}
+for (const warning of config.warnings) log.warn(warning);
 const server = await startRealtime(config, log);
 
 closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {

@@ -11,8 +11,9 @@ const entries = {
   worker: require.resolve('@herald/worker/server'),
   realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
 };
-const SECRET = 'e2e-secret-0123456789abcdef';
-const API_KEY = 'e2e-key';
+// 32+ bytes each, as the apps require outside development mode.
+const SECRET = 'e2e-secret-0123456789abcdef0123456789';
+const API_KEY = 'e2e-key-0123456789abcdef0123456789abcdef';
 
 describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → two realtime instances', () => {
   const processes: AppProcess[] = [];

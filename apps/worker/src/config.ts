@@ -7,12 +7,14 @@ import {
   LogEnv,
   type LogSettings,
   logSettings,
-  withoutEmptyValues,
 } from '@herald/protocol';
-import { envSchema } from 'env-schema';
-import Type, { type Static } from 'typebox';
+import { readEnv } from '@herald/protocol/config';
+import Type from 'typebox';
 
-const EnvSchema = Type.Object({
+/** Every variable the worker reads (nothing else is looked at). */
+export const EnvSchema = Type.Object({
+  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002 }),
+  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
@@ -25,10 +27,12 @@ const EnvSchema = Type.Object({
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
 });
-type Env = Static<typeof EnvSchema>;
 
 /** The worker's settings, parsed once at start-up and frozen. */
 export interface WorkerConfig {
+  /** Where the health and metrics endpoints listen. */
+  port: number;
+  host: string;
   redisUrl: string;
   /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
   redisClusterNodes: { host: string; port: number }[] | undefined;
@@ -51,17 +55,19 @@ export interface WorkerConfig {
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   instanceId: string;
   log: LogSettings;
+  /** Start-up warnings to log: unknown `HERALD_*` variables. */
+  warnings: readonly string[];
 }
 
-/** Reads the worker's configuration from `env`; every problem is named in one error. */
+/**
+ * Reads the worker's configuration from `env` (default `process.env`) and nothing else; every problem
+ * is named in one `ConfigError`. The worker holds no secret of its own (no token, no API key).
+ */
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
-  let parsed: Env;
-  try {
-    parsed = envSchema<Env>({ schema: EnvSchema, data: withoutEmptyValues(env), dotenv: false });
-  } catch (error) {
-    throw new Error(`Invalid worker configuration: ${(error as Error).message}`, { cause: error });
-  }
+  const { values: parsed, warnings } = readEnv('worker', EnvSchema, env);
   return Object.freeze({
+    port: parsed.PORT,
+    host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
     redisClusterNodes: clusterNodes(parsed),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
@@ -73,5 +79,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
+    warnings: Object.freeze(warnings),
   });
 }

@@ -2,7 +2,8 @@ import { loggerOptions } from '@herald/protocol';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type WorkerConfig } from './config.js';
-import { startWorker } from './worker.js';
+import { startHttp } from './http.js';
+import { type NotificationWorker, startWorker } from './worker.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -15,13 +16,25 @@ try {
 }
 
 const log = pino(loggerOptions(config.log, 'worker'));
-const running = await startWorker(config, log);
+for (const warning of config.warnings) log.warn(warning);
+// The operations server first: while the worker waits for Redis (at start), /healthz answers 200, so
+// that an orchestrator does not restart workers because Redis is away, and /readyz says 503.
+let running: NotificationWorker | undefined;
+const http = await startHttp({
+  port: config.port,
+  host: config.host,
+  instanceId: config.instanceId,
+  ready: () => running?.ready() ?? Promise.reject(new Error('still connecting to Redis')),
+  metrics: () => running?.metrics,
+});
+running = await startWorker(config, log);
 
 // SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect.
 closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
   if (err) log.error({ err }, 'fatal error; shutting down');
   else log.info({ signal }, 'shutting down');
-  await running.close();
+  await http.close();
+  await running?.close();
 });
 
-log.info({ queue: config.queue.name, concurrency: config.concurrency }, 'ready');
+log.info({ port: http.port, queue: config.queue.name, concurrency: config.concurrency }, 'listening');

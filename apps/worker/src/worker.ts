@@ -9,15 +9,19 @@ import {
   shardedPublisher,
 } from '@herald/inbox';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
-import { type Job, UnrecoverableError, Worker } from 'bullmq';
+import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { createMetrics, type WorkerMetrics } from './http.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {
   worker: Worker<NotificationJob, JobResult>;
   inbox: Inbox;
+  metrics: WorkerMetrics;
+  /** Resolves when Redis and the queue answer (the readiness check). */
+  ready(): Promise<unknown>;
   close(): Promise<void>;
 }
 
@@ -89,11 +93,20 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     config.pubsubMode === 'sharded'
       ? shardedPublisher(redis, config.pubsubKey)
       : classicPublisher(redis, config.pubsubKey);
+  // For the queue depth on /metrics and the readiness check; fails fast (no offline queue) so that a
+  // scrape or probe while Redis is down answers at once.
+  const queue = new Queue(config.queue.name, {
+    prefix: config.queue.prefix,
+    connection: bullConnection ?? { url: config.redisUrl, enableOfflineQueue: false },
+  });
+  queue.on('error', () => {});
+  const metrics = createMetrics(() => queue.getJobCounts());
 
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
     async (job: Job<NotificationJob, JobResult>) => {
       let result: AppendResult;
+      const stopTimer = metrics.duration.startTimer();
       try {
         result = await processNotification(job.data, inbox, live);
       } catch (error) {
@@ -102,7 +115,10 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
           throw new UnrecoverableError(`${error.code}: ${error.message}`);
         }
         throw error;
+      } finally {
+        stopTimer();
       }
+      metrics.jobs.inc({ outcome: result.outcome });
       log.debug(
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
         'notification processed',
@@ -122,6 +138,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   );
   worker.on('failed', (job, error) => {
     const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
+    metrics.jobs.inc({ outcome: final ? 'failed' : 'retry' });
     log[final ? 'error' : 'warn'](
       { err: error, notificationId: job?.id, attempts: job?.attemptsMade, final },
       final
@@ -135,9 +152,12 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   return {
     worker,
     inbox,
+    metrics,
+    ready: () => Promise.all([redis.ping(), queue.getJobCounts('wait')]),
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await worker.close();
+      await queue.close();
       redis.disconnect();
       bullConnection?.disconnect();
     },

@@ -65,20 +65,3 @@ export function loggerOptions(
     ...(settings.format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } } : {}),
   };
 }
-
-/**
- * The environment without its empty variables: `FOO=` (as compose writes an unset variable) means
- * unset, not an empty setting.
- *
- * @example
- * ```ts
- * envSchema({ schema, data: withoutEmptyValues(process.env) });
- * ```
- */
-export function withoutEmptyValues(env: Record<string, string | undefined>): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter(
-      (entry): entry is [string, string] => entry[1] !== undefined && entry[1] !== '',
-    ),
-  );
-}

@@ -10,3 +10,4 @@ export { randomId, waitFor } from './wait.js';
 export function redisUrl(): string {
   return inject('redisUrl');
 }
+export { type MetricFamily, scrapeMetrics } from './metrics.js';

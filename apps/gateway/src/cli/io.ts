@@ -1,3 +1,4 @@
+import { withoutPassword } from '@herald/protocol/config';
 import { Redis } from 'ioredis';
 
 /** Where a CLI command writes. */
@@ -17,7 +18,7 @@ export async function connectForCli(redisUrl: string, io: CliIo): Promise<Redis 
     await redis.connect();
     return redis;
   } catch (error) {
-    io.err(`Cannot reach Redis at ${redisUrl}: ${(error as Error).message}. Set REDIS_URL.`);
+    io.err(`Cannot reach Redis at ${withoutPassword(redisUrl)}: ${(error as Error).message}. Set REDIS_URL.`);
     redis.disconnect();
     return undefined;
   }

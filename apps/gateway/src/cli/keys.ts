@@ -34,7 +34,7 @@ export async function run(
     io.out(USAGE);
     return command ? 0 : 2;
   }
-  const config = loadConfig(env);
+  const config = loadConfig(env, { secrets: false });
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });

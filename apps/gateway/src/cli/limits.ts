@@ -51,7 +51,7 @@ export async function run(
     io.err(`--tenant "${tenant}" is not a tenant id\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig(env);
+  const config = loadConfig(env, { secrets: false });
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   try {

@@ -1,4 +1,5 @@
 import type { NotificationJob } from '@herald/protocol';
+import { withoutPassword } from '@herald/protocol/config';
 import { Queue } from 'bullmq';
 import { loadConfig } from '../config.js';
 
@@ -66,7 +67,7 @@ export async function run(args: string[], io: CliIo): Promise<number> {
     await queue.waitUntilReady();
     return command === 'list' ? await list(queue, limit, io) : await retry(queue, rest, io);
   } catch (error) {
-    io.err(`Could not reach the queue at ${config.redisUrl}: ${(error as Error).message}`);
+    io.err(`Could not reach the queue at ${withoutPassword(config.redisUrl)}: ${(error as Error).message}`);
     return 1;
   } finally {
     await queue.close().catch(() => {});

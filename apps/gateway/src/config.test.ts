@@ -1,0 +1,125 @@
+import { DEV_JWT_SECRET } from '@herald/protocol';
+import { HERALD_VARIABLES } from '@herald/protocol/config';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
+
+const SECRET = 'gw-unit-secret-7Qp2vX9mB4nR8sT1wY6z';
+const KEY = 'gw-unit-key-k7Qp2vX9mB4nR8sT1wY6zA3c';
+const production = { HERALD_JWT_SECRET: SECRET, HERALD_API_KEYS: KEY };
+
+function refusal(env: Record<string, string | undefined>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return (error as Error).message;
+  }
+  throw new Error('expected the gateway to refuse this configuration');
+}
+
+describe('gateway configuration', () => {
+  it('unset: production refuses to start and says exactly what to set', () => {
+    const message = refusal({});
+    expect(message).toMatch(/^Invalid gateway configuration \(2 problems\)/);
+    expect(message).toContain('HERALD_JWT_SECRET is not set: set it to 32+ random bytes');
+    expect(message).toContain('or to `none` and create keys with `herald keys create`');
+    expect(message).toContain('HERALD_DEV_MODE=true');
+  });
+
+  it('empty counts as unset (what docker compose writes for an unset VAR in "VAR: $VAR")', () => {
+    expect(refusal({ HERALD_JWT_SECRET: '', HERALD_API_KEYS: '', HERALD_DEV_MODE: '' })).toContain(
+      'HERALD_JWT_SECRET is not set',
+    );
+    const config = loadConfig({ ...production, PORT: '', HERALD_TOKEN_TTL_SECONDS: '', REDIS_URL: '' });
+    expect(config).toMatchObject({ port: 3000, tokenTtlSeconds: 3600, redisUrl: 'redis://127.0.0.1:6379' });
+  });
+
+  it('production with strong secrets: defaults, no development key, no warning', () => {
+    const config = loadConfig(production);
+    expect(config).toMatchObject({
+      devMode: false,
+      apiKeys: [KEY],
+      usingDevApiKey: false,
+      jwtSecret: SECRET,
+      usingDevJwtSecret: false,
+      port: 3000,
+      host: '0.0.0.0',
+      rateLimit: { perSecond: 10, burst: 10, senderPerSecond: 100, senderBurst: 200, failure: 'closed' },
+      warnings: [],
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+    expect(loadConfig({ ...production, HERALD_API_KEYS: 'none' }).apiKeys).toEqual([]);
+  });
+
+  it('production refuses the development key and secret, and weak secrets', () => {
+    const message = refusal({ HERALD_JWT_SECRET: DEV_JWT_SECRET, HERALD_API_KEYS: `${DEV_API_KEY},short` });
+    expect(message).toContain('HERALD_JWT_SECRET is the public development secret');
+    expect(message).toContain('HERALD_API_KEYS key #1 is the public development key "dev-key"');
+    expect(message).toContain('HERALD_API_KEYS key #2 is shorter than 32 bytes');
+    expect(refusal({ ...production, HERALD_JWT_SECRET: 'z'.repeat(48) })).toContain('one character repeated');
+  });
+
+  it('development mode: dev-key and the development secret, with loud warnings', () => {
+    const config = loadConfig({ HERALD_DEV_MODE: 'true' });
+    expect(config).toMatchObject({
+      devMode: true,
+      apiKeys: [DEV_API_KEY],
+      usingDevApiKey: true,
+      jwtSecret: DEV_JWT_SECRET,
+      usingDevJwtSecret: true,
+    });
+    expect(config.warnings).toEqual([
+      expect.stringMatching(/^DEVELOPMENT MODE/),
+      expect.stringMatching(/HERALD_JWT_SECRET: using the public development secret/),
+      expect.stringMatching(/HERALD_API_KEYS: accepting the public development key "dev-key"/),
+    ]);
+    // Explicit values are still checked in development mode.
+    expect(refusal({ HERALD_DEV_MODE: 'true', HERALD_API_KEYS: 'test-key-1' })).toContain(
+      'HERALD_API_KEYS key #1 is shorter than 32 bytes',
+    );
+    expect(refusal({ ...production, HERALD_DEV_MODE: 'yes' })).toContain('HERALD_DEV_MODE must be boolean');
+  });
+
+  it('invalid values and Infinity: every problem in one message', () => {
+    const message = refusal({
+      ...production,
+      PORT: '65536',
+      HERALD_RATE_LIMIT_PER_SECOND: 'Infinity',
+      HERALD_RATE_LIMIT_BURST: '1e999',
+      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0',
+      HERALD_DURABILITY: 'fsync',
+      REDIS_URL: 'http://redis:6379',
+    });
+    expect(message).toMatch(/\(6 problems\)/);
+    expect(message).toContain('PORT must be <= 65535');
+    expect(message).toContain(
+      'HERALD_RATE_LIMIT_PER_SECOND must be a finite decimal number (got "Infinity")',
+    );
+    expect(message).toContain('HERALD_RATE_LIMIT_BURST must be a finite decimal number');
+    expect(message).toContain('HERALD_SENDER_RATE_LIMIT_PER_SECOND must be > 0');
+    expect(message).toContain('HERALD_DURABILITY must be one of: redis, aof');
+    expect(message).toContain('REDIS_URL must match pattern');
+    expect(message).not.toContain('http://redis:6379');
+  });
+
+  it('unknown HERALD_* variables are warned about (a typo gets a suggestion), not read', () => {
+    const config = loadConfig({ ...production, HERALD_TOKEN_TTL_SECOND: '60', NODE_ENV: 'production' });
+    expect(config.tokenTtlSeconds).toBe(3600);
+    expect(config.warnings).toEqual([
+      'HERALD_TOKEN_TTL_SECOND is not a Herald setting and is ignored: did you mean HERALD_TOKEN_TTL_SECONDS?',
+    ]);
+    // A mistyped secret: the refusal explains why the real one looks unset.
+    expect(refusal({ HERALD_API_KEYS: KEY, HERALD_JWT_SECRETT: SECRET })).toContain(
+      'HERALD_JWT_SECRETT is not a Herald setting and is ignored: did you mean HERALD_JWT_SECRET?',
+    );
+  });
+
+  it('the operator CLI (secrets: false) needs no secret', () => {
+    expect(loadConfig({ HERALD_KEY_PREFIX: 'x:' }, { secrets: false }).keyPrefix).toBe('x:');
+  });
+
+  it('every variable it reads is a known Herald setting (and so in the README table)', () => {
+    const own = Object.keys(EnvSchema.properties).filter((name) => name.startsWith('HERALD_'));
+    expect(own.filter((name) => !HERALD_VARIABLES.includes(name))).toEqual([]);
+  });
+});

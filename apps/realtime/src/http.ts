@@ -1,0 +1,74 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { operationsHandler } from '@herald/protocol/operations';
+import type { Cluster, Redis } from 'ioredis';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
+
+/** The realtime server's Prometheus metrics, in a registry of its own. */
+export interface RealtimeMetrics {
+  registry: Registry;
+  /** `herald_realtime_handshakes_refused_total{code}`: handshakes answered with `connect_error`. */
+  handshakesRefused: Counter<'code'>;
+  /** `herald_realtime_notifications_delivered_total`: `notification` events sent to sockets. */
+  delivered: Counter;
+}
+
+/** Creates the metrics; `sockets` is read on every scrape for `herald_realtime_sockets`. */
+export function createMetrics(sockets: () => number): RealtimeMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'herald_realtime_' });
+  new Gauge({
+    name: 'herald_realtime_sockets',
+    help: 'Sockets connected to this instance',
+    registers: [registry],
+    collect() {
+      this.set(sockets());
+    },
+  });
+  return {
+    registry,
+    handshakesRefused: new Counter({
+      name: 'herald_realtime_handshakes_refused_total',
+      help: 'Handshakes refused (connect_error), by code',
+      labelNames: ['code'],
+      registers: [registry],
+    }),
+    delivered: new Counter({
+      name: 'herald_realtime_notifications_delivered_total',
+      help: 'notification events sent to sockets (replayed and live)',
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * The realtime server's plain HTTP answers (Socket.IO takes `/socket.io/` before they run):
+ * `/healthz` (liveness and load, never Redis: connected sockets and memory; `?gc=1` first collects
+ * garbage when the process runs with --expose-gc, which the delivery benchmark uses), `/readyz` (both
+ * Redis connections answer) and `/metrics`.
+ */
+export function httpHandler(options: {
+  instanceId: string;
+  sockets: () => number;
+  redis: readonly (Redis | Cluster)[];
+  metrics: RealtimeMetrics;
+}): (request: IncomingMessage, response: ServerResponse) => void {
+  return operationsHandler({
+    health(request) {
+      const gc = (globalThis as { gc?: () => void }).gc;
+      if (request.url?.includes('gc=1') && gc) gc();
+      const memory = process.memoryUsage();
+      return {
+        instanceId: options.instanceId,
+        connections: options.sockets(),
+        heapUsedBytes: memory.heapUsed,
+        rssBytes: memory.rss,
+      };
+    },
+    ready: () => Promise.all(options.redis.map((client) => client.ping())),
+    metrics: async () => ({
+      contentType: options.metrics.registry.contentType,
+      body: await options.metrics.registry.metrics(),
+    }),
+    notFound: 'Not found: connect with Socket.IO at /socket.io/',
+  });
+}

@@ -1,0 +1,59 @@
+import { HERALD_VARIABLES } from '@herald/protocol/config';
+import { describe, expect, it } from 'vitest';
+import { EnvSchema, loadConfig } from './config.js';
+
+function refusal(env: Record<string, string | undefined>): string {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    expect((error as { code?: string }).code).toBe('HERALD_ERR_CONFIG');
+    return (error as Error).message;
+  }
+  throw new Error('expected the worker to refuse this configuration');
+}
+
+describe('worker configuration', () => {
+  it('unset or empty: the defaults (the worker holds no secret, so it needs none)', () => {
+    for (const env of [{}, { PORT: '', HERALD_WORKER_CONCURRENCY: '', HERALD_JWT_SECRET: '' }]) {
+      expect(loadConfig(env)).toMatchObject({
+        port: 3002,
+        host: '0.0.0.0',
+        redisUrl: 'redis://127.0.0.1:6379',
+        concurrency: 50,
+        queue: { name: 'notifications', prefix: '{herald}' },
+        warnings: [],
+      });
+    }
+  });
+
+  it('invalid values and Infinity: every problem in one message', () => {
+    const message = refusal({
+      HERALD_WORKER_CONCURRENCY: 'Infinity',
+      HERALD_WORKER_LOCK_MS: '10',
+      PORT: '-1',
+      HERALD_REDIS_CLUSTER_NODES: 'nodes',
+    });
+    expect(message).toMatch(/^Invalid worker configuration \(4 problems\)/);
+    expect(message).toContain('HERALD_WORKER_CONCURRENCY must be a finite decimal number (got "Infinity")');
+    expect(message).toContain('HERALD_WORKER_LOCK_MS must be >= 1000');
+    expect(message).toContain('PORT must be >= 0');
+    expect(message).toContain('HERALD_REDIS_CLUSTER_NODES must match pattern');
+  });
+
+  it('unknown HERALD_* variables are warned about; other apps’ variables are ignored silently', () => {
+    const config = loadConfig({
+      HERALD_WORKER_CONCURENCY: '5',
+      HERALD_API_KEYS: 'none',
+      HERALD_DEV_MODE: 'true',
+    });
+    expect(config.concurrency).toBe(50);
+    expect(config.warnings).toEqual([
+      'HERALD_WORKER_CONCURENCY is not a Herald setting and is ignored: did you mean HERALD_WORKER_CONCURRENCY?',
+    ]);
+  });
+
+  it('every variable it reads is a known Herald setting (and so in the README table)', () => {
+    const own = Object.keys(EnvSchema.properties).filter((name) => name.startsWith('HERALD_'));
+    expect(own.filter((name) => !HERALD_VARIABLES.includes(name))).toEqual([]);
+  });
+});

@@ -1,0 +1,93 @@
+import { createServer, type Server } from 'node:http';
+import { operationsHandler } from '@herald/protocol/operations';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The worker's Prometheus metrics, in a registry of its own. */
+export interface WorkerMetrics {
+  registry: Registry;
+  /**
+   * `herald_worker_jobs_total{outcome}`: jobs processed, by outcome: `appended`, `already-appended`,
+   * `expired`, `deduplicated`, `retry` (an attempt failed, another will follow), `failed` (for good).
+   */
+  jobs: Counter<'outcome'>;
+  /** `herald_worker_job_duration_seconds`: time to store a notification and push it live. */
+  duration: Histogram;
+}
+
+/** Creates the metrics; `queueCounts` is asked on every scrape for the queue depth by state. */
+export function createMetrics(queueCounts: () => Promise<Record<string, number>>): WorkerMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'herald_worker_' });
+  new Gauge({
+    name: 'herald_queue_jobs',
+    help: 'Jobs in the notification queue by state (read on scrape)',
+    labelNames: ['state'],
+    registers: [registry],
+    async collect() {
+      try {
+        const counts = await queueCounts();
+        for (const [state, count] of Object.entries(counts)) this.set({ state }, count);
+      } catch {
+        // Redis down: the scrape still answers, with the last known depth.
+      }
+    },
+  });
+  return {
+    registry,
+    jobs: new Counter({
+      name: 'herald_worker_jobs_total',
+      help: 'Notification jobs processed, by outcome',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    duration: new Histogram({
+      name: 'herald_worker_job_duration_seconds',
+      help: 'Time to store a notification in its inbox and push it live',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+      registers: [registry],
+    }),
+  };
+}
+
+/**
+ * Starts the worker's operations server on `port` (0: any free port): `/healthz` (liveness, never
+ * Redis), `/readyz` (Redis and the queue answer), `/metrics`. It starts before the worker has reached
+ * Redis, so `ready` and `metrics` are asked late: until then `/readyz` is 503 and `/metrics` empty.
+ */
+export async function startHttp(options: {
+  port: number;
+  host: string;
+  instanceId: string;
+  /** Resolves when Redis and the queue answer. */
+  ready: () => Promise<unknown>;
+  metrics: () => WorkerMetrics | undefined;
+}): Promise<{ server: Server; port: number; close(): Promise<void> }> {
+  const server = createServer(
+    operationsHandler({
+      health: () => ({ instanceId: options.instanceId }),
+      ready: options.ready,
+      metrics: async () => {
+        const registry = options.metrics()?.registry;
+        return {
+          contentType: registry?.contentType ?? 'text/plain; version=0.0.4; charset=utf-8',
+          body: registry ? await registry.metrics() : '',
+        };
+      },
+      notFound: 'Not found: the worker serves /healthz, /readyz and /metrics',
+    }),
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const address = server.address();
+  return {
+    server,
+    port: typeof address === 'object' && address ? address.port : options.port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}

@@ -1,0 +1,121 @@
+import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
+import {
+  type AppProcess,
+  freePort,
+  type RedisServerHandle,
+  randomId,
+  scrapeMetrics,
+  startApp,
+  startRedisServer,
+  waitFor,
+} from '@herald/testing';
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+
+describe('worker liveness, readiness and metrics (a real process on a Redis of its own)', () => {
+  let redis: RedisServerHandle;
+  let worker: AppProcess;
+  let queue: Queue<NotificationJob>;
+  const queueName = randomId('queue');
+
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    // startApp sets PORT=0: the worker's operations server takes a free port and logs it.
+    worker = await startApp({
+      name: 'worker',
+      entry,
+      env: { REDIS_URL: redis.url, HERALD_QUEUE_NAME: queueName },
+    });
+    queue = new Queue(queueName, { prefix: '{herald}', connection: { url: redis.url } });
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await queue?.close();
+    await redis?.dispose();
+  });
+
+  it('logs its port and counts processed jobs by outcome, their duration and the queue depth', async () => {
+    expect(worker.port).toBeGreaterThan(0);
+    const job: NotificationJob = {
+      id: randomUUID(),
+      userId: 'u1',
+      payload: { n: 1 },
+      createdAt: new Date().toISOString(),
+    };
+    await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+    const families = await waitFor(
+      async () => {
+        const scraped = await scrapeMetrics(`${worker.url}/metrics`);
+        const appended = scraped
+          .get('herald_worker_jobs_total')
+          ?.metrics.find((m) => m.labels?.outcome === 'appended');
+        return appended?.value === '1' ? scraped : undefined;
+      },
+      { timeoutMs: 20_000, what: 'herald_worker_jobs_total{outcome="appended"} 1' },
+    );
+    expect(families.get('herald_worker_job_duration_seconds')?.metrics[0]?.count).toBe('1');
+    expect(families.get('herald_queue_jobs')?.type).toBe('GAUGE');
+    expect(families.has('herald_worker_process_cpu_seconds_total')).toBe(true);
+  });
+
+  it('/healthz stays 200 while Redis is down; /readyz answers 503 JSON then, 200 once Redis is back', async () => {
+    expect((await fetch(`${worker.url}/readyz`)).status).toBe(200);
+    await redis.stop();
+    const health = await fetch(`${worker.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: 'ok' });
+    const ready = await fetch(`${worker.url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(await ready.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    expect((await scrapeMetrics(`${worker.url}/metrics`)).has('herald_worker_jobs_total')).toBe(true);
+    const unknown = await fetch(`${worker.url}/nope`);
+    expect(unknown.status).toBe(404);
+    expect(await unknown.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+
+    await redis.restart();
+    await waitFor(async () => (await fetch(`${worker.url}/readyz`)).status === 200, {
+      timeoutMs: 30_000,
+      what: '/readyz 200 after Redis came back',
+    });
+  });
+});
+
+describe('a worker started while Redis is down', () => {
+  it('answers /healthz 200 and /readyz 503 while it waits, and starts once Redis is there', async () => {
+    const redis = await startRedisServer();
+    await redis.stop();
+    const port = await freePort();
+    const lines: string[] = [];
+    const child = spawn(process.execPath, [entry], {
+      env: { ...process.env, PORT: String(port), REDIS_URL: redis.url, HERALD_QUEUE_NAME: randomId('queue') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      await waitFor(async () => (await fetch(`${url}/healthz`).catch(() => undefined))?.status === 200, {
+        timeoutMs: 20_000,
+        what: '/healthz while Redis is down',
+      });
+      expect((await fetch(`${url}/readyz`)).status).toBe(503);
+      expect(lines.join('')).not.toContain('"msg":"listening"');
+
+      await redis.restart();
+      await waitFor(() => lines.join('').includes('"msg":"listening"'), {
+        timeoutMs: 30_000,
+        what: 'the worker to start once Redis is there',
+      });
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, { what: '/readyz 200' });
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      await redis.dispose();
+    }
+  });
+});

@@ -1,0 +1,379 @@
+import { envSchema } from 'env-schema';
+import Type, { type Static, type TObject } from 'typebox';
+import { DEV_JWT_SECRET } from './user-token.js';
+
+/**
+ * API key the gateway accepts when `HERALD_API_KEYS` is unset in development mode
+ * (`HERALD_DEV_MODE=true`). Refused in production, like {@link DEV_JWT_SECRET}.
+ */
+export const DEV_API_KEY = 'dev-key';
+
+/** Shortest accepted secret (`HERALD_JWT_SECRET`, each key of `HERALD_API_KEYS`), in UTF-8 bytes. */
+export const MIN_SECRET_BYTES = 32;
+
+/**
+ * Every `HERALD_*` variable some Herald app reads. An app warns about any other `HERALD_*` variable
+ * (a typo such as `HERALD_JWT_SECRETT`) and ignores it; a variable another app reads is not reported, so
+ * one environment can serve all three apps. Each app's config test checks that its schema is listed here
+ * and the protocol test that the README's configuration table lists every name.
+ */
+export const HERALD_VARIABLES: readonly string[] = Object.freeze([
+  'HERALD_DEV_MODE',
+  'HERALD_API_KEYS',
+  'HERALD_JWT_SECRET',
+  'HERALD_TOKEN_TTL_SECONDS',
+  'HERALD_RATE_LIMIT_PER_SECOND',
+  'HERALD_RATE_LIMIT_BURST',
+  'HERALD_RATE_LIMIT_PREFIX',
+  'HERALD_TOKEN_RATE_LIMIT_BURST',
+  'HERALD_TOKEN_RATE_LIMIT_PER_SECOND',
+  'HERALD_INBOX_RATE_LIMIT_BURST',
+  'HERALD_INBOX_RATE_LIMIT_PER_SECOND',
+  'HERALD_SOCKET_EVENTS_BURST',
+  'HERALD_SOCKET_EVENTS_PER_SECOND',
+  'HERALD_USER_EVENTS_BURST',
+  'HERALD_USER_EVENTS_PER_SECOND',
+  'HERALD_REFUSED_HANDSHAKES_BURST',
+  'HERALD_REFUSED_HANDSHAKES_PER_SECOND',
+  'HERALD_TRUST_PROXY',
+  'HERALD_REVOCATION_CHECK_MS',
+  'HERALD_SENDER_RATE_LIMIT_PER_SECOND',
+  'HERALD_SENDER_RATE_LIMIT_BURST',
+  'HERALD_RATE_LIMIT_FAILURE',
+  'HERALD_EXPECTED_GATEWAYS',
+  'HERALD_KEY_PREFIX',
+  'HERALD_API_KEY_CACHE_MS',
+  'HERALD_IDEMPOTENCY_TTL_SECONDS',
+  'HERALD_REDIS_TIMEOUT_MS',
+  'HERALD_JOB_ATTEMPTS',
+  'HERALD_JOB_BACKOFF_MS',
+  'HERALD_DURABILITY',
+  'HERALD_QUEUE_NAME',
+  'HERALD_QUEUE_PREFIX',
+  'HERALD_PUBSUB_KEY',
+  'HERALD_PUBSUB_MODE',
+  'HERALD_REDIS_CLUSTER_NODES',
+  'HERALD_INBOX_PREFIX',
+  'HERALD_INBOX_MAX_LENGTH',
+  'HERALD_INBOX_MAX_AGE_MS',
+  'HERALD_CORS_ORIGIN',
+  'HERALD_ALLOW_POLLING',
+  'HERALD_MAX_CONNECTIONS_PER_USER',
+  'HERALD_PING_INTERVAL_MS',
+  'HERALD_PING_TIMEOUT_MS',
+  'HERALD_GAP_WAIT_MS',
+  'HERALD_REPLAY_PAGE',
+  'HERALD_INSTANCE_ID',
+  'HERALD_WORKER_CONCURRENCY',
+  'HERALD_WORKER_LOCK_MS',
+  'HERALD_WORKER_STALLED_INTERVAL_MS',
+  'HERALD_LOG_LEVEL',
+  'HERALD_LOG_FORMAT',
+]);
+
+/**
+ * `HERALD_DEV_MODE`, as a TypeBox property to spread into the env schema of an app that holds secrets.
+ *
+ * @example
+ * ```ts
+ * const EnvSchema = Type.Object({ HERALD_JWT_SECRET: Type.Optional(Type.String()), ...DevModeEnv });
+ * ```
+ */
+export const DevModeEnv = {
+  HERALD_DEV_MODE: Type.Boolean({ default: false }),
+};
+
+/** Thrown when the environment does not describe a valid configuration; lists every problem. */
+export class ConfigError extends Error {
+  readonly code = 'HERALD_ERR_CONFIG';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Variables whose values never appear in a message (they are, or may contain, credentials). */
+const CONFIDENTIAL = /SECRET|KEYS|PASSWORD|REDIS_URL/;
+
+/** A plain decimal number: what `Number()` reads, minus `Infinity`, hex, blanks and the like. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
+
+interface AjvError {
+  instancePath: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/**
+ * Reads `schema`'s variables from `env` and nothing else (not `process.env`, not a `.env` file): an empty
+ * variable counts as unset, numbers must be finite decimals (`Infinity`, `1e999`, `0x10` are refused),
+ * and every problem, with `problems` found by the caller (e.g. {@link resolveSecrets}), is named in one
+ * {@link ConfigError}. `HERALD_*` variables no Herald app reads come back as `warnings` (with a
+ * suggestion for a near miss), for the app to log.
+ *
+ * @example
+ * ```ts
+ * const { values, warnings } = readEnv('worker', EnvSchema, process.env);
+ * ```
+ */
+export function readEnv<S extends TObject>(
+  app: string,
+  schema: S,
+  env: Readonly<Record<string, string | undefined>>,
+  problems: readonly string[] = [],
+): { values: Static<S>; warnings: string[] } {
+  const properties = schema.properties as Record<string, { type?: unknown }>;
+  const known = Object.keys(properties);
+  const data: Record<string, string> = {};
+  const found = [...problems];
+  const notNumbers = new Set<string>();
+  for (const [name, value] of Object.entries(env)) {
+    if (value === undefined || value === '' || !Object.hasOwn(properties, name)) continue;
+    data[name] = value;
+    const type = properties[name]?.type;
+    if (
+      (type === 'number' || type === 'integer') &&
+      !(DECIMAL.test(value.trim()) && Number.isFinite(Number(value)))
+    ) {
+      notNumbers.add(name);
+      found.push(`${name} must be a finite decimal number${shown(name, value)}`);
+    }
+  }
+  const warnings = Object.keys(env)
+    .filter((name) => name.startsWith('HERALD_') && env[name] !== undefined)
+    .filter((name) => !known.includes(name) && !HERALD_VARIABLES.includes(name))
+    .map((name) => {
+      const near = nearest(name, [...new Set([...known, ...HERALD_VARIABLES])]);
+      return `${name} is not a Herald setting and is ignored${near ? `: did you mean ${near}?` : ''}`;
+    });
+
+  let values: Static<S> | undefined;
+  try {
+    // env: false: env-schema otherwise merges process.env into `data` (its default), which is how an
+    // empty HERALD_JWT_SECRET= from docker compose used to be validated. It also sets
+    // additionalProperties: false on `schema`, which is what the schema means anyway.
+    values = envSchema<Static<S>>({ schema, data, env: false, dotenv: false });
+  } catch (error) {
+    const errors = (error as { errors?: AjvError[] }).errors;
+    if (!errors) throw error;
+    found.push(
+      ...describe(
+        errors.filter((e) => !notNumbers.has(e.instancePath.slice(1))),
+        data,
+      ),
+    );
+  }
+  if (found.length > 0 || values === undefined) {
+    const lines = [...new Set(found)];
+    throw new ConfigError(
+      `Invalid ${app} configuration (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${[
+        ...lines,
+        ...warnings,
+      ]
+        .map((line) => `  - ${line}`)
+        .join('\n')}`,
+    );
+  }
+  return { values, warnings };
+}
+
+/** One line per variable from ajv's errors; a union of literals reads "must be one of: a, b". */
+function describe(errors: readonly AjvError[], data: Record<string, string>): string[] {
+  const byName = new Map<string, AjvError[]>();
+  for (const error of errors) {
+    const name = error.instancePath.replace(/^\//, '') || String(error.params.missingProperty ?? 'env');
+    byName.set(name, [...(byName.get(name) ?? []), error]);
+  }
+  return [...byName].map(([name, list]) => {
+    const allowed = list.map((error) => error.params.allowedValue).filter((value) => value !== undefined);
+    const message =
+      allowed.length > 0
+        ? `must be one of: ${allowed.join(', ')}`
+        : [...new Set(list.map((error) => error.message ?? 'is invalid'))].join(', ');
+    return `${name} ${message}${shown(name, data[name])}`;
+  });
+}
+
+function shown(name: string, value: string | undefined): string {
+  if (value === undefined) return '';
+  return CONFIDENTIAL.test(name) ? ' (value not shown)' : ` (got ${JSON.stringify(value)})`;
+}
+
+/** The closest of `names` to `name` within a few edits, if any. */
+function nearest(name: string, names: readonly string[]): string | undefined {
+  let best: { name: string; distance: number } | undefined;
+  for (const candidate of names) {
+    const distance = editDistance(name, candidate);
+    if (distance <= 3 && (best === undefined || distance < best.distance))
+      best = { name: candidate, distance };
+  }
+  return best?.name;
+}
+
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const substitution = (previous[j - 1] ?? 0) + (a[i - 1] === b[j - 1] ? 0 : 1);
+      current.push(Math.min((previous[j] ?? 0) + 1, (current[j - 1] ?? 0) + 1, substitution));
+    }
+    previous = current;
+  }
+  return previous[b.length] ?? 0;
+}
+
+/**
+ * Why `value` cannot be a secret, or undefined when it can: shorter than {@link MIN_SECRET_BYTES}
+ * UTF-8 bytes, or one character repeated.
+ *
+ * @example
+ * ```ts
+ * weakSecret('HERALD_JWT_SECRET', 'x'.repeat(40)); // 'HERALD_JWT_SECRET is one character repeated: …'
+ * ```
+ */
+export function weakSecret(name: string, value: string): string | undefined {
+  const fix = 'use 32+ random bytes, e.g. `openssl rand -base64 32`';
+  if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) {
+    return `${name} is shorter than ${MIN_SECRET_BYTES} bytes: ${fix}`;
+  }
+  if (new Set(value).size === 1) return `${name} is one character repeated: ${fix}`;
+  return undefined;
+}
+
+/** The secrets of an app, resolved by {@link resolveSecrets}. */
+export interface SecretSettings {
+  devMode: boolean;
+  jwtSecret: string;
+  /** True when the development secret is in use (development mode only). */
+  usingDevJwtSecret: boolean;
+  /** Keys from `HERALD_API_KEYS` (`none`: none, only keys stored in Redis); only when asked for. */
+  apiKeys: readonly string[];
+  /** True when `dev-key` is accepted (development mode only). */
+  usingDevApiKey: boolean;
+  /** Problems for {@link readEnv}: missing or weak secrets, development values in production. */
+  problems: string[];
+  /** Loud warnings for the app to log at start-up in development mode. */
+  warnings: string[];
+}
+
+const DEV_MODE_HINT = 'or set HERALD_DEV_MODE=true on a development machine';
+
+/**
+ * Checks `HERALD_JWT_SECRET` (and, with `apiKeys`, `HERALD_API_KEYS`) of a raw environment.
+ *
+ * Production (`HERALD_DEV_MODE` unset or `false`) needs both set, to values of 32+ bytes that are not
+ * one repeated character; the development values (`dev-key`, {@link DEV_JWT_SECRET}) are refused.
+ * Development mode (`HERALD_DEV_MODE=true`) uses the development values when unset and accepts them
+ * when set, with a warning each; any other value set explicitly must still be strong. The development
+ * values themselves are exempt from the strength rule, in development mode only.
+ *
+ * @example
+ * ```ts
+ * const secrets = resolveSecrets(env, { apiKeys: true });
+ * const { values } = readEnv('gateway', EnvSchema, env, secrets.problems);
+ * ```
+ */
+export function resolveSecrets(
+  env: Readonly<Record<string, string | undefined>>,
+  options: { apiKeys: boolean },
+): SecretSettings {
+  const devMode = (env.HERALD_DEV_MODE ?? '') === 'true';
+  const problems: string[] = [];
+  const warnings: string[] = [];
+  const setting = (name: string) => (env[name] === '' ? undefined : env[name]);
+
+  const secret = setting('HERALD_JWT_SECRET');
+  let jwtSecret = secret ?? DEV_JWT_SECRET;
+  const usingDevJwtSecret = jwtSecret === DEV_JWT_SECRET;
+  if (secret === undefined && !devMode) {
+    problems.push(
+      `HERALD_JWT_SECRET is not set: set it to 32+ random bytes (e.g. \`openssl rand -base64 32\`), the same on the gateway and every realtime server, ${DEV_MODE_HINT}`,
+    );
+    jwtSecret = '';
+  } else if (usingDevJwtSecret) {
+    if (devMode)
+      warnings.push('HERALD_JWT_SECRET: using the public development secret; anyone can forge user tokens');
+    else problems.push(`HERALD_JWT_SECRET is the public development secret: set your own, ${DEV_MODE_HINT}`);
+  } else {
+    const weak = weakSecret('HERALD_JWT_SECRET', jwtSecret);
+    if (weak) problems.push(weak);
+  }
+
+  let apiKeys: string[] = [];
+  let usingDevApiKey = false;
+  if (options.apiKeys) {
+    const raw = setting('HERALD_API_KEYS');
+    if (raw === undefined && !devMode) {
+      problems.push(
+        `HERALD_API_KEYS is not set: set it to your API keys (comma-separated, each 32+ random bytes, e.g. \`openssl rand -hex 32\`), or to \`none\` and create keys with \`herald keys create\`, ${DEV_MODE_HINT}`,
+      );
+    } else if (raw !== 'none') {
+      apiKeys =
+        raw === undefined
+          ? [DEV_API_KEY]
+          : raw
+              .split(',')
+              .map((key) => key.trim())
+              .filter((key) => key.length > 0);
+      if (raw !== undefined && apiKeys.length === 0) {
+        problems.push(
+          'HERALD_API_KEYS lists no key: set keys, or `none` to accept only keys stored in Redis',
+        );
+      }
+      apiKeys.forEach((key, index) => {
+        const name = `HERALD_API_KEYS key #${index + 1}`;
+        if (key === DEV_API_KEY) {
+          usingDevApiKey = true;
+          if (!devMode) {
+            problems.push(
+              `${name} is the public development key "${DEV_API_KEY}", accepted only with HERALD_DEV_MODE=true: set your own keys`,
+            );
+          }
+        } else {
+          const weak = weakSecret(name, key);
+          if (weak) problems.push(weak);
+        }
+      });
+      if (usingDevApiKey && devMode) {
+        warnings.push(
+          `HERALD_API_KEYS: accepting the public development key "${DEV_API_KEY}"; anyone can send notifications and mint tokens`,
+        );
+      }
+    }
+  }
+  if (devMode) {
+    warnings.unshift(
+      'DEVELOPMENT MODE (HERALD_DEV_MODE=true): development secrets are accepted; never expose this instance. Unset HERALD_DEV_MODE in production.',
+    );
+  }
+  return {
+    devMode,
+    jwtSecret,
+    usingDevJwtSecret: devMode && usingDevJwtSecret,
+    apiKeys: Object.freeze(apiKeys),
+    usingDevApiKey: devMode && usingDevApiKey,
+    problems,
+    warnings,
+  };
+}
+
+/**
+ * `url` with its password (if any) replaced by `***`, for messages and logs: `REDIS_URL` carries
+ * Redis's password (`redis://:<password>@host:6379`).
+ *
+ * @example
+ * ```ts
+ * withoutPassword('redis://:s3cret@redis:6379'); // 'redis://:***@redis:6379'
+ * ```
+ */
+export function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password === '') return url;
+    parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return url.replace(/\/\/[^@/]*@/, '//***@');
+  }
+}

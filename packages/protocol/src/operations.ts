@@ -1,0 +1,80 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** How long a readiness check may take before the instance is reported not ready. */
+export const READINESS_TIMEOUT_MS = 1000;
+
+/** What an app's operations endpoints report; see {@link operationsHandler}. */
+export interface OperationsProbes {
+  /** Extra fields of the `/healthz` answer (never a call to Redis: liveness must not depend on it). */
+  health?: (request: IncomingMessage) => Record<string, unknown>;
+  /** Resolves when the app can serve (Redis, the queue answer); rejects, or takes too long, otherwise. */
+  ready: () => Promise<unknown>;
+  /** The Prometheus exposition (e.g. prom-client's `registry.metrics()` and `registry.contentType`). */
+  metrics: () => Promise<{ contentType: string; body: string }>;
+  /** The message of the JSON 404 for any other path. */
+  notFound: string;
+}
+
+/**
+ * The HTTP handler of an app without an HTTP API of its own (worker, realtime): `GET /healthz`
+ * (liveness: `200 { status: 'ok', … }` while the process serves, whatever Redis does, so that a Redis
+ * blip does not make an orchestrator restart every instance), `GET /readyz` (readiness: `200
+ * { status: 'ok' }`, or `503 { error, code: 'HERALD_ERR_UNAVAILABLE' }` when a dependency does not answer
+ * within {@link READINESS_TIMEOUT_MS}) and `GET /metrics` (Prometheus). Anything else is a JSON 404.
+ *
+ * @example
+ * ```ts
+ * const http = createServer(operationsHandler({ ready: () => redis.ping(), metrics, notFound: 'Not found' }));
+ * ```
+ */
+export function operationsHandler(
+  probes: OperationsProbes,
+): (request: IncomingMessage, response: ServerResponse) => void {
+  const send = (response: ServerResponse, status: number, body: unknown) => {
+    response.writeHead(status, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(body));
+  };
+  return (request, response) => {
+    const path = (request.url ?? '/').split('?')[0];
+    if (request.method !== 'GET' && request.method !== 'HEAD') {
+      send(response, 404, { error: probes.notFound, code: 'HERALD_ERR_NOT_FOUND' });
+      return;
+    }
+    if (path === '/healthz') {
+      send(response, 200, { status: 'ok', ...probes.health?.(request) });
+      return;
+    }
+    if (path === '/readyz') {
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('timed out')), READINESS_TIMEOUT_MS);
+      });
+      Promise.race([probes.ready(), timeout])
+        .then(
+          () => send(response, 200, { status: 'ok' }),
+          (error: unknown) =>
+            send(response, 503, {
+              error: `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
+              code: 'HERALD_ERR_UNAVAILABLE',
+            }),
+        )
+        .finally(() => clearTimeout(timer));
+      return;
+    }
+    if (path === '/metrics') {
+      probes.metrics().then(
+        ({ contentType, body }) => {
+          response.writeHead(200, { 'content-type': contentType });
+          response.end(body);
+        },
+        (error: unknown) =>
+          send(response, 500, {
+            error: `Metrics failed: ${(error as Error).message}`,
+            code: 'HERALD_ERR_INTERNAL',
+          }),
+      );
+      return;
+    }
+    send(response, 404, { error: probes.notFound, code: 'HERALD_ERR_NOT_FOUND' });
+  };
+}
