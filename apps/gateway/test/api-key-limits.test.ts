@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -8,7 +8,7 @@ afterEach(async () => {
   app = undefined;
 });
 
-const other = { authorization: 'Bearer test-key-2' };
+const other = { authorization: `Bearer ${API_KEY_2}` };
 const BURST = 3;
 
 const token = (target: FastifyInstance, headers: Record<string, string> = auth) =>
