@@ -12,9 +12,15 @@ describe('commandArgs', () => {
   });
 });
 
+/** The realtime server's required settings (production mode), then `extra`. */
+const env = (extra: Record<string, string> = {}) => ({
+  HERALD_JWT_SECRET: 'abuse-settings-secret-0123456789abcdef',
+  ...extra,
+});
+
 describe('abuse settings', () => {
   it('defaults: trust no proxy; limits per socket, per user and per address', () => {
-    expect(loadConfig({}).abuse).toEqual({
+    expect(loadConfig(env()).abuse).toEqual({
       socketEvents: { burst: 1000, perSecond: 100 },
       userEvents: { burst: 2000, perSecond: 200 },
       refusedHandshakes: { burst: 30, perSecond: 1 },
@@ -24,7 +30,7 @@ describe('abuse settings', () => {
   });
 
   it('HERALD_TRUST_PROXY: true, false, a number of hops, or addresses and CIDRs', () => {
-    const trust = (value: string) => loadConfig({ HERALD_TRUST_PROXY: value }).abuse.trustProxy;
+    const trust = (value: string) => loadConfig(env({ HERALD_TRUST_PROXY: value })).abuse.trustProxy;
     expect(trust('true')).toBe(true);
     expect(trust('false')).toBe(false);
     expect(trust('2')).toBe(2);
@@ -33,8 +39,10 @@ describe('abuse settings', () => {
   });
 
   it('refuses limits that are not positive numbers', () => {
-    expect(() => loadConfig({ HERALD_SOCKET_EVENTS_BURST: '0' })).toThrow(/HERALD_SOCKET_EVENTS_BURST/);
-    expect(() => loadConfig({ HERALD_USER_EVENTS_PER_SECOND: '0' })).toThrow(/HERALD_USER_EVENTS_PER_SECOND/);
-    expect(() => loadConfig({ HERALD_RATE_LIMIT_PREFIX: 'a{b' })).toThrow(/HERALD_RATE_LIMIT_PREFIX/);
+    expect(() => loadConfig(env({ HERALD_SOCKET_EVENTS_BURST: '0' }))).toThrow(/HERALD_SOCKET_EVENTS_BURST/);
+    expect(() => loadConfig(env({ HERALD_USER_EVENTS_PER_SECOND: '0' }))).toThrow(
+      /HERALD_USER_EVENTS_PER_SECOND/,
+    );
+    expect(() => loadConfig(env({ HERALD_RATE_LIMIT_PREFIX: 'a{b' }))).toThrow(/HERALD_RATE_LIMIT_PREFIX/);
   });
 });

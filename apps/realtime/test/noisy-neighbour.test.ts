@@ -3,13 +3,12 @@ import type { CommandReply, NotificationEvent } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKey } from './support/cli.js';
 import { entries, SECRET } from './support/stack.js';
 
 const require = createRequire(import.meta.url);
 const gatewayEntry = require.resolve('@herald/gateway/server');
 
-const FLOOD_KEY = 'flood-key-0123456789';
-const CALM_KEY = 'calm-key-0123456789';
 // Per-API-key and per-socket/user budgets the flood overruns many times over; the calm tenant's whole
 // run (ROUNDS of each request; list and mark-read share the inbox bucket, so 2 × ROUNDS there) fits in
 // one burst, so its own limits can never refuse it, however fast or slow the machine is.
@@ -34,11 +33,14 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
   const sockets: Socket[] = [];
   let gateway: AppProcess;
   let realtime: AppProcess;
+  // Two tenants, each with a key created by `herald keys create`.
+  let FLOOD_KEY: string;
+  let CALM_KEY: string;
 
   beforeAll(async () => {
     const env = {
       REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: `${FLOOD_KEY},${CALM_KEY}`,
+      HERALD_API_KEYS: 'none',
       HERALD_JWT_SECRET: SECRET,
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_PUBSUB_KEY: randomId('pubsub'),
@@ -61,6 +63,9 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       // The tenants' browsers are told apart by X-Forwarded-For, as behind a load balancer.
       HERALD_TRUST_PROXY: 'loopback',
     };
+    [FLOOD_KEY, CALM_KEY] = (await Promise.all([createKey(env, 'flood'), createKey(env, 'calm')])).map(
+      (created) => created.key,
+    ) as [string, string];
     const started = await Promise.all([
       startApp({ name: 'gateway', entry: gatewayEntry, env }),
       startApp({ name: 'realtime', entry: entries.realtime, env }),
@@ -126,8 +131,9 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
   }
 
   it('every request of the calm tenant succeeds while the other floods (no 429, no 5xx)', async () => {
-    const floodUser = randomId('flood-user');
-    const calmUser = randomId('calm-user');
+    // The same user id in both tenants: two users, whose buckets and slots never meet.
+    const floodUser = randomId('alice');
+    const calmUser = floodUser;
     const floodSocket = await socketFor(FLOOD_KEY, floodUser, FLOOD_ADDRESS);
     const calmSocket = await socketFor(CALM_KEY, calmUser, CALM_ADDRESS);
     const calmReceived: NotificationEvent[] = [];

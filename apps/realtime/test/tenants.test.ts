@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Inbox } from '@herald/inbox';
@@ -14,51 +13,17 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CreatedKey, createKey, herald } from './support/cli.js';
 
 const require = createRequire(import.meta.url);
 const entries = {
   gateway: require.resolve('@herald/gateway/server'),
   worker: require.resolve('@herald/worker/server'),
   realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
-  cli: fileURLToPath(new URL('../../../scripts/herald.mjs', import.meta.url)),
 };
 const SECRET = 'tenants-secret-0123456789abcdef-xyz';
 /** A `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
 const DEFAULT_KEY = 'tenants-default-key-0123456789abcdef';
-
-interface CreatedKey {
-  id: string;
-  key: string;
-}
-
-/** Runs the operator CLI (`herald …`) as its own process, as an operator would. */
-async function herald(args: string[], env: Record<string, string>): Promise<{ code: number; out: string }> {
-  const child = spawn(process.execPath, [entries.cli, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)));
-  return { code, out };
-}
-
-async function createKey(
-  env: Record<string, string>,
-  tenant: string,
-  extra: string[] = [],
-): Promise<CreatedKey> {
-  const { code, out } = await herald(['keys', 'create', '--name', tenant, '--tenant', tenant, ...extra], env);
-  const key = /key:\s+(hk_\S+)/.exec(out)?.[1];
-  const id = /id:\s+(\S+)/.exec(out)?.[1];
-  if (code !== 0 || !key || !id) throw new Error(`herald keys create failed (${code}): ${out}`);
-  return { id, key };
-}
 
 describe('tenants are a wall: tenant B against tenant A’s user alice (separate processes, real clients)', () => {
   const env: Record<string, string> = {

@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const cliEntry = fileURLToPath(new URL('../../../../scripts/herald.mjs', import.meta.url));
+
+/** An API key created by `herald keys create`: its id and the key itself. */
+export interface CreatedKey {
+  id: string;
+  key: string;
+}
+
+/** Runs the operator CLI (`herald …`) as its own process, as an operator would. */
+export async function herald(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number; out: string }> {
+  const child = spawn(process.execPath, [cliEntry, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const collect = (chunk: Buffer) => {
+    out += chunk.toString();
+  };
+  child.stdout.on('data', collect);
+  child.stderr.on('data', collect);
+  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)));
+  return { code, out };
+}
+
+/** Creates an API key of `tenant` (stored hashed in Redis) with `herald keys create`. */
+export async function createKey(
+  env: Record<string, string>,
+  tenant: string,
+  extra: string[] = [],
+): Promise<CreatedKey> {
+  const { code, out } = await herald(['keys', 'create', '--name', tenant, '--tenant', tenant, ...extra], env);
+  const key = /key:\s+(hk_\S+)/.exec(out)?.[1];
+  const id = /id:\s+(\S+)/.exec(out)?.[1];
+  if (code !== 0 || !key || !id) throw new Error(`herald keys create failed (${code}): ${out}`);
+  return { id, key };
+}
