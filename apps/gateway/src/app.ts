@@ -6,7 +6,12 @@ import type { NotificationJob } from '@herald/protocol';
 import { loggerOptions } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
 import { Queue } from 'bullmq';
-import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import { Redis } from 'ioredis';
 import { ApiKeyStore } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
@@ -15,7 +20,9 @@ import { Limits } from './limits.js';
 import { createMetrics, type GatewayMetrics } from './metrics.js';
 import { createApiKeyAuth } from './plugins/api-key-auth.js';
 import { registerErrorHandler } from './plugins/error-handler.js';
+import { httpServerOptions, registerHttpLayer } from './plugins/http-layer.js';
 import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
+import { registerJsonBody } from './plugins/json-body.js';
 import { registerValidation } from './plugins/validation.js';
 import { healthRoutes } from './routes/health.js';
 import { notifyRoutes } from './routes/notify.js';
@@ -73,12 +80,17 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     logger: loggerOptions(config.log),
     // Fastify's "incoming request" / "request completed" lines are info: below that level, skip even
     // building them (measurable on a denied flood, where a request costs ~25 µs in all).
-    disableRequestLogging: !['trace', 'debug', 'info'].includes(config.log.level),
+    logController: new LogController({
+      disableRequestLogging: !['trace', 'debug', 'info'].includes(config.log.level),
+    }),
+    ...httpServerOptions,
     bodyLimit: BODY_LIMIT_BYTES,
     requestIdHeader: 'x-request-id',
     // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
     trustProxy: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
+  registerHttpLayer(app);
+  registerJsonBody(app);
 
   // Producers fail fast: with no offline queue a command to a Redis that is down fails at once, and
   // a command sent before a disconnect is not resent after it (a stale limiter consume or a job add

@@ -10,6 +10,16 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'HERALD_ERR_BODY_TOO_LARGE',
   UNSUPPORTED_MEDIA_TYPE: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
   BAD_REQUEST: 'HERALD_ERR_BAD_REQUEST',
+  /** A method the path does not serve (the `Allow` header lists those it does). */
+  METHOD_NOT_ALLOWED: 'HERALD_ERR_METHOD_NOT_ALLOWED',
+  /** A path (or a path parameter) longer than the gateway reads. */
+  URI_TOO_LONG: 'HERALD_ERR_URI_TOO_LONG',
+  /** Request headers larger than Node's limit (16 KB). */
+  HEADERS_TOO_LARGE: 'HERALD_ERR_HEADERS_TOO_LARGE',
+  /** Headers or body not received within the gateway's request timeouts. */
+  REQUEST_TIMEOUT: 'HERALD_ERR_REQUEST_TIMEOUT',
+  /** A batch that asks one bucket for more tokens than its burst: it can never be accepted as it is. */
+  BATCH_EXCEEDS_BURST: 'HERALD_ERR_BATCH_EXCEEDS_BURST',
   UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
   INTERNAL: 'HERALD_ERR_INTERNAL',
 } as const;

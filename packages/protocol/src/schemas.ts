@@ -7,6 +7,14 @@ export const USER_ID_MAX_LENGTH = 256;
 export const USER_ID_PATTERN = '^[A-Za-z0-9_.:@+=|/~-]+$';
 /** Largest `payload`, in bytes of its JSON. */
 export const PAYLOAD_MAX_BYTES = 16 * 1024;
+/**
+ * Deepest `payload`: objects and arrays nested at most this many levels (the payload object itself is
+ * level 1). Deeper values overflow recursive encoders on the way to the browser (msgpack in the Redis
+ * adapter overflows its stack near 3,000 levels, which a 16 KB payload can reach).
+ */
+export const PAYLOAD_MAX_DEPTH = 32;
+/** Deepest JSON request body, in levels of objects and arrays. */
+export const BODY_MAX_DEPTH = 64;
 /** Most notifications in one `POST /notify/batch`. */
 export const BATCH_MAX_ITEMS = 100;
 
@@ -25,7 +33,8 @@ const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.
 const NotificationFields = {
   userId: UserId,
   payload: Type.Record(Type.String(), Type.Unknown(), {
-    description: `Any JSON object up to ${PAYLOAD_MAX_BYTES} bytes; delivered to the browser unchanged.`,
+    description: `Any JSON object up to ${PAYLOAD_MAX_BYTES} bytes and ${PAYLOAD_MAX_DEPTH} levels deep; delivered to the browser unchanged.`,
+    examples: [{ title: 'Your order shipped', url: '/orders/1042' }],
   }),
   priority: Type.Optional(
     Type.Integer({ minimum: 1, maximum: 2_097_152, description: '1 is the highest; absent = plain FIFO.' }),

@@ -12,6 +12,7 @@ import {
   NotifyRequest,
   notificationJobOptions,
   PAYLOAD_MAX_BYTES,
+  PAYLOAD_MAX_DEPTH,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
 import type { FastifyRequest } from 'fastify';
@@ -22,6 +23,7 @@ import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
 import { fieldOf, messageOf } from '../plugins/error-handler.js';
 import { idempotencyPreValidation, settleIdempotency } from '../plugins/idempotency-hooks.js';
+import { jsonProblem } from '../plugins/json-body.js';
 import { compileBodySchema } from '../plugins/validation.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -47,23 +49,38 @@ const errors = {
   503: ErrorResponse,
 };
 
-/** The problem with a payload over 16 KB, or undefined. */
-function payloadTooLarge(payload: unknown, field: string): { error: string; details: unknown } | undefined {
+/** The problem with a payload deeper than 32 levels (400) or over 16 KB (413), or undefined. */
+function payloadProblem(
+  payload: unknown,
+  field: string,
+): { statusCode: 400 | 413; code: ErrorCode; error: string; details: unknown } | undefined {
   if (typeof payload !== 'object' || payload === null) return undefined;
+  // Depth first: JSON.stringify recurses, and a deep enough payload would overflow it.
+  const problem = jsonProblem(payload, field, PAYLOAD_MAX_DEPTH);
+  if (problem) {
+    return {
+      statusCode: 400,
+      code: ErrorCode.VALIDATION,
+      error: `Invalid request: ${problem.field} ${problem.message}`,
+      details: [problem],
+    };
+  }
   const bytes = Buffer.byteLength(JSON.stringify(payload));
   if (bytes <= PAYLOAD_MAX_BYTES) return undefined;
   return {
+    statusCode: 413,
+    code: ErrorCode.PAYLOAD_TOO_LARGE,
     error: `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
     details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
   };
 }
 
-/** `preValidation` of `POST /notify`: a payload over 16 KB is refused before it costs anything. */
-async function checkPayloadSize(request: FastifyRequest): Promise<void> {
+/** `preValidation` of `POST /notify`: a payload too deep or over 16 KB is refused before it costs anything. */
+async function checkPayload(request: FastifyRequest): Promise<void> {
   const body = request.body as { payload?: unknown } | null;
-  const tooLarge = payloadTooLarge(body?.payload, 'body.payload');
-  if (tooLarge) {
-    throw new HttpError(413, ErrorCode.PAYLOAD_TOO_LARGE, tooLarge.error, { details: tooLarge.details });
+  const problem = payloadProblem(body?.payload, 'body.payload');
+  if (problem) {
+    throw new HttpError(problem.statusCode, problem.code, problem.error, { details: problem.details });
   }
 }
 
@@ -107,9 +124,10 @@ async function sortBatch(request: FastifyRequest): Promise<void> {
       });
       return;
     }
-    const tooLarge = payloadTooLarge((item as NotifyItem).payload, `${root}.payload`);
-    if (tooLarge) {
-      sorted.rejected.push({ index, status: 'rejected', code: ErrorCode.PAYLOAD_TOO_LARGE, ...tooLarge });
+    const problem = payloadProblem((item as NotifyItem).payload, `${root}.payload`);
+    if (problem) {
+      const { code, error, details } = problem;
+      sorted.rejected.push({ index, status: 'rejected', code, error, details });
       return;
     }
     sorted.valid.push({ index, item: item as NotifyItem });
@@ -174,7 +192,7 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify',
     {
       onRequest: app.authenticate,
-      preValidation: [checkPayloadSize, idempotency],
+      preValidation: [checkPayload, idempotency],
       config: {
         rateLimit: {
           limiter: limiterOf,
