@@ -15,6 +15,7 @@ import Fastify, {
 import { Redis } from 'ioredis';
 import { ApiKeyStore } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
+import { ErrorCode } from './errors.js';
 import { IdempotencyStore } from './idempotency.js';
 import { Limits } from './limits.js';
 import { createMetrics, type GatewayMetrics } from './metrics.js';
@@ -197,7 +198,10 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   registerIdempotencyRelease(app);
   // Routes name their limiter, key and cost in `config.rateLimit`; the plugin runs after
   // authentication and validation, so bad input costs no tokens, and sets the draft-11 headers.
-  await app.register(heraldRateLimit, { limiter: app.limits.defaults() });
+  await app.register(heraldRateLimit, {
+    limiter: app.limits.defaults(),
+    costExceedsCapacityCode: ErrorCode.BATCH_EXCEEDS_BURST,
+  });
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
   await app.register(statusRoutes);

@@ -156,7 +156,18 @@ export const ErrorResponse = Type.Object({
   details: Type.Optional(Type.Unknown()),
   retryAfterMs: Type.Optional(Type.Integer({ description: 'With 429: when the request can succeed.' })),
   policy: Type.Optional(
-    Type.String({ description: 'With 429: the limit that refused (`sender` or `recipient`).' }),
+    Type.String({
+      description:
+        'With 429: the limit that refused (`sender` or `recipient`); with `HERALD_ERR_BATCH_EXCEEDS_BURST`: the limit the batch exceeds.',
+    }),
+  ),
+  cost: Type.Optional(
+    Type.Integer({
+      description: 'With `HERALD_ERR_BATCH_EXCEEDS_BURST`: the tokens the batch asks of one bucket.',
+    }),
+  ),
+  capacity: Type.Optional(
+    Type.Integer({ description: "With `HERALD_ERR_BATCH_EXCEEDS_BURST`: that bucket's burst." }),
   ),
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;

@@ -186,7 +186,12 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const limiterOf = (request: FastifyRequest) => app.limits.for(request.apiKey as ApiKeyIdentity);
   // A sender (API key) that is being denied is refused before its body is read: a flood from a key
   // over its limit costs the gateway the least it can, and Redis nothing.
-  const senderOf = (request: FastifyRequest) => ({ [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id });
+  // A request with an Idempotency-Key is not refused early: a retry of an accepted request must reach
+  // its stored answer (a replay costs no tokens), and a new key still meets the full decision.
+  const senderOf = (request: FastifyRequest) =>
+    request.headers['idempotency-key'] === undefined
+      ? { [SENDER_POLICY]: (request.apiKey as ApiKeyIdentity).id }
+      : undefined;
 
   app.post(
     '/notify',
