@@ -154,11 +154,13 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   });
   const inbox = new Inbox(redis, config.inbox);
   app.decorate('inbox', inbox);
+  // Fire-and-forget: a tab that misses an unread count gets the exact count with its next change.
+  const onLiveError = (error: unknown) => app.log.warn({ err: error }, 'live publish failed');
   app.decorate(
     'live',
     config.pubsub.mode === 'sharded'
-      ? shardedPublisher(redis, config.pubsub.key)
-      : classicPublisher(redis, config.pubsub.key),
+      ? shardedPublisher(redis, config.pubsub.key, onLiveError)
+      : classicPublisher(redis, config.pubsub.key, onLiveError),
   );
   app.decorate('statusOf', (id: string) => statusOf(queue, inbox, id));
   app.decorateRequest('apiKey', undefined);

@@ -16,7 +16,12 @@ export {
   type ReadSelection,
 } from './inbox.js';
 export { assertPrefix, escapeTag, type InboxKeys, inboxKeys, notificationIndexKey } from './keys.js';
-export { classicPublisher, type LivePublisher, shardedPublisher } from './live.js';
+export {
+  classicPublisher,
+  type LivePublishErrorHandler,
+  type LivePublisher,
+  shardedPublisher,
+} from './live.js';
 export {
   compareOffsets,
   isOffset,
