@@ -68,3 +68,25 @@ export function unavailable(what: string, cause: unknown, retryAfterSeconds = 1)
     },
   );
 }
+
+/**
+ * 503 for an enqueue whose outcome is unknown (Redis timed out or dropped the connection after the
+ * job was sent): the notification may or may not be in Redis, and the body says so
+ * (`maybeAccepted: true`). With an Idempotency-Key a retry is safe: job ids derive from the key, and
+ * BullMQ ignores a second add of the same id.
+ */
+export function enqueueUnsure(cause: unknown, withIdempotencyKey: boolean): HttpError {
+  return new HttpError(
+    503,
+    ErrorCode.UNAVAILABLE,
+    withIdempotencyKey
+      ? 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted. Retry with the same Idempotency-Key: it is never enqueued twice.'
+      : 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted, and a retry may deliver it twice. Send an Idempotency-Key to make retries safe.',
+    { headers: { 'Retry-After': '1' }, extra: { maybeAccepted: true }, cause },
+  );
+}
+
+/** True when Redis refused `error`'s command before sending it (no connection, no offline queue). */
+export function neverSent(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('enableOfflineQueue');
+}

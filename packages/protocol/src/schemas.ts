@@ -161,6 +161,12 @@ export const ErrorResponse = Type.Object({
         'With 429: the limit that refused (`sender` or `recipient`); with `HERALD_ERR_BATCH_EXCEEDS_BURST`: the limit the batch exceeds.',
     }),
   ),
+  maybeAccepted: Type.Optional(
+    Type.Boolean({
+      description:
+        'With 503: Redis did not confirm the enqueue in time, so the notification may be queued. A retry with the same `Idempotency-Key` is safe.',
+    }),
+  ),
   cost: Type.Optional(
     Type.Integer({
       description: 'With `HERALD_ERR_BATCH_EXCEEDS_BURST`: the tokens the batch asks of one bucket.',

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyIdentity } from '../api-keys.js';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
@@ -8,6 +9,8 @@ export interface IdempotencyClaim {
   scope: string;
   key: string;
   fingerprint: string;
+  /** This request's token in the claim: only it may release the claim. */
+  owner: string;
   /** Ids derived from the key: the job ids, so that even a lost record cannot enqueue twice. */
   derivedId: string;
   settled: boolean;
@@ -47,10 +50,15 @@ export function idempotencyPreValidation(app: FastifyInstance) {
     }
     const scope = (request.apiKey as ApiKeyIdentity).id;
     const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
+    const owner = randomUUID();
     let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
     try {
-      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint));
+      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint, owner));
     } catch (error) {
+      // The claim may still land when a stalled Redis wakes up, and would hold the key "in flight"
+      // for 30 s: send its release now, behind it on the same connection, so that a retry is accepted
+      // as soon as Redis is back.
+      app.idempotency.abandon(scope, key, owner).catch(() => {});
       throw unavailable('Redis', error);
     }
     switch (begun.state) {
@@ -59,6 +67,7 @@ export function idempotencyPreValidation(app: FastifyInstance) {
           scope,
           key,
           fingerprint,
+          owner,
           derivedId: IdempotencyStore.derivedId(scope, key),
           settled: false,
         };
@@ -111,7 +120,7 @@ export function registerIdempotencyRelease(app: FastifyInstance): void {
   app.addHook('onResponse', (request, _reply, done) => {
     const claim = request.idempotency;
     if (!claim || claim.settled) return done();
-    app.idempotency.abandon(claim.scope, claim.key).then(
+    app.idempotency.abandon(claim.scope, claim.key, claim.owner).then(
       () => done(),
       (error: unknown) => {
         request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');

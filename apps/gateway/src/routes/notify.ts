@@ -18,7 +18,7 @@ import type { JobsOptions } from 'bullmq';
 import type { FastifyRequest } from 'fastify';
 import Type, { type Static } from 'typebox';
 import type { ApiKeyIdentity } from '../api-keys.js';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import { ErrorCode, enqueueUnsure, HttpError, neverSent, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
 import { fieldOf, messageOf } from '../plugins/error-handler.js';
@@ -297,7 +297,9 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
       );
       await app.ensureDurable();
     } catch (error) {
-      throw unavailable('The queue (Redis)', error);
+      // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
+      if (neverSent(error)) throw unavailable('The queue (Redis)', error);
+      throw enqueueUnsure(error, derivedId !== undefined);
     }
     app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
     request.log.info(
