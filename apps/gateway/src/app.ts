@@ -1,5 +1,3 @@
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
@@ -24,6 +22,7 @@ import { registerErrorHandler } from './plugins/error-handler.js';
 import { httpServerOptions, registerHttpLayer } from './plugins/http-layer.js';
 import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
 import { registerJsonBody } from './plugins/json-body.js';
+import { registerOpenApi } from './plugins/openapi.js';
 import { registerValidation } from './plugins/validation.js';
 import { healthRoutes } from './routes/health.js';
 import { notifyRoutes } from './routes/notify.js';
@@ -176,24 +175,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     redis.disconnect();
   });
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Herald gateway',
-        version: '0.1.0',
-        description: 'Send real-time notifications: authenticated, rate-limited, durably queued.',
-      },
-      components: {
-        securitySchemes: {
-          apiKey: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <api key>' },
-        },
-      },
-      security: [{ apiKey: [] }],
-    },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await registerOpenApi(app);
 
   registerValidation(app);
   registerErrorHandler(app);

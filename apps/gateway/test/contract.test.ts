@@ -110,4 +110,37 @@ describe('the contract, as a user reads it', () => {
       { numRuns: 25 },
     );
   });
+
+  it('/openapi.json: public routes need no key, every Herald header is documented, Try it out schedules nothing', async () => {
+    app = await buildTestApp();
+    type Operation = {
+      security?: unknown[];
+      responses: Record<string, { headers?: Record<string, unknown> }>;
+      requestBody?: { content: Record<string, { example?: Record<string, unknown> }> };
+    };
+    const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json<{
+      security: unknown[];
+      paths: Record<string, Record<string, Operation>>;
+    }>();
+    for (const path of ['/healthz', '/readyz', '/metrics'])
+      expect(document.paths[path]?.get?.security, path).toEqual([]);
+    expect(document.security).toEqual([{ apiKey: [] }]);
+    const notify = document.paths['/notify']?.post as Operation;
+    expect(notify.security).toBeUndefined();
+    expect(Object.keys(notify.responses['202']?.headers ?? {})).toEqual(
+      expect.arrayContaining(['Idempotency-Replayed', 'RateLimit', 'RateLimit-Policy']),
+    );
+    expect(Object.keys(notify.responses['429']?.headers ?? {})).toEqual(
+      expect.arrayContaining(['Retry-After', 'RateLimit', 'RateLimit-Policy']),
+    );
+    expect(Object.keys(notify.responses['401']?.headers ?? {})).toContain('WWW-Authenticate');
+    const example = notify.requestBody?.content['application/json']?.example ?? {};
+    expect(example).toMatchObject({ userId: 'alice' });
+    expect(Object.keys(example).sort()).toEqual(['payload', 'userId']);
+    // The example, sent as it is, is accepted and due at once.
+    const sent = await app.inject({ method: 'POST', url: '/notify', headers: auth, payload: example });
+    expect(sent.statusCode).toBe(202);
+    const job = await app.queue.getJob(sent.json<{ id: string }>().id);
+    expect(job?.opts.delay ?? 0).toBe(0);
+  });
 });

@@ -49,6 +49,10 @@ describe.each(['classic', 'sharded'])(
       });
     const alive = async () => (await fetch(`${gateway.url}/healthz`)).status < 600;
 
+    it('starts without a deprecation or other warning from Node or Fastify', () => {
+      expect(gateway.lines.filter((line) => /Deprecat|FSTDEP|FSTWRN|Warning/.test(line))).toEqual([]);
+    });
+
     it('survives a publish Redis refuses, and a REST read while Redis is down', async () => {
       const id = randomUUID();
       await inbox.append({ id, userId: 'live', payload: {}, createdAt: new Date().toISOString() });

@@ -25,6 +25,7 @@ export const UserId = Type.String({
   pattern: USER_ID_PATTERN,
   description:
     'The recipient, as the sending backend identifies its user: 1–256 of A–Z a–z 0–9 _ . : @ + = | / ~ -',
+  examples: ['alice'],
 });
 
 const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.:/-]+$' });
@@ -37,13 +38,19 @@ const NotificationFields = {
     examples: [{ title: 'Your order shipped', url: '/orders/1042' }],
   }),
   priority: Type.Optional(
-    Type.Integer({ minimum: 1, maximum: 2_097_152, description: '1 is the highest; absent = plain FIFO.' }),
+    Type.Integer({
+      minimum: 1,
+      maximum: 2_097_152,
+      description: '1 is the highest; absent = plain FIFO.',
+      examples: [1],
+    }),
   ),
   delayMs: Type.Optional(
     Type.Integer({
       minimum: 0,
       maximum: 30 * 24 * 3600 * 1000,
-      description: 'Deliver no earlier than this.',
+      description: 'Deliver no earlier than this many ms after acceptance (at most 30 days).',
+      examples: [0],
     }),
   ),
   ttlMs: Type.Optional(
@@ -51,6 +58,7 @@ const NotificationFields = {
       minimum: 1000,
       maximum: 30 * 24 * 3600 * 1000,
       description: 'Drop (status `expired`) if not delivered within this many ms of acceptance.',
+      examples: [86_400_000],
     }),
   ),
   dedupeKey: Type.Optional(
@@ -58,6 +66,7 @@ const NotificationFields = {
       minLength: 1,
       maxLength: 128,
       description: 'Notifications to one recipient with the same key collapse into the first.',
+      examples: ['order-1042-shipped'],
     }),
   ),
   topic: Type.Optional(Label),
@@ -65,7 +74,11 @@ const NotificationFields = {
 };
 
 /** Body of `POST /notify`. */
-export const NotifyRequest = Type.Object(NotificationFields, { additionalProperties: false });
+export const NotifyRequest = Type.Object(NotificationFields, {
+  additionalProperties: false,
+  // "Try it out" in /docs sends this: no delay, no TTL, an ordinary payload.
+  examples: [{ userId: 'alice', payload: { title: 'Your order shipped', url: '/orders/1042' } }],
+});
 export type NotifyRequest = Static<typeof NotifyRequest>;
 
 /** `202` answer of `POST /notify`. */
@@ -90,7 +103,17 @@ export const BatchRequest = Type.Object(
       { minItems: 1, maxItems: BATCH_MAX_ITEMS },
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        notifications: [
+          { userId: 'alice', payload: { title: 'Your order shipped' } },
+          { userId: 'bob', payload: { title: 'New comment' } },
+        ],
+      },
+    ],
+  },
 );
 export type BatchRequest = Static<typeof BatchRequest>;
 
@@ -126,7 +149,12 @@ export const NotificationStatus = Type.Object({
     Type.Literal('expired'),
   ]),
   attempts: Type.Integer({ description: 'Delivery attempts the worker made.' }),
-  createdAt: Type.String({ format: 'date-time' }),
+  createdAt: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      description: 'When the gateway accepted it; absent once its job is gone from the queue (the inbox keeps no copy).',
+    }),
+  ),
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedReason: Type.Optional(Type.String()),
@@ -139,7 +167,10 @@ export const NotificationStatus = Type.Object({
 export type NotificationStatus = Static<typeof NotificationStatus>;
 
 /** Body of `POST /tokens`. */
-export const TokenRequest = Type.Object({ userId: UserId }, { additionalProperties: false });
+export const TokenRequest = Type.Object(
+  { userId: UserId },
+  { additionalProperties: false, examples: [{ userId: 'alice' }] },
+);
 export type TokenRequest = Static<typeof TokenRequest>;
 
 /** Answer of `POST /tokens`. */
