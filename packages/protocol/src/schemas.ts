@@ -152,7 +152,8 @@ export const NotificationStatus = Type.Object({
   createdAt: Type.Optional(
     Type.String({
       format: 'date-time',
-      description: 'When the gateway accepted it; absent once its job is gone from the queue (the inbox keeps no copy).',
+      description:
+        'When the gateway accepted it; absent once its job is gone from the queue (the inbox keeps no copy).',
     }),
   ),
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),

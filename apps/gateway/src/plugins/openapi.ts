@@ -86,7 +86,8 @@ const COMMON_RESPONSES: Record<string, Response> = {
 /** Adds `response` for `status` unless the route documents it already; adds `headers` to it either way. */
 function ensure(operation: Operation, status: string, response: Response, headers: string[] = []): void {
   operation.responses ??= {};
-  const existing = (operation.responses[status] ??= response);
+  const existing = operation.responses[status] ?? response;
+  operation.responses[status] = existing;
   for (const name of headers) {
     existing.headers ??= {};
     existing.headers[name] ??= HERALD_HEADERS[name] as Header;
