@@ -9,6 +9,8 @@ export interface JsonProblem {
 }
 
 /** A key as it appears in a field name: long keys are cut, so that an error stays readable. */
+const NUMBER_RANGE = `must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER} (larger ones are not carried exactly: send them as strings)`;
+
 /** Matches only a lone surrogate: in `u` mode a pair is one code point, outside this class. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
@@ -17,7 +19,7 @@ const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}�
 /**
  * The first problem of `value` (in document order) that would hurt a notification on its way to the
  * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level 1
- * when it is one), a number JSON cannot carry (`1e400` parses to Infinity and would arrive as null),
+ * when it is one), a number beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity),
  * a string or key that is not well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
  * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack.
  */
@@ -26,7 +28,10 @@ export function jsonProblem(value: unknown, root: string, maxDepth: number): Jso
   for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
     const { value: v, field, depth } = next;
     if (typeof v === 'number') {
-      if (!Number.isFinite(v)) return { field, message: 'must be a finite number (it is out of range)' };
+      // Beyond ±(2^53 - 1) JSON.parse has already rounded (2^53 + 1 reads as 2^53), and the msgpack of
+      // the Socket.IO Redis adapter corrupts whole numbers outside int64/uint64 (1e21 arrives as
+      // 3875820019684212700, 1e300 as 0); 1e400 parses to Infinity, which JSON carries as null.
+      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) return { field, message: NUMBER_RANGE };
       continue;
     }
     if (typeof v === 'string') {
