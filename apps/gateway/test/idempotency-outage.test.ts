@@ -67,3 +67,43 @@ describe('Idempotency-Key across a Redis stall', () => {
     expect(jobs.filter((job) => job.data.userId === 'stall')).toHaveLength(2);
   });
 });
+
+describe('an enqueue Redis does not confirm in time', () => {
+  let redis: RedisServerHandle;
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    // Limiter fails open, so that the request reaches the enqueue while writes are paused.
+    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_FAILURE: 'open' });
+  });
+  afterAll(async () => {
+    await disposeTestApp(app).catch(() => {});
+    await redis.dispose();
+  });
+
+  it('is a 503 that says the notification may have been accepted, because it may', async () => {
+    const userId = randomId('unsure');
+    const { Redis } = await import('ioredis');
+    const admin = new Redis(redis.url);
+    try {
+      // Writes wait 2 s (longer than the gateway's 800 ms Redis timeout); the add runs afterwards.
+      await admin.call('CLIENT', 'PAUSE', '2000', 'WRITE');
+      const response = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: auth,
+        payload: { userId, payload: {} },
+      });
+      expect(response.statusCode).toBe(503);
+      expect(response.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE', maybeAccepted: true });
+      expect(response.json<{ error: string }>().error).toMatch(/may or may not have been accepted/);
+      // And indeed: once Redis takes writes again, the job is there.
+      await waitFor(
+        async () => (await app.queue.getJobs(['waiting'])).some((job) => job.data.userId === userId),
+        { timeoutMs: 10_000, what: 'the job the 503 could not confirm' },
+      );
+    } finally {
+      admin.disconnect();
+    }
+  });
+});
