@@ -235,6 +235,12 @@ describe('slow and endless requests are cut off', () => {
     expect(result.bodyBytesSent).toBeLessThan(64 * 1024 * 1024);
   });
 
+  it('a 401 with a small body keeps the connection (the body is drained, bounded by the 64 KB limit)', async () => {
+    const { answer } = await exchange(port, `${head('Content-Length: 2\r\n')}{}`);
+    expect(answer.status).toBe(401);
+    expect(answer.headers.connection).not.toBe('close');
+  });
+
   it('a sender over its limit (429 from the precheck) does not read the body', async () => {
     // Burst 1: this takes the only token; the next refusal puts the key in the local deny cache.
     expect(

@@ -106,8 +106,9 @@ export const httpServerOptions = {
 /**
  * App hooks of the HTTP layer:
  * - a request answered before its body was read (a 401 from `onRequest`, a 429 from the sender
- *   precheck in `preParsing`) gets `Connection: close`, so Node closes the connection after the
- *   answer instead of reading an unbounded body to reuse it;
+ *   precheck in `preParsing`) whose body is chunked or declared over the body limit gets
+ *   `Connection: close`, so Node closes the connection after the answer instead of reading an
+ *   unbounded body to reuse it;
  * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON.
  * Register before the routes (it learns them from `onRoute`).
  */
@@ -124,12 +125,16 @@ export function registerHttpLayer(app: FastifyInstance): void {
     }
   });
 
+  const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
   app.addHook('onSend', (request, reply, payload, done) => {
-    // `complete` is false until the message has been read to its end (undefined under `inject()`, which
-    // has no socket); a request without a body may still be incomplete when answered synchronously.
+    // A body within the body limit is drained by Node to keep the connection (bounded work, and a
+    // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
+    // declared length over the limit is not read: the connection closes after the answer. `complete`
+    // is false until the message has been read to its end (undefined under `inject()`: no socket).
     const { headers } = request.raw;
-    const hasBody = headers['transfer-encoding'] !== undefined || (headers['content-length'] ?? '0') !== '0';
-    if (hasBody && request.raw.complete === false) reply.header('Connection', 'close');
+    const unbounded =
+      headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
+    if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
     done(null, payload);
   });
 
