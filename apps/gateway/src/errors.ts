@@ -10,6 +10,16 @@ export const ErrorCode = {
   BODY_TOO_LARGE: 'HERALD_ERR_BODY_TOO_LARGE',
   UNSUPPORTED_MEDIA_TYPE: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
   BAD_REQUEST: 'HERALD_ERR_BAD_REQUEST',
+  /** A method the path does not serve (the `Allow` header lists those it does). */
+  METHOD_NOT_ALLOWED: 'HERALD_ERR_METHOD_NOT_ALLOWED',
+  /** A path (or a path parameter) longer than the gateway reads. */
+  URI_TOO_LONG: 'HERALD_ERR_URI_TOO_LONG',
+  /** Request headers larger than Node's limit (16 KB). */
+  HEADERS_TOO_LARGE: 'HERALD_ERR_HEADERS_TOO_LARGE',
+  /** Headers or body not received within the gateway's request timeouts. */
+  REQUEST_TIMEOUT: 'HERALD_ERR_REQUEST_TIMEOUT',
+  /** A batch that asks one bucket for more tokens than its burst: it can never be accepted as it is. */
+  BATCH_EXCEEDS_BURST: 'HERALD_ERR_BATCH_EXCEEDS_BURST',
   UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
   INTERNAL: 'HERALD_ERR_INTERNAL',
 } as const;
@@ -57,4 +67,26 @@ export function unavailable(what: string, cause: unknown, retryAfterSeconds = 1)
       cause,
     },
   );
+}
+
+/**
+ * 503 for an enqueue whose outcome is unknown (Redis timed out or dropped the connection after the
+ * job was sent): the notification may or may not be in Redis, and the body says so
+ * (`maybeAccepted: true`). With an Idempotency-Key a retry is safe: job ids derive from the key, and
+ * BullMQ ignores a second add of the same id.
+ */
+export function enqueueUnsure(cause: unknown, withIdempotencyKey: boolean): HttpError {
+  return new HttpError(
+    503,
+    ErrorCode.UNAVAILABLE,
+    withIdempotencyKey
+      ? 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted. Retry with the same Idempotency-Key: it is never enqueued twice.'
+      : 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted, and a retry may deliver it twice. Send an Idempotency-Key to make retries safe.',
+    { headers: { 'Retry-After': '1' }, extra: { maybeAccepted: true }, cause },
+  );
+}
+
+/** True when Redis refused `error`'s command before sending it (no connection, no offline queue). */
+export function neverSent(error: unknown): boolean {
+  return error instanceof Error && error.message.includes('enableOfflineQueue');
 }

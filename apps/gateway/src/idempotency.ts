@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
 import stringify from 'safe-stable-stringify';
 
@@ -6,6 +7,10 @@ import stringify from 'safe-stable-stringify';
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 /** How long a request may stay "in flight" before another with the same key may take over. */
 const IN_FLIGHT_TTL_MS = 30_000;
+
+const RELEASE_LUA = readFileSync(new URL('./idempotency-release-1.lua', import.meta.url), 'utf8');
+
+const RELEASE_COMMAND = 'heraldIdempotencyRelease';
 
 /** A stored first answer. */
 export interface StoredAnswer {
@@ -23,6 +28,8 @@ export type IdempotencyBegin =
 interface Entry {
   /** SHA-256 of the canonical request body. */
   h: string;
+  /** The claiming request's owner token, so that only it releases the claim. */
+  o?: string;
   /** The first answer, once there is one. */
   a?: StoredAnswer;
 }
@@ -36,11 +43,21 @@ export class IdempotencyStore {
   readonly #redis: Redis;
   readonly #prefix: string;
   readonly #ttlMs: number;
+  readonly #release: (key: string, owner: string) => Promise<number>;
 
   constructor(options: { redis: Redis; keyPrefix: string; ttlSeconds: number }) {
     this.#redis = options.redis;
     this.#prefix = options.keyPrefix;
     this.#ttlMs = options.ttlSeconds * 1000;
+    // ioredis `defineCommand`: EVALSHA, EVAL on NOSCRIPT; once per client.
+    if (!(RELEASE_COMMAND in this.#redis)) {
+      this.#redis.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: RELEASE_LUA });
+    }
+    const release = (
+      this.#redis as unknown as Record<string, (key: string, owner: string) => Promise<number>>
+    )[RELEASE_COMMAND];
+    if (typeof release !== 'function') throw new Error(`ioredis did not define ${RELEASE_COMMAND}`);
+    this.#release = release.bind(this.#redis);
   }
 
   /** A digest of `body` that ignores key order and whitespace. */
@@ -60,8 +77,9 @@ export class IdempotencyStore {
     return `${this.#prefix}idem:{${scope}}:${createHash('sha256').update(key).digest('hex')}`;
   }
 
-  async begin(scope: string, key: string, fingerprint: string): Promise<IdempotencyBegin> {
-    const claim: Entry = { h: fingerprint };
+  /** Claims the key for the request that holds `owner` (a random token), or says who has it. */
+  async begin(scope: string, key: string, fingerprint: string, owner: string): Promise<IdempotencyBegin> {
+    const claim: Entry = { h: fingerprint, o: owner };
     const previous = await this.#redis.set(
       this.#key(scope, key),
       JSON.stringify(claim),
@@ -81,8 +99,12 @@ export class IdempotencyStore {
     await this.#redis.set(this.#key(scope, key), JSON.stringify(entry), 'PX', this.#ttlMs);
   }
 
-  /** Releases a claim whose request was not accepted (refused or failed), so the client may retry. */
-  async abandon(scope: string, key: string): Promise<void> {
-    await this.#redis.del(this.#key(scope, key));
+  /**
+   * Releases `owner`'s claim, whose request was not accepted (refused or failed), so the client may
+   * retry at once. Safe to send when it is unknown whether the claim was made (a `begin` that timed
+   * out): it deletes nothing but that owner's unsettled claim.
+   */
+  async abandon(scope: string, key: string, owner: string): Promise<void> {
+    await this.#release(this.#key(scope, key), owner);
   }
 }

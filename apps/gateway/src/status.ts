@@ -29,7 +29,8 @@ export async function statusOf(
     userId: stored?.userId ?? job?.data.userId ?? '',
     tenantId,
     attempts: job?.attemptsMade ?? 1,
-    createdAt: job?.data.createdAt ?? '',
+    // Unknown once the job is gone: absent rather than "" (which is no date-time).
+    ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
   };
   if (stored?.state === 'expired') return { ...base, status: 'expired' };
   if (stored?.state === 'deduplicated' && stored.duplicateOf) {

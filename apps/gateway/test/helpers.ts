@@ -2,6 +2,7 @@ import { randomId, redisUrl } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
+import { checkAgainstOpenApi, contractProblems } from './openapi-contract.js';
 
 // 32+ bytes each, as the gateway requires outside development mode.
 export const API_KEY = 'test-key-1-0123456789abcdef0123456789';
@@ -21,15 +22,23 @@ export function testEnv(env: Record<string, string> = {}): Record<string, string
   };
 }
 
-/** A gateway built for `inject()`; `cleanup()` empties its queue and closes it. */
+/**
+ * A gateway built for `inject()`. Every answer it sends is checked against its own `/openapi.json`
+ * (status, Herald headers, JSON body): `disposeTestApp` fails the test on any mismatch.
+ */
 export async function buildTestApp(env: Record<string, string> = {}): Promise<FastifyInstance> {
-  return buildApp(loadConfig(testEnv({ HERALD_LOG_LEVEL: 'silent', ...env })));
+  const app = await buildApp(loadConfig(testEnv({ HERALD_LOG_LEVEL: 'silent', ...env })));
+  checkAgainstOpenApi(app);
+  return app;
 }
 
-/** Closes `app` after removing what it wrote to Redis. */
+/** Closes `app` after removing what it wrote to Redis; fails if an answer contradicted /openapi.json. */
 export async function disposeTestApp(app: FastifyInstance): Promise<void> {
   await app.queue.obliterate({ force: true }).catch(() => {});
   await app.close();
+  const problems = contractProblems(app);
+  if (problems.length > 0)
+    throw new Error(`Answers that /openapi.json does not document:\n${problems.join('\n')}`);
 }
 
 export const auth = { authorization: `Bearer ${API_KEY}` };

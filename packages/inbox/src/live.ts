@@ -19,8 +19,13 @@ export interface LivePublisher {
   unread(tenantId: string, userId: string, unread: UnreadEvent): void;
 }
 
+/** Called with a publish that Redis refused or could not take (the default ignores it). */
+export type LivePublishErrorHandler = (error: unknown) => void;
+const ignore: LivePublishErrorHandler = () => {};
+
 /**
  * Classic Redis pub/sub, through `@socket.io/redis-emitter` (the realtime servers use `createAdapter`).
+ * Publishing is fire-and-forget: a failed publish goes to `onError`, never to an unhandled rejection.
  *
  * @example
  * ```ts
@@ -28,8 +33,16 @@ export interface LivePublisher {
  * live.unread('acme', 'alice', { count: 0, version: 7 });
  * ```
  */
-export function classicPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
-  const emitter = new Emitter<ServerToClientEvents>(redis, { key: pubsubKey });
+export function classicPublisher(
+  redis: Redis | Cluster,
+  pubsubKey: string,
+  onError: LivePublishErrorHandler = ignore,
+): LivePublisher {
+  // The emitter drops what `publish` returns: a rejection (Redis down) would end the process.
+  const client = {
+    publish: (channel: string, message: string | Buffer) => redis.publish(channel, message).catch(onError),
+  };
+  const emitter = new Emitter<ServerToClientEvents>(client, { key: pubsubKey });
   return {
     notification(tenantId, event) {
       emitter.to(userRoom(tenantId, event.userId)).emit(NOTIFICATION_EVENT, event);
@@ -48,6 +61,7 @@ const EVENT_PACKET = 2;
  * Redis 7 sharded pub/sub, for realtime servers on `createShardedAdapter` (subscription mode `dynamic`):
  * `@socket.io/redis-emitter` 5.1 cannot publish there, so this writes the adapter's own message format,
  * as JSON, with SPUBLISH to the room's channel `<key>#/#<room>#` (one slot per room on Redis Cluster).
+ * A failed publish goes to `onError`.
  *
  * @example
  * ```ts
@@ -55,7 +69,11 @@ const EVENT_PACKET = 2;
  * live.notification('acme', event);
  * ```
  */
-export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): LivePublisher {
+export function shardedPublisher(
+  redis: Redis | Cluster,
+  pubsubKey: string,
+  onError: LivePublishErrorHandler = ignore,
+): LivePublisher {
   const publish = (room: string, event: string, data: unknown) => {
     const message = {
       uid: 'herald-worker',
@@ -66,7 +84,7 @@ export function shardedPublisher(redis: Redis | Cluster, pubsubKey: string): Liv
         opts: { rooms: [room], except: [], flags: {} },
       },
     };
-    void redis.spublish(`${pubsubKey}#/#${room}#`, JSON.stringify(message));
+    redis.spublish(`${pubsubKey}#/#${room}#`, JSON.stringify(message)).catch(onError);
   };
   return {
     notification(tenantId, event) {

@@ -7,6 +7,14 @@ export const USER_ID_MAX_LENGTH = 256;
 export const USER_ID_PATTERN = '^[A-Za-z0-9_.:@+=|/~-]+$';
 /** Largest `payload`, in bytes of its JSON. */
 export const PAYLOAD_MAX_BYTES = 16 * 1024;
+/**
+ * Deepest `payload`: objects and arrays nested at most this many levels (the payload object itself is
+ * level 1). Deeper values overflow recursive encoders on the way to the browser (msgpack in the Redis
+ * adapter overflows its stack near 3,000 levels, which a 16 KB payload can reach).
+ */
+export const PAYLOAD_MAX_DEPTH = 32;
+/** Deepest JSON request body, in levels of objects and arrays. */
+export const BODY_MAX_DEPTH = 64;
 /** Most notifications in one `POST /notify/batch`. */
 export const BATCH_MAX_ITEMS = 100;
 
@@ -17,6 +25,7 @@ export const UserId = Type.String({
   pattern: USER_ID_PATTERN,
   description:
     'The recipient, as the sending backend identifies its user: 1–256 of A–Z a–z 0–9 _ . : @ + = | / ~ -',
+  examples: ['alice'],
 });
 
 const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.:/-]+$' });
@@ -25,16 +34,23 @@ const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.
 const NotificationFields = {
   userId: UserId,
   payload: Type.Record(Type.String(), Type.Unknown(), {
-    description: `Any JSON object up to ${PAYLOAD_MAX_BYTES} bytes; delivered to the browser unchanged.`,
+    description: `Any JSON object up to ${PAYLOAD_MAX_BYTES} bytes and ${PAYLOAD_MAX_DEPTH} levels deep; delivered to the browser unchanged.`,
+    examples: [{ title: 'Your order shipped', url: '/orders/1042' }],
   }),
   priority: Type.Optional(
-    Type.Integer({ minimum: 1, maximum: 2_097_152, description: '1 is the highest; absent = plain FIFO.' }),
+    Type.Integer({
+      minimum: 1,
+      maximum: 2_097_152,
+      description: '1 is the highest; absent = plain FIFO.',
+      examples: [1],
+    }),
   ),
   delayMs: Type.Optional(
     Type.Integer({
       minimum: 0,
       maximum: 30 * 24 * 3600 * 1000,
-      description: 'Deliver no earlier than this.',
+      description: 'Deliver no earlier than this many ms after acceptance (at most 30 days).',
+      examples: [0],
     }),
   ),
   ttlMs: Type.Optional(
@@ -42,6 +58,7 @@ const NotificationFields = {
       minimum: 1000,
       maximum: 30 * 24 * 3600 * 1000,
       description: 'Drop (status `expired`) if not delivered within this many ms of acceptance.',
+      examples: [86_400_000],
     }),
   ),
   dedupeKey: Type.Optional(
@@ -49,6 +66,7 @@ const NotificationFields = {
       minLength: 1,
       maxLength: 128,
       description: 'Notifications to one recipient with the same key collapse into the first.',
+      examples: ['order-1042-shipped'],
     }),
   ),
   topic: Type.Optional(Label),
@@ -56,7 +74,11 @@ const NotificationFields = {
 };
 
 /** Body of `POST /notify`. */
-export const NotifyRequest = Type.Object(NotificationFields, { additionalProperties: false });
+export const NotifyRequest = Type.Object(NotificationFields, {
+  additionalProperties: false,
+  // "Try it out" in /docs sends this: no delay, no TTL, an ordinary payload.
+  examples: [{ userId: 'alice', payload: { title: 'Your order shipped', url: '/orders/1042' } }],
+});
 export type NotifyRequest = Static<typeof NotifyRequest>;
 
 /** `202` answer of `POST /notify`. */
@@ -81,7 +103,17 @@ export const BatchRequest = Type.Object(
       { minItems: 1, maxItems: BATCH_MAX_ITEMS },
     ),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    examples: [
+      {
+        notifications: [
+          { userId: 'alice', payload: { title: 'Your order shipped' } },
+          { userId: 'bob', payload: { title: 'New comment' } },
+        ],
+      },
+    ],
+  },
 );
 export type BatchRequest = Static<typeof BatchRequest>;
 
@@ -117,7 +149,13 @@ export const NotificationStatus = Type.Object({
     Type.Literal('expired'),
   ]),
   attempts: Type.Integer({ description: 'Delivery attempts the worker made.' }),
-  createdAt: Type.String({ format: 'date-time' }),
+  createdAt: Type.Optional(
+    Type.String({
+      format: 'date-time',
+      description:
+        'When the gateway accepted it; absent once its job is gone from the queue (the inbox keeps no copy).',
+    }),
+  ),
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedReason: Type.Optional(Type.String()),
@@ -130,7 +168,10 @@ export const NotificationStatus = Type.Object({
 export type NotificationStatus = Static<typeof NotificationStatus>;
 
 /** Body of `POST /tokens`. */
-export const TokenRequest = Type.Object({ userId: UserId }, { additionalProperties: false });
+export const TokenRequest = Type.Object(
+  { userId: UserId },
+  { additionalProperties: false, examples: [{ userId: 'alice' }] },
+);
 export type TokenRequest = Static<typeof TokenRequest>;
 
 /** Answer of `POST /tokens`. */
@@ -148,8 +189,23 @@ export const ErrorResponse = Type.Object({
   retryAfterMs: Type.Optional(Type.Integer({ description: 'With 429: when the request can succeed.' })),
   policy: Type.Optional(
     Type.String({
-      description: 'With 429: the limit that refused (`sender`, `recipient`, `tokens` or `inbox`).',
+      description:
+        'With 429: the limit that refused (`sender`, `recipient`, `tokens` or `inbox`); with `HERALD_ERR_BATCH_EXCEEDS_BURST`: the limit the batch exceeds.',
     }),
+  ),
+  maybeAccepted: Type.Optional(
+    Type.Boolean({
+      description:
+        'With 503: Redis did not confirm the enqueue in time, so the notification may be queued. A retry with the same `Idempotency-Key` is safe.',
+    }),
+  ),
+  cost: Type.Optional(
+    Type.Integer({
+      description: 'With `HERALD_ERR_BATCH_EXCEEDS_BURST`: the tokens the batch asks of one bucket.',
+    }),
+  ),
+  capacity: Type.Optional(
+    Type.Integer({ description: "With `HERALD_ERR_BATCH_EXCEEDS_BURST`: that bucket's burst." }),
   ),
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;

@@ -68,6 +68,11 @@ export interface HeraldRateLimitOptions {
   hook?: 'onRequest' | 'preValidation' | 'preHandler';
   /** `code` of the 429 body. Default `HERALD_ERR_RATE_LIMITED`. */
   rateLimitedCode?: string;
+  /**
+   * `code` of the 400 body when a call costs more than a policy's capacity (it can never pass, e.g. a
+   * batch asking one recipient for more than its burst). Default `HERALD_ERR_RATE_LIMITER_COST_EXCEEDS_CAPACITY`.
+   */
+  costExceedsCapacityCode?: string;
   /** `code` of the 503 body when Redis is away and the limiter fails closed or throws. Default `HERALD_ERR_UNAVAILABLE`. */
   unavailableCode?: string;
 }
@@ -95,8 +100,24 @@ export function rateLimitPolicyHeader(limiter: RateLimiter): string {
 }
 
 /**
+ * Seconds a denied caller should wait, as `Retry-After` says it: `retryAfterMs` rounded up, at least 1.
+ *
+ * @example
+ * ```ts
+ * retryAfterSeconds({ retryAfterMs: 1200 }); // 2
+ * ```
+ */
+export function retryAfterSeconds(result: Pick<RateLimitResult, 'retryAfterMs'>): number {
+  return Math.max(1, Math.ceil(result.retryAfterMs / 1000));
+}
+
+/**
  * The `RateLimit` header of draft-ietf-httpapi-ratelimit-headers-11 for a decision:
- * `"name";r=<remaining>;t=<seconds until full>` per policy the decision reports.
+ * `"name";r=<remaining>;t=<seconds>` per policy the decision reports. `t` is the seconds until the
+ * policy's bucket is full again, except for the policy that denied a call: there it is the seconds
+ * until the call can pass, the same number as `Retry-After` (a token bucket refills one token long
+ * before it is full, and a client that waits `t` must not be told a shorter `Retry-After`, nor one
+ * longer than it needs).
  *
  * @example
  * ```ts
@@ -105,9 +126,15 @@ export function rateLimitPolicyHeader(limiter: RateLimiter): string {
  */
 export function rateLimitHeader(result: RateLimitResult): string {
   let header = '';
+  let deniedShown = false;
   for (const s of result.policies) {
     if (header !== '') header += ', ';
-    header += `"${s.policy}";r=${Math.max(0, s.remaining)};t=${Math.max(0, Math.ceil(s.resetAfterMs / 1000))}`;
+    let t = Math.max(0, Math.ceil(s.resetAfterMs / 1000));
+    if (!result.allowed && !deniedShown && s.policy === result.policy) {
+      t = retryAfterSeconds(result);
+      deniedShown = true;
+    }
+    header += `"${s.policy}";r=${Math.max(0, s.remaining)};t=${t}`;
   }
   return header;
 }
@@ -131,6 +158,7 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
   async (app: FastifyInstance, options: HeraldRateLimitOptions) => {
     const rateLimitedCode = options.rateLimitedCode ?? 'HERALD_ERR_RATE_LIMITED';
     const unavailableCode = options.unavailableCode ?? 'HERALD_ERR_UNAVAILABLE';
+    const costExceedsCapacityCode = options.costExceedsCapacityCode;
     const policyHeaders = new WeakMap<RateLimiter, string>();
 
     /** The route's limiter for `request`: at once, or a promise when the route picks it asynchronously. */
@@ -149,7 +177,7 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
     };
     /** The answer to a denied decision: 429, or 503 when the failure mode denied. */
     const deny = (reply: FastifyReply, result: RateLimitResult): FastifyReply => {
-      reply.header('Retry-After', String(Math.max(1, Math.ceil(result.retryAfterMs / 1000))));
+      reply.header('Retry-After', String(retryAfterSeconds(result)));
       if (result.source === 'fallback') {
         return reply.code(503).send({
           error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
@@ -225,7 +253,7 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
         if (error instanceof CostExceedsCapacityError) {
           return reply.code(400).send({
             error: error.message,
-            code: error.code,
+            code: costExceedsCapacityCode ?? error.code,
             policy: error.policy,
             cost: error.cost,
             capacity: error.capacity,

@@ -55,13 +55,6 @@ export function registerErrorHandler(app: FastifyInstance): void {
       .code(500)
       .send({ error: 'Internal error; the gateway log has the details.', code: ErrorCode.INTERNAL });
   });
-
-  app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({
-      error: `No route ${request.method} ${request.url.split('?')[0]}`,
-      code: ErrorCode.NOT_FOUND,
-    });
-  });
 }
 
 /** `body.userId` from ajv's instancePath and params (required/additional properties name the field in params). */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorCode, HttpError, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../idempotency.js';
@@ -7,6 +8,8 @@ export interface IdempotencyClaim {
   scope: string;
   key: string;
   fingerprint: string;
+  /** This request's token in the claim: only it may release the claim. */
+  owner: string;
   /** Ids derived from the key: the job ids, so that even a lost record cannot enqueue twice. */
   derivedId: string;
   settled: boolean;
@@ -46,10 +49,15 @@ export function idempotencyPreValidation(app: FastifyInstance) {
     }
     const scope = request.identity.id;
     const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
+    const owner = randomUUID();
     let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
     try {
-      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint));
+      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint, owner));
     } catch (error) {
+      // The claim may still land when a stalled Redis wakes up, and would hold the key "in flight"
+      // for 30 s: send its release now, behind it on the same connection, so that a retry is accepted
+      // as soon as Redis is back.
+      app.idempotency.abandon(scope, key, owner).catch(() => {});
       throw unavailable('Redis', error);
     }
     switch (begun.state) {
@@ -58,6 +66,7 @@ export function idempotencyPreValidation(app: FastifyInstance) {
           scope,
           key,
           fingerprint,
+          owner,
           derivedId: IdempotencyStore.derivedId(scope, key),
           settled: false,
         };
@@ -110,7 +119,7 @@ export function registerIdempotencyRelease(app: FastifyInstance): void {
   app.addHook('onResponse', (request, _reply, done) => {
     const claim = request.idempotency;
     if (!claim || claim.settled) return done();
-    app.idempotency.abandon(claim.scope, claim.key).then(
+    app.idempotency.abandon(claim.scope, claim.key, claim.owner).then(
       () => done(),
       (error: unknown) => {
         request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');

@@ -12,16 +12,18 @@ import {
   NotifyRequest,
   notificationJobOptions,
   PAYLOAD_MAX_BYTES,
+  PAYLOAD_MAX_DEPTH,
   userKey,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
 import type { FastifyRequest } from 'fastify';
 import Type, { type Static } from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import { ErrorCode, enqueueUnsure, HttpError, neverSent, unavailable } from '../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../idempotency.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../limits.js';
 import { fieldOf, messageOf } from '../plugins/error-handler.js';
 import { idempotencyPreValidation, settleIdempotency } from '../plugins/idempotency-hooks.js';
+import { jsonProblem } from '../plugins/json-body.js';
 import { compileBodySchema } from '../plugins/validation.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -47,23 +49,38 @@ const errors = {
   503: ErrorResponse,
 };
 
-/** The problem with a payload over 16 KB, or undefined. */
-function payloadTooLarge(payload: unknown, field: string): { error: string; details: unknown } | undefined {
+/** The problem with a payload deeper than 32 levels (400) or over 16 KB (413), or undefined. */
+function payloadProblem(
+  payload: unknown,
+  field: string,
+): { statusCode: 400 | 413; code: ErrorCode; error: string; details: unknown } | undefined {
   if (typeof payload !== 'object' || payload === null) return undefined;
+  // Depth first: JSON.stringify recurses, and a deep enough payload would overflow it.
+  const problem = jsonProblem(payload, field, PAYLOAD_MAX_DEPTH);
+  if (problem) {
+    return {
+      statusCode: 400,
+      code: ErrorCode.VALIDATION,
+      error: `Invalid request: ${problem.field} ${problem.message}`,
+      details: [problem],
+    };
+  }
   const bytes = Buffer.byteLength(JSON.stringify(payload));
   if (bytes <= PAYLOAD_MAX_BYTES) return undefined;
   return {
+    statusCode: 413,
+    code: ErrorCode.PAYLOAD_TOO_LARGE,
     error: `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
     details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
   };
 }
 
-/** `preValidation` of `POST /notify`: a payload over 16 KB is refused before it costs anything. */
-async function checkPayloadSize(request: FastifyRequest): Promise<void> {
+/** `preValidation` of `POST /notify`: a payload too deep or over 16 KB is refused before it costs anything. */
+async function checkPayload(request: FastifyRequest): Promise<void> {
   const body = request.body as { payload?: unknown } | null;
-  const tooLarge = payloadTooLarge(body?.payload, 'body.payload');
-  if (tooLarge) {
-    throw new HttpError(413, ErrorCode.PAYLOAD_TOO_LARGE, tooLarge.error, { details: tooLarge.details });
+  const problem = payloadProblem(body?.payload, 'body.payload');
+  if (problem) {
+    throw new HttpError(problem.statusCode, problem.code, problem.error, { details: problem.details });
   }
 }
 
@@ -107,9 +124,10 @@ async function sortBatch(request: FastifyRequest): Promise<void> {
       });
       return;
     }
-    const tooLarge = payloadTooLarge((item as NotifyItem).payload, `${root}.payload`);
-    if (tooLarge) {
-      sorted.rejected.push({ index, status: 'rejected', code: ErrorCode.PAYLOAD_TOO_LARGE, ...tooLarge });
+    const problem = payloadProblem((item as NotifyItem).payload, `${root}.payload`);
+    if (problem) {
+      const { code, error, details } = problem;
+      sorted.rejected.push({ index, status: 'rejected', code, error, details });
       return;
     }
     sorted.valid.push({ index, item: item as NotifyItem });
@@ -173,13 +191,16 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const limiterOf = (request: FastifyRequest) => app.limits.for(request.identity);
   // A sender (API key) that is being denied is refused before its body is read: a flood from a key
   // over its limit costs the gateway the least it can, and Redis nothing.
-  const senderOf = (request: FastifyRequest) => ({ [SENDER_POLICY]: request.identity.id });
+  // A request with an Idempotency-Key is not refused early: a retry of an accepted request must reach
+  // its stored answer (a replay costs no tokens), and a new key still meets the full decision.
+  const senderOf = (request: FastifyRequest) =>
+    request.headers['idempotency-key'] === undefined ? { [SENDER_POLICY]: request.identity.id } : undefined;
 
   app.post(
     '/notify',
     {
       onRequest: app.authenticate,
-      preValidation: [checkPayloadSize, idempotency],
+      preValidation: [checkPayload, idempotency],
       config: {
         rateLimit: {
           limiter: limiterOf,
@@ -280,7 +301,9 @@ export const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
       );
       await app.ensureDurable();
     } catch (error) {
-      throw unavailable('The queue (Redis)', error);
+      // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
+      if (neverSent(error)) throw unavailable('The queue (Redis)', error);
+      throw enqueueUnsure(error, derivedId !== undefined);
     }
     app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
     request.log.info(

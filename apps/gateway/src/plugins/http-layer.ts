@@ -1,0 +1,156 @@
+import type { Server } from 'node:http';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type {
+  FastifyError,
+  FastifyHttpOptions,
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+} from 'fastify';
+import FindMyWay from 'find-my-way';
+import { ErrorCode } from '../errors.js';
+
+/**
+ * How long a request may take to arrive, headers and body together. Bodies are at most 64 KB, so 10 s
+ * is generous even at 10 KB/s; a client that sends slower (or never finishes) gets a 408 and the
+ * connection is closed.
+ */
+export const REQUEST_TIMEOUT_MS = 10_000;
+/** How long the request line and headers may take to arrive (a slowloris client is cut off here). */
+export const HEADERS_TIMEOUT_MS = 5_000;
+/**
+ * How long an idle keep-alive connection stays open: above the 60 s idle timeout of common load
+ * balancers (AWS ALB, nginx), so that the gateway never closes a connection they are about to reuse.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
+/**
+ * Longest path parameter, in characters as sent: a 256-character user id whose every character is
+ * percent-encoded (`/` as `%2F`, `@` as `%40`…) is 768. Fastify's default of 100 would refuse user ids
+ * that `POST /notify` accepts.
+ */
+export const MAX_PARAM_LENGTH = 3 * 256;
+
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
+
+/** JSON of a Herald error, for answers written straight to the socket. */
+const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
+
+/**
+ * Errors Node's HTTP parser raises before any route runs (malformed request line or headers, bad
+ * chunked encoding, headers too large, a request that took too long): answered with Herald's JSON
+ * shape, then the connection is closed (its stream cannot be trusted any more).
+ */
+function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  let status: number;
+  let body: string;
+  if (error.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
+    status = 408;
+    body = errorJson(
+      `The request did not arrive in time (headers within ${HEADERS_TIMEOUT_MS / 1000} s, all of it within ${REQUEST_TIMEOUT_MS / 1000} s): send it again, faster.`,
+      ErrorCode.REQUEST_TIMEOUT,
+    );
+  } else if (error.code === 'HPE_HEADER_OVERFLOW') {
+    status = 431;
+    body = errorJson(
+      'Request headers are larger than 16 KB: send fewer or shorter headers.',
+      ErrorCode.HEADERS_TOO_LARGE,
+    );
+  } else {
+    status = 400;
+    body = errorJson(
+      `Malformed HTTP request (${error.code ?? 'parse error'}): check the request line, headers and chunked encoding.`,
+      ErrorCode.BAD_REQUEST,
+    );
+  }
+  this.log.debug({ err: error }, 'client error');
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
+}
+
+/** Errors Fastify's router raises before a route runs, in Herald's shape. */
+function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  if (error.code === 'FST_ERR_MAX_PARAM_LENGTH') {
+    void reply.code(414).send({
+      error: `A path parameter of ${request.url.split('?')[0]} is longer than ${MAX_PARAM_LENGTH} characters.`,
+      code: ErrorCode.URI_TOO_LONG,
+    });
+    return;
+  }
+  void reply.code(400).send({
+    error: `Malformed path ${JSON.stringify(request.url.split('?')[0])}: check its percent-encoding.`,
+    code: ErrorCode.BAD_REQUEST,
+  });
+}
+
+/**
+ * Fastify options of the HTTP layer: timeouts, path parameter length, and Herald-shaped answers to
+ * what Node and the router refuse before Herald's code runs.
+ */
+export const httpServerOptions = {
+  requestTimeout: REQUEST_TIMEOUT_MS,
+  keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
+  // Node checks request and headers timeouts every `connectionsCheckingInterval` (30 s by default,
+  // which would let a slow client hold a connection for up to 40 s): every second instead.
+  http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: 1000 },
+  routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+  clientErrorHandler,
+  frameworkErrors,
+} satisfies FastifyHttpOptions<Server>;
+
+/**
+ * App hooks of the HTTP layer:
+ * - a request answered before its body was read (a 401 from `onRequest`, a 429 from the sender
+ *   precheck in `preParsing`) whose body is chunked or declared over the body limit gets
+ *   `Connection: close`, so Node closes the connection after the answer instead of reading an
+ *   unbounded body to reuse it;
+ * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON.
+ * Register before the routes (it learns them from `onRoute`).
+ */
+export function registerHttpLayer(app: FastifyInstance): void {
+  const known = FindMyWay();
+  const seen = new Set<string>();
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      const id = `${method} ${route.url}`;
+      if (seen.has(id) || !(METHODS as readonly string[]).includes(method)) continue;
+      seen.add(id);
+      known.on(method as (typeof METHODS)[number], route.url, () => {});
+    }
+  });
+
+  const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
+  app.addHook('onSend', (request, reply, payload, done) => {
+    // A body within the body limit is drained by Node to keep the connection (bounded work, and a
+    // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
+    // declared length over the limit is not read: the connection closes after the answer. `complete`
+    // is false until the message has been read to its end (undefined under `inject()`: no socket).
+    const { headers } = request.raw;
+    const unbounded =
+      headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
+    if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
+    done(null, payload);
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((method) => known.find(method, path) !== null);
+    if (allowed.length > 0) {
+      void reply
+        .code(405)
+        .header('Allow', allowed.join(', '))
+        .send({
+          error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
+          code: ErrorCode.METHOD_NOT_ALLOWED,
+        });
+      return;
+    }
+    void reply.code(404).send({ error: `No route ${request.method} ${path}`, code: ErrorCode.NOT_FOUND });
+  });
+}

@@ -1,0 +1,149 @@
+import { BODY_MAX_DEPTH } from '@herald/protocol';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { ErrorCode, HttpError } from '../errors.js';
+
+/** What is wrong with a JSON value, naming the field (`body.payload.a.0`). */
+export interface JsonProblem {
+  field: string;
+  message: string;
+}
+
+/** A key as it appears in a field name: long keys are cut, so that an error stays readable. */
+const NUMBER_RANGE = `must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER} (larger ones are not carried exactly: send them as strings)`;
+
+/** Matches only a lone surrogate: in `u` mode a pair is one code point, outside this class. */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
+const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}…` : key);
+
+/**
+ * The first problem of `value` (in document order) that would hurt a notification on its way to the
+ * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level 1
+ * when it is one), a number beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity),
+ * a string or key that is not well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
+ * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack.
+ */
+export function jsonProblem(value: unknown, root: string, maxDepth: number): JsonProblem | undefined {
+  const stack: { value: unknown; field: string; depth: number }[] = [{ value, field: root, depth: 0 }];
+  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
+    const { value: v, field, depth } = next;
+    if (typeof v === 'number') {
+      // Beyond ±(2^53 - 1) JSON.parse has already rounded (2^53 + 1 reads as 2^53), and the msgpack of
+      // the Socket.IO Redis adapter corrupts whole numbers outside int64/uint64 (1e21 arrives as
+      // 3875820019684212700, 1e300 as 0); 1e400 parses to Infinity, which JSON carries as null.
+      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) return { field, message: NUMBER_RANGE };
+      continue;
+    }
+    if (typeof v === 'string') {
+      if (LONE_SURROGATE.test(v))
+        return { field, message: 'must be well-formed Unicode (it has a lone surrogate)' };
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= maxDepth)
+      return { field, message: `nests deeper than ${maxDepth} levels of objects and arrays` };
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--)
+        stack.push({ value: v[i], field: `${field}.${i}`, depth: depth + 1 });
+      continue;
+    }
+    const record = v as Record<string, unknown>;
+    const keys = Object.keys(record);
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const key = keys[i] as string;
+      const child = record[key];
+      const at = `${field}.${shown(key)}`;
+      if (LONE_SURROGATE.test(key)) return { field: at, message: 'is a key that is not well-formed Unicode' };
+      if (key === '__proto__') return { field: at, message: 'is not an accepted key' };
+      if (key === 'constructor' && typeof child === 'object' && child !== null && 'prototype' in child) {
+        return { field: `${at}.prototype`, message: 'is not an accepted key' };
+      }
+      stack.push({ value: child, field: at, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/** A 400 naming `problem`'s field. */
+export function invalid(problem: JsonProblem): HttpError {
+  return new HttpError(400, ErrorCode.VALIDATION, `Invalid request: ${problem.field} ${problem.message}`, {
+    details: [problem],
+  });
+}
+
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * Replaces Fastify's JSON parser with one that says exactly what is wrong, as a 400 naming the field:
+ * the body must be UTF-8 (a `charset` parameter other than `utf-8` is a 415; a leading BOM is
+ * ignored, as RFC 8259 allows), valid JSON, at most {@link BODY_MAX_DEPTH} levels deep, with finite
+ * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}). A `Content-Encoding`
+ * other than `identity` is a 415: the gateway does not decompress bodies.
+ */
+export function registerJsonBody(app: FastifyInstance): void {
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+    const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      done(
+        new HttpError(
+          415,
+          ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+          `Unsupported charset "${charset}": send JSON in UTF-8 (charset=utf-8, or no charset).`,
+        ),
+      );
+      return;
+    }
+    let text: string;
+    try {
+      text = utf8.decode(body);
+    } catch {
+      done(invalid({ field: 'body', message: 'is not valid UTF-8' }));
+      return;
+    }
+    if (text.trim() === '') {
+      done(invalid({ field: 'body', message: 'is empty: send a JSON object' }));
+      return;
+    }
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (error) {
+      done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+      return;
+    }
+    const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);
+    done(problem ? invalid(problem) : null, value);
+  });
+
+  // Fastify also parses text/plain, and would hand its string to a route that wants an object: every
+  // body that is not JSON is a 415 instead.
+  app.removeContentTypeParser('text/plain');
+  app.addContentTypeParser('*', (request, _payload, done) => {
+    const type = request.headers['content-type'];
+    done(
+      new HttpError(
+        415,
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        `${type ? `Content-Type "${type}" is not supported` : 'A body needs a Content-Type'}: send JSON with "Content-Type: application/json".`,
+      ),
+    );
+  });
+
+  app.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
+    const encoding = request.headers['content-encoding'];
+    if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') {
+      done();
+      return;
+    }
+    done(
+      new HttpError(
+        415,
+        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        `Unsupported Content-Encoding "${encoding}": send the body uncompressed.`,
+        { headers: { 'Accept-Encoding': 'identity' } },
+      ),
+    );
+  });
+}

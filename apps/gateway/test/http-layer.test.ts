@@ -1,0 +1,276 @@
+import { randomUUID } from 'node:crypto';
+import { USER_ID_MAX_LENGTH } from '@herald/protocol';
+import { waitFor } from '@herald/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_PARAM_LENGTH } from '../src/plugins/http-layer.js';
+import { API_KEY, auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
+
+let app: FastifyInstance;
+let port: number;
+let base: string;
+beforeAll(async () => {
+  app = await buildTestApp({
+    HERALD_SENDER_RATE_LIMIT_BURST: '1',
+    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.01',
+  });
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  port = typeof address === 'object' && address ? address.port : 0;
+  base = `http://127.0.0.1:${port}`;
+});
+afterAll(async () => {
+  await disposeTestApp(app);
+});
+
+/** Herald's error shape, with a stable code. */
+function expectHeraldError(body: string, code: string): void {
+  const parsed = JSON.parse(body) as { error?: unknown; code?: unknown };
+  expect(typeof parsed.error).toBe('string');
+  expect(parsed.code).toBe(code);
+}
+
+describe("errors raised by Node's HTTP parser have Herald's shape", () => {
+  it.each([
+    ['a malformed request line', 'GARBAGE\r\n\r\n', 400, 'HERALD_ERR_BAD_REQUEST'],
+    [
+      'a malformed header',
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n',
+      400,
+      'HERALD_ERR_BAD_REQUEST',
+    ],
+    [
+      'bad chunked encoding',
+      `POST /notify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      400,
+      'HERALD_ERR_BAD_REQUEST',
+    ],
+    [
+      'both Content-Length and chunked',
+      'POST /notify HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}',
+      400,
+      'HERALD_ERR_BAD_REQUEST',
+    ],
+    [
+      'headers over 16 KB',
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+      431,
+      'HERALD_ERR_HEADERS_TOO_LARGE',
+    ],
+  ])('%s', async (_what, bytes, status, code) => {
+    const { answer } = await exchange(port, bytes);
+    expect(answer.status).toBe(status);
+    expect(answer.headers['content-type']).toMatch(/^application\/json/);
+    expectHeraldError(answer.body, code);
+  });
+});
+
+describe('routing errors', () => {
+  it('a method a path does not serve is a 405 with Allow, in JSON', async () => {
+    for (const method of ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'GET']) {
+      const response = await fetch(`${base}/notify`, { method, headers: auth });
+      expect(response.status, method).toBe(405);
+      expect(response.headers.get('allow')).toBe('POST');
+      expectHeraldError(await response.text(), 'HERALD_ERR_METHOD_NOT_ALLOWED');
+    }
+    const head = await fetch(`${base}/notify`, { method: 'HEAD', headers: auth });
+    expect(head.status).toBe(405);
+    expect((await fetch(`${base}/healthz`, { method: 'HEAD' })).status).toBe(200);
+    const unknown = await fetch(`${base}/nowhere`, { method: 'PUT' });
+    expect(unknown.status).toBe(404);
+    expectHeraldError(await unknown.text(), 'HERALD_ERR_NOT_FOUND');
+  });
+
+  it(`the inbox routes take every user id /notify takes: ${USER_ID_MAX_LENGTH} characters, every one percent-encoded`, async () => {
+    const userId = `a/b@c+d=e|f:g~h.i_j-${'/'.repeat(USER_ID_MAX_LENGTH - 20)}`;
+    expect(userId).toHaveLength(USER_ID_MAX_LENGTH);
+    const accepted = await app.inject({ method: 'POST', url: '/tokens', headers: auth, payload: { userId } });
+    expect(accepted.statusCode).toBe(200);
+    const id = randomUUID();
+    await app.inbox.append({ id, userId, payload: { n: 1 }, createdAt: new Date().toISOString() });
+    const encoded = [...userId]
+      .map((c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`)
+      .join('');
+    expect(encoded).toHaveLength(MAX_PARAM_LENGTH);
+    const page = await fetch(`${base}/users/${encoded}/notifications`, { headers: auth });
+    expect(page.status, await page.clone().text()).toBe(200);
+    expect(((await page.json()) as { items: { id: string }[] }).items.map((item) => item.id)).toEqual([id]);
+    const read = await fetch(`${base}/users/${encodeURIComponent(userId)}/notifications/read`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ ids: [id] }),
+    });
+    expect(read.status).toBe(200);
+    expect(await read.json()).toMatchObject({ changed: 1 });
+  });
+
+  it('a path parameter over the limit is a 414 in JSON; a user id over 256 characters a 400 naming it', async () => {
+    const tooLong = await fetch(`${base}/users/${'a'.repeat(MAX_PARAM_LENGTH + 1)}/notifications`, {
+      headers: auth,
+    });
+    expect(tooLong.status).toBe(414);
+    expectHeraldError(await tooLong.text(), 'HERALD_ERR_URI_TOO_LONG');
+    const overUserId = await fetch(`${base}/users/${'a'.repeat(USER_ID_MAX_LENGTH + 1)}/notifications`, {
+      headers: auth,
+    });
+    expect(overUserId.status).toBe(400);
+    expect(await overUserId.json()).toMatchObject({
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'params.userId' }],
+    });
+  });
+});
+
+describe('bodies', () => {
+  const post = (body: string | Buffer, headers: Record<string, string>) =>
+    fetch(`${base}/tokens`, { method: 'POST', headers: { ...auth, ...headers }, body });
+
+  it.each([
+    ['text/plain', { 'content-type': 'text/plain' }, 415, 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE'],
+    [
+      'form data',
+      { 'content-type': 'application/x-www-form-urlencoded' },
+      415,
+      'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
+      'a charset other than UTF-8',
+      { 'content-type': 'application/json; charset=iso-8859-1' },
+      415,
+      'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+    ],
+    [
+      'gzip',
+      { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+      415,
+      'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+    ],
+  ])('%s is a 415', async (_what, headers, status, code) => {
+    const response = await post('{"userId":"u"}', headers);
+    expect(response.status).toBe(status);
+    expectHeraldError(await response.text(), code);
+  });
+
+  it('JSON in UTF-8 with a BOM or an odd but UTF-8 charset is accepted; invalid UTF-8 is a 400', async () => {
+    expect((await post('\ufeff{"userId":"u"}', { 'content-type': 'application/json' })).status).toBe(200);
+    expect(
+      (await post('{"userId":"u"}', { 'content-type': 'application/json;charset="UTF-8"' })).status,
+    ).toBe(200);
+    const invalid = await post(Buffer.from('{"userId":"\xff"}', 'latin1'), {
+      'content-type': 'application/json',
+    });
+    expect(invalid.status).toBe(400);
+    expect(await invalid.json()).toMatchObject({
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body', message: 'is not valid UTF-8' }],
+    });
+  });
+});
+
+describe('slow and endless requests are cut off', () => {
+  it('headers that never finish get a 408 in JSON and the connection is closed', async () => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    let closed = false;
+    socket.once('close', () => {
+      closed = true;
+    });
+    socket.write('POST /notify HTTP/1.1\r\nHost: x\r\n');
+    const drip = setInterval(() => socket.writable && socket.write('X-Drip: 1\r\n'), 500);
+    try {
+      await waitFor(() => closed, { timeoutMs: 30_000, what: 'the gateway to close a slowloris connection' });
+    } finally {
+      clearInterval(drip);
+    }
+    const answer = parseAnswer(Buffer.concat(received).toString());
+    expect(answer?.status).toBe(408);
+    expectHeraldError(answer?.body ?? '', 'HERALD_ERR_REQUEST_TIMEOUT');
+  });
+
+  it('a body that trickles in gets a 408 in JSON and the connection is closed', async () => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    let closed = false;
+    socket.once('close', () => {
+      closed = true;
+    });
+    socket.write(
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+    );
+    const drip = setInterval(() => socket.writable && socket.write(' '), 500);
+    try {
+      await waitFor(() => closed, { timeoutMs: 30_000, what: 'the gateway to close a trickling body' });
+    } finally {
+      clearInterval(drip);
+    }
+    const answer = parseAnswer(Buffer.concat(received).toString());
+    expect(answer?.status).toBe(408);
+    expectHeraldError(answer?.body ?? '', 'HERALD_ERR_REQUEST_TIMEOUT');
+  });
+
+  const OFFERED = 1024 * 1024 * 1024;
+  const head = (headers: string) =>
+    `POST /notify HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n${headers}\r\n`;
+
+  it('a 401 does not read the body: huge Content-Length', async () => {
+    const result = await floodBody(port, head(`Content-Length: ${OFFERED}\r\n`), OFFERED);
+    expect(result.answer?.status).toBe(401);
+    expect(result.answer?.headers.connection).toBe('close');
+    expect(result.closedByServer).toBe(true);
+    // Loopback socket buffers hold a few MB; the server stops far below the 1 GB offered.
+    expect(result.bodyBytesSent).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it('a 401 does not read the body: endless chunked body', async () => {
+    const chunked = (bytes: Buffer) =>
+      Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, Buffer.from('\r\n')]);
+    const result = await floodBody(port, head('Transfer-Encoding: chunked\r\n'), OFFERED, chunked);
+    expect(result.answer?.status).toBe(401);
+    expect(result.closedByServer).toBe(true);
+    expect(result.bodyBytesSent).toBeLessThan(64 * 1024 * 1024);
+  });
+
+  it('a 401 with a small body keeps the connection (the body is drained, bounded by the 64 KB limit)', async () => {
+    const { answer } = await exchange(port, `${head('Content-Length: 2\r\n')}{}`);
+    expect(answer.status).toBe(401);
+    expect(answer.headers.connection).not.toBe('close');
+  });
+
+  it('a sender over its limit (429 from the precheck) does not read the body', async () => {
+    // Burst 1: this takes the only token; the next refusal puts the key in the local deny cache.
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/notify',
+          headers: auth,
+          payload: { userId: 'x', payload: {} },
+        })
+      ).statusCode,
+    ).toBe(202);
+    expect(
+      (
+        await app.inject({
+          method: 'POST',
+          url: '/notify',
+          headers: auth,
+          payload: { userId: 'x', payload: {} },
+        })
+      ).statusCode,
+    ).toBe(429);
+    const result = await floodBody(
+      port,
+      head(`Authorization: Bearer ${API_KEY}\r\nContent-Length: ${OFFERED}\r\n`),
+      OFFERED,
+    );
+    expect(result.answer?.status).toBe(429);
+    expect(result.answer?.headers.connection).toBe('close');
+    expect(result.closedByServer).toBe(true);
+    expect(result.bodyBytesSent).toBeLessThan(64 * 1024 * 1024);
+  });
+});

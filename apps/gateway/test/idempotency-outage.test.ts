@@ -1,0 +1,109 @@
+import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+
+describe('Idempotency-Key across a Redis stall', () => {
+  let redis: RedisServerHandle;
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_BURST: '1000' });
+  });
+  afterAll(async () => {
+    redis.process.kill('SIGCONT');
+    await disposeTestApp(app).catch(() => {});
+    await redis.dispose();
+  });
+
+  const send = (key: string) =>
+    app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { ...auth, 'idempotency-key': key },
+      payload: { userId: 'stall', payload: { n: 1 } },
+    });
+
+  it('after a 503 during a 5 s freeze, the retry with the same key is accepted as soon as Redis is back, once', async () => {
+    expect((await send(randomId('warm'))).statusCode).toBe(202);
+    const key = randomId('idem');
+    redis.process.kill('SIGSTOP');
+    const frozenAt = Date.now();
+    const during: { status: number; body: Record<string, unknown> }[] = [];
+    try {
+      while (Date.now() - frozenAt < 5000) {
+        const response = await send(key);
+        during.push({ status: response.statusCode, body: response.json() });
+      }
+    } finally {
+      redis.process.kill('SIGCONT');
+    }
+    expect(during.length).toBeGreaterThan(0);
+    for (const answer of during) {
+      expect(answer.status).toBe(503);
+      expect(answer.body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    }
+    // Redis is back: within a few seconds (not the 30 s an orphaned in-flight claim lived), the retry
+    // with the same key is accepted; a 409 on the way says "still being processed", never a 5xx.
+    const seen: number[] = [];
+    const accepted = await waitFor(
+      async () => {
+        const response = await send(key);
+        seen.push(response.statusCode);
+        return response.statusCode === 202 ? response.json<{ id: string }>() : undefined;
+      },
+      { timeoutMs: 5000, intervalMs: 100, what: 'a 202 for the retried key' },
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; answers: ${seen.join(',')}`);
+    });
+    expect(seen.every((status) => [202, 409, 503].includes(status))).toBe(true);
+    // Once: one job, and a later retry replays the same answer.
+    expect(await app.queue.getJob(accepted.id)).toBeDefined();
+    const replay = await send(key);
+    expect(replay.statusCode).toBe(202);
+    expect(replay.json()).toEqual(accepted);
+    const jobs = await app.queue.getJobs(['waiting', 'prioritized', 'delayed', 'completed']);
+    expect(jobs.filter((job) => job.data.userId === 'stall' && job.id === accepted.id)).toHaveLength(1);
+    expect(jobs.filter((job) => job.data.userId === 'stall')).toHaveLength(2);
+  });
+});
+
+describe('an enqueue Redis does not confirm in time', () => {
+  let redis: RedisServerHandle;
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    redis = await startRedisServer();
+    // Limiter fails open, so that the request reaches the enqueue while writes are paused.
+    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_FAILURE: 'open' });
+  });
+  afterAll(async () => {
+    await disposeTestApp(app).catch(() => {});
+    await redis.dispose();
+  });
+
+  it('is a 503 that says the notification may have been accepted, because it may', async () => {
+    const userId = randomId('unsure');
+    const { Redis } = await import('ioredis');
+    const admin = new Redis(redis.url);
+    try {
+      // Writes wait 2 s (longer than the gateway's 800 ms Redis timeout); the add runs afterwards.
+      await admin.call('CLIENT', 'PAUSE', '2000', 'WRITE');
+      const response = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: auth,
+        payload: { userId, payload: {} },
+      });
+      expect(response.statusCode).toBe(503);
+      expect(response.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE', maybeAccepted: true });
+      expect(response.json<{ error: string }>().error).toMatch(/may or may not have been accepted/);
+      // And indeed: once Redis takes writes again, the job is there.
+      await waitFor(
+        async () => (await app.queue.getJobs(['waiting'])).some((job) => job.data.userId === userId),
+        { timeoutMs: 10_000, what: 'the job the 503 could not confirm' },
+      );
+    } finally {
+      admin.disconnect();
+    }
+  });
+});
