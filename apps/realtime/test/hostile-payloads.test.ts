@@ -11,8 +11,8 @@ const entries = {
   worker: require.resolve('@herald/worker/server'),
   realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
 };
-const SECRET = 'hostile-secret-0123456789abcdef';
-const API_KEY = 'hostile-key';
+const SECRET = 'hostile-secret-0123456789abcdef-0123456789';
+const API_KEY = 'hostile-key-0123456789abcdef-0123456789';
 
 const nest = (depth: number, open: string, close: string, leaf: string) =>
   `${open.repeat(depth)}${leaf}${close.repeat(depth)}`;
