@@ -1,7 +1,8 @@
+import { hostname } from 'node:os';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { DeploymentFingerprint, loggerOptions } from '@herald/config';
 import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
 import type { NotificationJob } from '@herald/protocol';
-import { loggerOptions } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
 import { Queue } from 'bullmq';
 import Fastify, {
@@ -40,6 +41,8 @@ declare module 'fastify' {
     apiKeys: ApiKeyStore;
     idempotency: IdempotencyStore;
     metrics: GatewayMetrics;
+    /** This gateway's entry in its deployment's registry: `/readyz` reports settings other apps disagree on. */
+    fingerprint: DeploymentFingerprint;
     /** Route `onRequest` hook: `Authorization: Bearer <api key>` or a 401. */
     authenticate: (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
     /** Rejects when `promise` takes longer than `redisTimeoutMs`: the request gets a 503, never a hang. */
@@ -134,6 +137,14 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   });
   const metrics = createMetrics(() => withRedisTimeout(queue.getJobCounts()));
 
+  const fingerprint = new DeploymentFingerprint(redis, {
+    deployment: config.deployment.name,
+    app: 'gateway',
+    instanceId: `gateway-${hostname()}-${process.pid}`,
+    settings: config.deployment.settings,
+  });
+  fingerprint.start();
+  app.decorate('fingerprint', fingerprint);
   app.decorate('config', config);
   app.decorate('redis', redis);
   app.decorate('queue', queue);
@@ -172,6 +183,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     done();
   });
   app.addHook('onClose', async () => {
+    await fingerprint.stop();
     await queue.close();
     redis.disconnect();
   });

@@ -1,22 +1,28 @@
-import { InboxEnv, inboxSettings } from '@herald/inbox';
 import {
-  DEFAULT_PUBSUB_KEY,
-  DEFAULT_QUEUE_NAME,
-  DEFAULT_QUEUE_PREFIX,
+  ConfigError,
+  DeploymentEnv,
+  type DeploymentSettings,
+  DevModeEnv,
   LogEnv,
   type LogSettings,
   logSettings,
-} from '@herald/protocol';
-import { ConfigError, DevModeEnv, readEnv, resolveSecrets } from '@herald/protocol/config';
+  RedisEnv,
+  readEnv,
+  resolveSecrets,
+  secretFingerprint,
+} from '@herald/config';
+import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import Type from 'typebox';
 
-export { ConfigError, DEV_API_KEY } from '@herald/protocol/config';
+export { ConfigError, DEV_API_KEY } from '@herald/config';
 
 /** Every variable the gateway reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  ...RedisEnv,
+  ...DeploymentEnv,
   ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
@@ -102,6 +108,11 @@ export interface GatewayConfig {
   pubsub: { key: string; mode: 'classic' | 'sharded' };
   queue: { name: string; prefix: string };
   log: LogSettings;
+  /**
+   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
+   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
+   */
+  deployment: { name: string; settings: DeploymentSettings };
   /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
   warnings: readonly string[];
 }
@@ -161,6 +172,18 @@ export function loadConfig(
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     log: logSettings(parsed),
+    deployment: Object.freeze({
+      name: parsed.HERALD_DEPLOYMENT,
+      settings: Object.freeze({
+        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
+        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
+        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
+        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
+        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
+        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
+        HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
+      }),
+    }),
     warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

@@ -21,6 +21,8 @@ export const ErrorCode = {
   /** A batch that asks one bucket for more tokens than its burst: it can never be accepted as it is. */
   BATCH_EXCEEDS_BURST: 'HERALD_ERR_BATCH_EXCEEDS_BURST',
   UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
+  /** `/readyz`: this gateway and another app of its deployment disagree on a setting they must share. */
+  DEPLOYMENT_MISMATCH: 'HERALD_ERR_DEPLOYMENT_MISMATCH',
   INTERNAL: 'HERALD_ERR_INTERNAL',
 } as const;
 export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

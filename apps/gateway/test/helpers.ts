@@ -16,6 +16,8 @@ export function testEnv(env: Record<string, string> = {}): Record<string, string
     HERALD_API_KEYS: `${API_KEY},${API_KEY_2}`,
     HERALD_JWT_SECRET: JWT_SECRET,
     HERALD_QUEUE_NAME: randomId('queue'),
+    // Each test its own deployment: tests never compare their (random) settings with each other's.
+    HERALD_DEPLOYMENT: randomId('deployment'),
     HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
     HERALD_KEY_PREFIX: `${randomId('herald')}:`,
     ...env,

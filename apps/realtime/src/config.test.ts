@@ -1,5 +1,5 @@
+import { HERALD_VARIABLES } from '@herald/config';
 import { DEV_JWT_SECRET } from '@herald/protocol';
-import { HERALD_VARIABLES } from '@herald/protocol/config';
 import { describe, expect, it } from 'vitest';
 import { EnvSchema, loadConfig } from './config.js';
 

@@ -1,7 +1,20 @@
 import { hostname } from 'node:os';
-import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY, LogEnv, type LogSettings, logSettings } from '@herald/protocol';
-import { ConfigError, DevModeEnv, readEnv, resolveSecrets } from '@herald/protocol/config';
+import {
+  ConfigError,
+  clusterNodes,
+  DeploymentEnv,
+  type DeploymentSettings,
+  DevModeEnv,
+  LogEnv,
+  type LogSettings,
+  logSettings,
+  RedisEnv,
+  readEnv,
+  resolveSecrets,
+  secretFingerprint,
+} from '@herald/config';
+import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { DEFAULT_PUBSUB_KEY } from '@herald/protocol';
 import Type from 'typebox';
 import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
@@ -9,7 +22,8 @@ import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  ...RedisEnv,
+  ...DeploymentEnv,
   ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes, the development secret only in development mode.
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
@@ -81,6 +95,11 @@ export interface RealtimeConfig {
   /** Recorded as `deliveredBy` of the acks this instance receives. */
   instanceId: string;
   log: LogSettings;
+  /**
+   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
+   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
+   */
+  deployment: { name: string; settings: DeploymentSettings };
   /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
   warnings: readonly string[];
 }
@@ -137,6 +156,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     }),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
+    deployment: Object.freeze({
+      name: parsed.HERALD_DEPLOYMENT,
+      settings: Object.freeze({
+        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
+        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
+        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
+        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
+        HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
+      }),
+    }),
     warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

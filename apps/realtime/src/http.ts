@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { operationsHandler } from '@herald/protocol/operations';
+import { operationsHandler } from '@herald/config/operations';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 
@@ -51,6 +51,8 @@ export function httpHandler(options: {
   sockets: () => number;
   redis: readonly (Redis | Cluster)[];
   metrics: RealtimeMetrics;
+  /** Settings this instance and the other apps of its deployment disagree on. */
+  mismatches?: () => Promise<string[]>;
 }): (request: IncomingMessage, response: ServerResponse) => void {
   return operationsHandler({
     health(request) {
@@ -65,6 +67,7 @@ export function httpHandler(options: {
       };
     },
     ready: () => Promise.all(options.redis.map((client) => client.ping())),
+    ...(options.mismatches ? { mismatches: options.mismatches } : {}),
     metrics: async () => ({
       contentType: options.metrics.registry.contentType,
       body: await options.metrics.registry.metrics(),

@@ -1,4 +1,5 @@
 import { createServer, type Server as HttpServer } from 'node:http';
+import { DeploymentFingerprint } from '@herald/config';
 import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
 import {
   type ClientToServerEvents,
@@ -74,12 +75,20 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
   const revokedKeys = revokedApiKeysKey(config.keyPrefix);
 
   const metrics = createMetrics(() => io.engine.clientsCount);
+  const fingerprint = new DeploymentFingerprint(pub, {
+    deployment: config.deployment.name,
+    app: 'realtime',
+    instanceId: config.instanceId,
+    settings: config.deployment.settings,
+  });
+  fingerprint.start();
   const http = createServer(
     httpHandler({
       instanceId: config.instanceId,
       sockets: () => io.engine.clientsCount,
       redis: [pub, sub],
       metrics,
+      mismatches: () => fingerprint.mismatches(),
     }),
   );
   const baseAdapter =
@@ -369,6 +378,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     port,
     async close() {
       clearInterval(revocationTimer);
+      await fingerprint.stop();
       // Tell every client to reconnect (the load balancer sends it to another instance), then close.
       for (const socket of io.of('/').sockets.values()) {
         goodbye(socket, {

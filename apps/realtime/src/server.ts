@@ -1,4 +1,4 @@
-import { loggerOptions } from '@herald/protocol';
+import { loggerOptions } from '@herald/config';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type RealtimeConfig } from './config.js';

@@ -1,4 +1,4 @@
-import { HERALD_VARIABLES } from '@herald/protocol/config';
+import { HERALD_VARIABLES } from '@herald/config';
 import { describe, expect, it } from 'vitest';
 import { EnvSchema, loadConfig } from './config.js';
 

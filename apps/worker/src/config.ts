@@ -1,21 +1,24 @@
 import { hostname } from 'node:os';
-import { clusterNodes, InboxEnv, inboxSettings } from '@herald/inbox';
 import {
-  DEFAULT_PUBSUB_KEY,
-  DEFAULT_QUEUE_NAME,
-  DEFAULT_QUEUE_PREFIX,
+  clusterNodes,
+  DeploymentEnv,
+  type DeploymentSettings,
   LogEnv,
   type LogSettings,
   logSettings,
-} from '@herald/protocol';
-import { readEnv } from '@herald/protocol/config';
+  RedisEnv,
+  readEnv,
+} from '@herald/config';
+import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import Type from 'typebox';
 
 /** Every variable the worker reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002 }),
   HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  ...RedisEnv,
+  ...DeploymentEnv,
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
   HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
@@ -55,6 +58,11 @@ export interface WorkerConfig {
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   instanceId: string;
   log: LogSettings;
+  /**
+   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
+   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
+   */
+  deployment: { name: string; settings: DeploymentSettings };
   /** Start-up warnings to log: unknown `HERALD_*` variables. */
   warnings: readonly string[];
 }
@@ -79,6 +87,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
+    deployment: Object.freeze({
+      name: parsed.HERALD_DEPLOYMENT,
+      settings: Object.freeze({
+        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
+        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
+        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
+        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
+        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
+      }),
+    }),
     warnings: Object.freeze(warnings),
   });
 }

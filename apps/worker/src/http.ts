@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { operationsHandler } from '@herald/protocol/operations';
+import { operationsHandler } from '@herald/config/operations';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /** The worker's Prometheus metrics, in a registry of its own. */
@@ -61,11 +61,14 @@ export async function startHttp(options: {
   /** Resolves when Redis and the queue answer. */
   ready: () => Promise<unknown>;
   metrics: () => WorkerMetrics | undefined;
+  /** Settings this worker and the other apps of its deployment disagree on. */
+  mismatches?: () => Promise<string[]>;
 }): Promise<{ server: Server; port: number; close(): Promise<void> }> {
   const server = createServer(
     operationsHandler({
       health: () => ({ instanceId: options.instanceId }),
       ready: options.ready,
+      ...(options.mismatches ? { mismatches: options.mismatches } : {}),
       metrics: async () => {
         const registry = options.metrics()?.registry;
         return {

@@ -39,4 +39,4 @@ export {
   ZERO_OFFSET,
 } from './offsets.js';
 export { AppendCode } from './scripts.js';
-export { clusterNodes, InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';
+export { InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';

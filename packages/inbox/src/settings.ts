@@ -9,7 +9,6 @@ import {
 /**
  * The environment variables of the inbox, as TypeBox properties to spread into an app's env schema, so
  * that the worker, the realtime servers and the gateway read them the same way (they must agree).
- * `HERALD_REDIS_CLUSTER_NODES` (`host:port,…`) switches the app to Redis Cluster.
  *
  * @example
  * ```ts
@@ -18,7 +17,6 @@ import {
  * ```
  */
 export const InboxEnv = {
-  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
   HERALD_INBOX_PREFIX: Type.String({ minLength: 1, pattern: '^[^{}]+$', default: DEFAULT_INBOX_PREFIX }),
   HERALD_INBOX_MAX_LENGTH: Type.Integer({
     minimum: 1,
@@ -30,7 +28,6 @@ export const InboxEnv = {
 
 /** The values {@link InboxEnv} parses to. */
 export interface InboxEnvValues {
-  HERALD_REDIS_CLUSTER_NODES?: string | undefined;
   HERALD_INBOX_PREFIX: string;
   HERALD_INBOX_MAX_LENGTH: number;
   HERALD_INBOX_MAX_AGE_MS: number;
@@ -49,22 +46,5 @@ export function inboxSettings(parsed: InboxEnvValues): Required<Omit<InboxOption
     prefix: parsed.HERALD_INBOX_PREFIX,
     maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
     maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
-  });
-}
-
-/**
- * Redis Cluster start-up nodes from `HERALD_REDIS_CLUSTER_NODES`, or undefined when it is unset.
- *
- * @example
- * ```ts
- * clusterNodes({ HERALD_REDIS_CLUSTER_NODES: '10.0.0.1:7000,10.0.0.2:7000' }); // [{ host: '10.0.0.1', port: 7000 }, …]
- * ```
- */
-export function clusterNodes(
-  parsed: Pick<InboxEnvValues, 'HERALD_REDIS_CLUSTER_NODES'>,
-): { host: string; port: number }[] | undefined {
-  return parsed.HERALD_REDIS_CLUSTER_NODES?.split(',').map((node) => {
-    const at = node.lastIndexOf(':');
-    return { host: node.slice(0, at), port: Number(node.slice(at + 1)) };
   });
 }

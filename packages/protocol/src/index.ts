@@ -1,5 +1,4 @@
 export * from './events.js';
-export * from './logging.js';
 export * from './names.js';
 export * from './schemas.js';
 export * from './tenancy.js';

@@ -193,6 +193,12 @@ export const ErrorResponse = Type.Object({
         'With 429: the limit that refused (`sender`, `recipient`, `tokens` or `inbox`); with `HERALD_ERR_BATCH_EXCEEDS_BURST`: the limit the batch exceeds.',
     }),
   ),
+  mismatches: Type.Optional(
+    Type.Array(Type.String(), {
+      description:
+        'With `HERALD_ERR_DEPLOYMENT_MISMATCH` (`/readyz`): each setting this app and another of its deployment disagree on.',
+    }),
+  ),
   maybeAccepted: Type.Optional(
     Type.Boolean({
       description:

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { HERALD_VARIABLES, resolveSecrets } from '@herald/protocol/config';
+import { HERALD_VARIABLES, resolveSecrets } from '@herald/config';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 

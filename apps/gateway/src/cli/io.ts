@@ -1,4 +1,4 @@
-import { withoutPassword } from '@herald/protocol/config';
+import { withoutPassword } from '@herald/config';
 import { Redis } from 'ioredis';
 
 /** Where a CLI command writes. */

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
-import { unavailable } from '../errors.js';
+import { ErrorCode, HttpError, unavailable } from '../errors.js';
 
 const Ok = Type.Object({ status: Type.Literal('ok') });
 
@@ -35,6 +35,15 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
         await app.withRedisTimeout(Promise.all([app.redis.ping(), app.queue.count()]));
       } catch (error) {
         throw unavailable('Redis or the queue', error);
+      }
+      const mismatches = await app.withRedisTimeout(app.fingerprint.mismatches()).catch(() => []);
+      if (mismatches.length > 0) {
+        throw new HttpError(
+          503,
+          ErrorCode.DEPLOYMENT_MISMATCH,
+          `Not ready: the apps of this deployment disagree (${mismatches.join('; ')}); give every app the same settings.`,
+          { extra: { mismatches } },
+        );
       }
       return { status: 'ok' as const };
     },

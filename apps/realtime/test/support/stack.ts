@@ -31,6 +31,7 @@ export function stackEnv(redisUrl: string, extra: Record<string, string> = {}): 
     REDIS_URL: redisUrl,
     HERALD_JWT_SECRET: SECRET,
     HERALD_QUEUE_NAME: randomId('queue'),
+    HERALD_DEPLOYMENT: randomId('deployment'),
     HERALD_PUBSUB_KEY: randomId('pubsub'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     HERALD_INBOX_MAX_LENGTH: '10000',

@@ -1,5 +1,5 @@
+import { withoutPassword } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
-import { withoutPassword } from '@herald/protocol/config';
 import { Queue } from 'bullmq';
 import { loadConfig } from '../config.js';
 

@@ -1,6 +1,6 @@
+import { DEV_JWT_SECRET } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static, type TObject } from 'typebox';
-import { DEV_JWT_SECRET } from './user-token.js';
 
 /**
  * API key the gateway accepts when `HERALD_API_KEYS` is unset in development mode
@@ -19,6 +19,7 @@ export const MIN_SECRET_BYTES = 32;
  */
 export const HERALD_VARIABLES: readonly string[] = Object.freeze([
   'HERALD_DEV_MODE',
+  'HERALD_DEPLOYMENT',
   'HERALD_API_KEYS',
   'HERALD_JWT_SECRET',
   'HERALD_TOKEN_TTL_SECONDS',

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { DEV_JWT_SECRET } from '@herald/protocol';
 import Type from 'typebox';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -11,8 +12,7 @@ import {
   resolveSecrets,
   weakSecret,
   withoutPassword,
-} from './config.js';
-import { DEV_JWT_SECRET } from './user-token.js';
+} from './env.js';
 
 const Schema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),

@@ -9,6 +9,8 @@ export interface OperationsProbes {
   health?: (request: IncomingMessage) => Record<string, unknown>;
   /** Resolves when the app can serve (Redis, the queue answer); rejects, or takes too long, otherwise. */
   ready: () => Promise<unknown>;
+  /** The settings this instance and others of its deployment disagree on (`DeploymentFingerprint`). */
+  mismatches?: () => Promise<string[]>;
   /** The Prometheus exposition (e.g. prom-client's `registry.metrics()` and `registry.contentType`). */
   metrics: () => Promise<{ contentType: string; body: string }>;
   /** The message of the JSON 404 for any other path. */
@@ -51,7 +53,18 @@ export function operationsHandler(
       });
       Promise.race([probes.ready(), timeout])
         .then(
-          () => send(response, 200, { status: 'ok' }),
+          async () => {
+            const mismatches = (await probes.mismatches?.().catch(() => [])) ?? [];
+            if (mismatches.length === 0) {
+              send(response, 200, { status: 'ok' });
+              return;
+            }
+            send(response, 503, {
+              error: `Not ready: the apps of this deployment disagree (${mismatches.join('; ')}); give every app the same settings.`,
+              code: 'HERALD_ERR_DEPLOYMENT_MISMATCH',
+              mismatches,
+            });
+          },
           (error: unknown) =>
             send(response, 503, {
               error: `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,

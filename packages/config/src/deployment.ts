@@ -1,0 +1,136 @@
+import { createHmac } from 'node:crypto';
+import type { Cluster, Redis } from 'ioredis';
+import Type from 'typebox';
+
+/**
+ * `HERALD_DEPLOYMENT`: the name under which an app's instances meet to compare the settings they must
+ * agree on (default `herald`). Two deployments on one Redis use two names.
+ */
+export const DeploymentEnv = {
+  HERALD_DEPLOYMENT: Type.String({ pattern: '^[A-Za-z0-9_.-]{1,64}$', default: 'herald' }),
+};
+
+/** The Herald apps that register in a deployment. */
+export type HeraldApp = 'gateway' | 'worker' | 'realtime';
+
+/**
+ * What an app records about itself: the settings that must agree across apps, by variable name
+ * (`HERALD_QUEUE_NAME`, …). Secrets are recorded as {@link secretFingerprint}, never as themselves.
+ */
+export type DeploymentSettings = Readonly<Record<string, string>>;
+
+/**
+ * A keyed hash of a secret (HMAC-SHA-256 keyed by the secret itself, 16 base64url characters): two
+ * instances can tell that their secrets differ without either revealing it.
+ *
+ * @example
+ * ```ts
+ * secretFingerprint(config.jwtSecret); // 'q3v0…'
+ * ```
+ */
+export function secretFingerprint(secret: string): string {
+  return createHmac('sha256', secret)
+    .update('herald deployment fingerprint v1')
+    .digest('base64url')
+    .slice(0, 16);
+}
+
+interface Registration {
+  app: HeraldApp;
+  settings: DeploymentSettings;
+  /** ms since epoch of the last heartbeat. */
+  at: number;
+}
+
+/**
+ * Every instance of a deployment writes its {@link DeploymentSettings} to the Redis hash
+ * `herald:deployment:{<name>}` (field: its instance id) every `heartbeatMs`, and `/readyz` compares its
+ * own with the live others' (heard from within 3 heartbeats): a setting both record with different
+ * values is a mismatch, which `/readyz` names (503) instead of the silent loss a mismatch causes (a
+ * queue nobody consumes, tokens the realtime servers refuse, pushes on a channel nobody hears).
+ *
+ * @example
+ * ```ts
+ * const fingerprint = new DeploymentFingerprint(redis, { deployment: 'herald', app: 'worker', instanceId, settings });
+ * fingerprint.start();
+ * const problems = await fingerprint.mismatches(); // [] when everyone agrees
+ * ```
+ */
+export class DeploymentFingerprint {
+  readonly key: string;
+  readonly #redis: Redis | Cluster;
+  readonly #app: HeraldApp;
+  readonly #instanceId: string;
+  readonly #settings: DeploymentSettings;
+  readonly #heartbeatMs: number;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    redis: Redis | Cluster,
+    options: {
+      deployment: string;
+      app: HeraldApp;
+      instanceId: string;
+      settings: DeploymentSettings;
+      heartbeatMs?: number;
+    },
+  ) {
+    this.key = `herald:deployment:{${options.deployment}}`;
+    this.#redis = redis;
+    this.#app = options.app;
+    this.#instanceId = options.instanceId;
+    this.#settings = Object.freeze({ ...options.settings });
+    this.#heartbeatMs = options.heartbeatMs ?? 5000;
+  }
+
+  /** Registers now and then every heartbeat (failures are retried at the next beat). */
+  start(): void {
+    const beat = () => {
+      const registration: Registration = { app: this.#app, settings: this.#settings, at: Date.now() };
+      this.#redis
+        .multi()
+        .hset(this.key, this.#instanceId, JSON.stringify(registration))
+        .pexpire(this.key, this.#heartbeatMs * 3)
+        .exec()
+        .catch(() => {});
+    };
+    beat();
+    this.#timer = setInterval(beat, this.#heartbeatMs);
+    this.#timer.unref();
+  }
+
+  /** Leaves the deployment (on shutdown). */
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#redis.hdel(this.key, this.#instanceId).catch(() => {});
+  }
+
+  /**
+   * The settings where this instance and a live other one disagree, one sentence each, e.g.
+   * `HERALD_QUEUE_NAME: this gateway (gw-1) has "notifications", worker w-2 has "jobs"`. Rejects when
+   * Redis does not answer.
+   */
+  async mismatches(): Promise<string[]> {
+    const fields = await this.#redis.hgetall(this.key);
+    const now = Date.now();
+    const problems: string[] = [];
+    for (const [instance, raw] of Object.entries(fields)) {
+      if (instance === this.#instanceId) continue;
+      let other: Registration;
+      try {
+        other = JSON.parse(raw) as Registration;
+      } catch {
+        continue;
+      }
+      if (typeof other?.at !== 'number' || now - other.at > this.#heartbeatMs * 3) continue;
+      for (const [name, mine] of Object.entries(this.#settings)) {
+        const theirs = other.settings?.[name];
+        if (theirs === undefined || theirs === mine) continue;
+        problems.push(
+          `${name}: this ${this.#app} (${this.#instanceId}) has "${mine}", ${other.app} ${instance} has "${theirs}"`,
+        );
+      }
+    }
+    return problems.sort();
+  }
+}

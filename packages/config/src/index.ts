@@ -1,0 +1,4 @@
+export * from './deployment.js';
+export * from './env.js';
+export * from './logging.js';
+export * from './redis.js';
