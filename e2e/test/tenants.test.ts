@@ -1,5 +1,4 @@
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Inbox } from '@herald/inbox';
 import {
   NOTIFY_JOB_NAME,
@@ -19,7 +18,7 @@ const require = createRequire(import.meta.url);
 const entries = {
   gateway: require.resolve('@herald/gateway/server'),
   worker: require.resolve('@herald/worker/server'),
-  realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
+  realtime: require.resolve('@herald/realtime/server'),
 };
 const SECRET = 'tenants-secret-0123456789abcdef-xyz';
 /** A `HERALD_API_KEYS` key: it belongs to the tenant `default`. */

@@ -1,5 +1,4 @@
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { type NotificationEvent, PAYLOAD_MAX_DEPTH } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
@@ -9,7 +8,7 @@ const require = createRequire(import.meta.url);
 const entries = {
   gateway: require.resolve('@herald/gateway/server'),
   worker: require.resolve('@herald/worker/server'),
-  realtime: fileURLToPath(new URL('../dist/server.js', import.meta.url)),
+  realtime: require.resolve('@herald/realtime/server'),
 };
 const SECRET = 'hostile-secret-0123456789abcdef-0123456789';
 const API_KEY = 'hostile-key-0123456789abcdef-0123456789';

@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
 import { Inbox } from '@herald/inbox';
 import {
   type GoodbyeEvent,
@@ -21,7 +20,7 @@ import { io, type Socket } from 'socket.io-client';
 const require = createRequire(import.meta.url);
 export const entries = {
   worker: require.resolve('@herald/worker/server'),
-  realtime: fileURLToPath(new URL('../../dist/server.js', import.meta.url)),
+  realtime: require.resolve('@herald/realtime/server'),
 };
 export const SECRET = 'delivery-secret-0123456789abcdef';
 

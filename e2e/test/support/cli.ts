@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const cliEntry = fileURLToPath(new URL('../../../../scripts/herald.mjs', import.meta.url));
+const cliEntry = fileURLToPath(new URL('../../../scripts/herald.mjs', import.meta.url));
 
 /** An API key created by `herald keys create`: its id and the key itself. */
 export interface CreatedKey {
