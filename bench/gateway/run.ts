@@ -12,6 +12,7 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
@@ -94,6 +95,8 @@ const env = {
   HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000000',
 };
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
+// The operator CLI's `herald` bin (@herald/cli).
+const heraldBin = join(dirname(require.resolve('@herald/cli/package.json')), 'dist', 'bin.js');
 const servers = {
   bare: await start('bare', [tsx, here('./bare-server.ts')], env),
   limiter: await start('limiter', [tsx, here('./limiter-server.ts')], env),
@@ -107,7 +110,7 @@ const auth = { authorization: `Bearer ${API_KEY}` };
 const created = execFileSync(
   process.execPath,
   [
-    here('../../scripts/herald.mjs'),
+    heraldBin,
     'keys',
     'create',
     '--name',

@@ -1,7 +1,10 @@
 import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 
-const cliEntry = fileURLToPath(new URL('../../../scripts/herald.mjs', import.meta.url));
+// The `herald` bin of @herald/cli, as an operator runs it.
+const cliPackage = createRequire(import.meta.url).resolve('@herald/cli/package.json');
+const cliEntry = join(dirname(cliPackage), 'dist', 'bin.js');
 
 /** An API key created by `herald keys create`: its id and the key itself. */
 export interface CreatedKey {

@@ -1,7 +1,6 @@
 import { parseArgs } from 'node:util';
+import { ApiKeyStore, type KeyInboxBounds, type KeyLimits, loadConfig } from '@herald/gateway/operator';
 import { isTenantId } from '@herald/protocol';
-import { ApiKeyStore, type KeyInboxBounds, type KeyLimits } from '../api-keys.js';
-import { loadConfig } from '../config.js';
 import { type CliIo, connectForCli } from './io.js';
 
 export type { CliIo } from './io.js';

@@ -1,8 +1,6 @@
 import { parseArgs } from 'node:util';
+import { type ApiKeyIdentity, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
-import type { ApiKeyIdentity } from '../api-keys.js';
-import { loadConfig } from '../config.js';
-import { Limits } from '../limits.js';
 import { type CliIo, connectForCli } from './io.js';
 
 const USAGE = `usage: herald limits <command>

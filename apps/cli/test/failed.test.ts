@@ -1,11 +1,11 @@
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { startWorker } from '@herald/worker';
+import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { run } from '../src/cli/failed.js';
-import { loadConfig } from '../src/config.js';
-import { startWorker } from '../src/worker.js';
+import { run } from '../src/failed.js';
 
 describe('herald failed list|retry', () => {
   const saved = { ...process.env };

@@ -1,7 +1,9 @@
+import { parseArgs } from 'node:util';
 import { withoutPassword } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
+import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
-import { loadConfig } from '../config.js';
+import type { CliIo } from './io.js';
 
 const USAGE = [
   'usage: herald failed list [--limit N]     list notifications that failed after all their attempts',
@@ -9,12 +11,6 @@ const USAGE = [
   '       herald failed retry --all           put every failed notification back in the queue',
   'Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.',
 ];
-
-/** Output of the command: one line per call. */
-export interface CliIo {
-  out: (line: string) => void;
-  err: (line: string) => void;
-}
 
 /**
  * `herald failed list|retry`: the operator's view of the failed set (BullMQ's `failed` jobs of the
@@ -26,28 +22,43 @@ export interface CliIo {
  * process.exitCode = await run(process.argv.slice(3), { out: console.log, err: console.error });
  * ```
  */
-export async function run(args: string[], io: CliIo): Promise<number> {
+export async function run(
+  args: string[],
+  io: CliIo,
+  env: Record<string, string | undefined> = process.env,
+): Promise<number> {
   const [command, ...rest] = args;
   if (command !== 'list' && command !== 'retry') {
     for (const line of USAGE) io.err(line);
     return 2;
   }
-  let limit = 50;
-  if (command === 'list') {
-    const at = rest.indexOf('--limit');
-    if (at >= 0) limit = Number(rest[at + 1]);
-    if (!Number.isInteger(limit) || limit < 1 || rest.some((arg, i) => arg !== '--limit' && i !== at + 1)) {
-      for (const line of USAGE) io.err(line);
-      return 2;
-    }
-  } else if (rest.length === 0 || (rest.includes('--all') && rest.length > 1)) {
+  let values: { limit?: string | undefined; all?: boolean | undefined };
+  let ids: string[];
+  try {
+    ({ values, positionals: ids } = parseArgs({
+      args: rest,
+      options: { limit: { type: 'string' }, all: { type: 'boolean' } },
+      allowPositionals: command === 'retry',
+      strict: true,
+    }));
+  } catch (error) {
+    io.err((error as Error).message);
+    for (const line of USAGE) io.err(line);
+    return 2;
+  }
+  const limit = values.limit === undefined ? 50 : Number(values.limit);
+  const usable =
+    command === 'list'
+      ? Number.isInteger(limit) && limit >= 1 && values.all === undefined
+      : values.limit === undefined && (values.all === true ? ids.length === 0 : ids.length > 0);
+  if (!usable) {
     for (const line of USAGE) io.err(line);
     return 2;
   }
 
   let config: ReturnType<typeof loadConfig>;
   try {
-    config = loadConfig();
+    config = loadConfig(env);
   } catch (error) {
     io.err((error as Error).message);
     return 1;
@@ -65,7 +76,9 @@ export async function run(args: string[], io: CliIo): Promise<number> {
   queue.on('error', () => {});
   try {
     await queue.waitUntilReady();
-    return command === 'list' ? await list(queue, limit, io) : await retry(queue, rest, io);
+    return command === 'list'
+      ? await list(queue, limit, io)
+      : await retry(queue, values.all ? ['--all'] : ids, io);
   } catch (error) {
     io.err(`Could not reach the queue at ${withoutPassword(config.redisUrl)}: ${(error as Error).message}`);
     return 1;

@@ -1,7 +1,9 @@
+import { buildApp } from '@herald/gateway';
+import { loadConfig } from '@herald/gateway/operator';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../src/cli/limits.js';
-import { auth, buildTestApp, disposeTestApp, testEnv } from './helpers.js';
+import { run } from '../src/limits.js';
+import { auth, testEnv } from './helpers.js';
 
 describe('herald limits peek|reset', () => {
   const env = testEnv({
@@ -10,10 +12,11 @@ describe('herald limits peek|reset', () => {
   });
   let app: FastifyInstance;
   beforeAll(async () => {
-    app = await buildTestApp(env);
+    app = await buildApp(loadConfig({ ...env, HERALD_LOG_LEVEL: 'silent' }));
   });
   afterAll(async () => {
-    await disposeTestApp(app);
+    await app.queue.obliterate({ force: true }).catch(() => {});
+    await app.close();
   });
 
   async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

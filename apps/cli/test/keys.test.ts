@@ -1,12 +1,12 @@
 import { Agent, request as httpRequest } from 'node:http';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 import { type AppProcess, startApp, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { run } from '../src/cli/keys.js';
+import { run } from '../src/keys.js';
 import { testEnv } from './helpers.js';
 
-const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+const entry = createRequire(import.meta.url).resolve('@herald/gateway/server');
 
 describe('API keys stored in Redis, managed by `herald keys`', () => {
   const env = testEnv({

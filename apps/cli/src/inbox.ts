@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
+import { loadConfig } from '@herald/gateway/operator';
 import { migrateToTenant } from '@herald/inbox';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { loadConfig } from '../config.js';
 import { type CliIo, connectForCli } from './io.js';
 
 const USAGE = `usage: herald inbox <command>
@@ -39,7 +39,7 @@ export async function run(
     io.err(`migrate needs --tenant <tenant id> other than "${DEFAULT_TENANT}"\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig(env);
+  const config = loadConfig(env, { secrets: false });
   const redis = await connectForCli(config.redisUrl, io);
   if (!redis) return 1;
   try {

@@ -1,0 +1,29 @@
+#!/usr/bin/env node
+// `herald`: the operator CLI. One command per area; each parses its own options with node:util's
+// parseArgs and answers an exit code (0 done, 1 failed, 2 wrong usage).
+import { run as failed } from './failed.js';
+import { run as inbox } from './inbox.js';
+import type { CliIo } from './io.js';
+import { run as keys } from './keys.js';
+import { run as limits } from './limits.js';
+
+const AREAS: Record<string, (args: string[], io: CliIo) => Promise<number>> = { keys, limits, inbox, failed };
+const USAGE = `usage: herald <area> <command> [options]   (herald <area> help for an area's commands)
+  keys create|list|revoke    API keys (stored hashed in Redis), each of one tenant
+  limits peek|reset          a user's (and a sender's) token buckets
+  inbox migrate              move inboxes written before tenants to a tenant
+  failed list|retry          notifications that failed every attempt
+Reads REDIS_URL and the HERALD_* settings like the apps.`;
+
+const io: CliIo = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+const [area, ...args] = process.argv.slice(2);
+const command = area === undefined ? undefined : AREAS[area];
+if (command === undefined) {
+  (area === 'help' || area === '--help' ? io.out : io.err)(USAGE);
+  process.exitCode = area === 'help' || area === '--help' ? 0 : 2;
+} else {
+  process.exitCode = await command(args, io);
+}

@@ -1,0 +1,13 @@
+/**
+ * What the operator CLI (`@herald/cli`) uses of the gateway: its configuration, the API key store and
+ * the limits, through this entry (`@herald/gateway/operator`) rather than the gateway's files.
+ */
+export {
+  type ApiKeyIdentity,
+  type ApiKeyRecord,
+  ApiKeyStore,
+  type KeyInboxBounds,
+  type KeyLimits,
+} from './api-keys.js';
+export { type GatewayConfig, loadConfig } from './config.js';
+export { Limits } from './limits.js';
