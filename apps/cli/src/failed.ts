@@ -1,16 +1,14 @@
-import { parseArgs } from 'node:util';
 import { withoutPassword } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
-import type { CliIo } from './io.js';
+import type { CliIo, Env } from './io.js';
+import { parseOptions, usageExit } from './io.js';
 
-const USAGE = [
-  'usage: herald failed list [--limit N]     list notifications that failed after all their attempts',
-  '       herald failed retry <id>...         put these failed notifications back in the queue',
-  '       herald failed retry --all           put every failed notification back in the queue',
-  'Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.',
-];
+const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
+       herald failed retry <id>...         put these failed notifications back in the queue
+       herald failed retry --all           put every failed notification back in the queue
+Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.`;
 
 /**
  * `herald failed list|retry`: the operator's view of the failed set (BullMQ's `failed` jobs of the
@@ -22,37 +20,26 @@ const USAGE = [
  * process.exitCode = await run(process.argv.slice(3), { out: console.log, err: console.error });
  * ```
  */
-export async function run(
-  args: string[],
-  io: CliIo,
-  env: Record<string, string | undefined> = process.env,
-): Promise<number> {
+export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
   const [command, ...rest] = args;
-  if (command !== 'list' && command !== 'retry') {
-    for (const line of USAGE) io.err(line);
-    return 2;
-  }
-  let values: { limit?: string | undefined; all?: boolean | undefined };
-  let ids: string[];
-  try {
-    ({ values, positionals: ids } = parseArgs({
-      args: rest,
-      options: { limit: { type: 'string' }, all: { type: 'boolean' } },
-      allowPositionals: command === 'retry',
-      strict: true,
-    }));
-  } catch (error) {
-    io.err((error as Error).message);
-    for (const line of USAGE) io.err(line);
-    return 2;
-  }
+  const exit = usageExit(command, ['list', 'retry'], USAGE, io);
+  if (exit !== undefined) return exit;
+  const parsed = parseOptions(
+    rest,
+    { limit: { type: 'string' }, all: { type: 'boolean' } },
+    USAGE,
+    io,
+    command === 'retry',
+  );
+  if (!parsed) return 2;
+  const { values, positionals: ids } = parsed;
   const limit = values.limit === undefined ? 50 : Number(values.limit);
   const usable =
     command === 'list'
       ? Number.isInteger(limit) && limit >= 1 && values.all === undefined
       : values.limit === undefined && (values.all === true ? ids.length === 0 : ids.length > 0);
   if (!usable) {
-    for (const line of USAGE) io.err(line);
+    io.err(USAGE);
     return 2;
   }
 

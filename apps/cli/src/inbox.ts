@@ -1,8 +1,7 @@
-import { parseArgs } from 'node:util';
 import { loadConfig } from '@herald/gateway/operator';
 import { migrateToTenant } from '@herald/inbox';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { type CliIo, connectForCli } from './io.js';
+import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
 
 const USAGE = `usage: herald inbox <command>
   migrate --tenant <tenant id>   move the inboxes written before tenants existed (read today as tenant
@@ -18,31 +17,19 @@ Reads REDIS_URL and HERALD_INBOX_PREFIX like the gateway.`;
  * process.exitCode = await run(['migrate', '--tenant', 'acme'], { out: console.log, err: console.error });
  * ```
  */
-export async function run(
-  args: string[],
-  io: CliIo,
-  env: Record<string, string | undefined> = process.env,
-): Promise<number> {
+export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
   const [command, ...rest] = args;
-  if (command !== 'migrate') {
-    (command === 'help' || command === '--help' ? io.out : io.err)(USAGE);
-    return command === 'help' || command === '--help' ? 0 : 2;
-  }
-  let tenant: string | undefined;
-  try {
-    tenant = parseArgs({ args: rest, options: { tenant: { type: 'string' } }, strict: true }).values.tenant;
-  } catch (error) {
-    io.err(`${(error as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const exit = usageExit(command, ['migrate'], USAGE, io);
+  if (exit !== undefined) return exit;
+  const parsed = parseOptions(rest, { tenant: { type: 'string' } }, USAGE, io);
+  if (!parsed) return 2;
+  const tenant = parsed.values.tenant;
   if (!isTenantId(tenant) || tenant === DEFAULT_TENANT) {
     io.err(`migrate needs --tenant <tenant id> other than "${DEFAULT_TENANT}"\n${USAGE}`);
     return 2;
   }
   const config = loadConfig(env, { secrets: false });
-  const redis = await connectForCli(config.redisUrl, io);
-  if (!redis) return 1;
-  try {
+  return withRedis(config.redisUrl, io, async (redis) => {
     const report = await migrateToTenant(redis, { prefix: config.inbox.prefix, tenantId: tenant });
     io.out(`moved ${report.moved} keys to tenant ${tenant}`);
     if (report.conflicts.length > 0) {
@@ -51,7 +38,5 @@ export async function run(
       );
     }
     return 0;
-  } finally {
-    redis.disconnect();
-  }
+  });
 }

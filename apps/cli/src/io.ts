@@ -1,3 +1,4 @@
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 import { withoutPassword } from '@herald/config';
 import { Redis } from 'ioredis';
 
@@ -21,5 +22,65 @@ export async function connectForCli(redisUrl: string, io: CliIo): Promise<Redis 
     io.err(`Cannot reach Redis at ${withoutPassword(redisUrl)}: ${(error as Error).message}. Set REDIS_URL.`);
     redis.disconnect();
     return undefined;
+  }
+}
+
+/** The environment a command reads its settings from (default `process.env`). */
+export type Env = Record<string, string | undefined>;
+
+/**
+ * An area's `help`, or a missing or unknown command: prints `usage` and answers the exit code (0 for
+ * help, 2 otherwise). Undefined for a known command.
+ */
+export function usageExit(
+  command: string | undefined,
+  known: readonly string[],
+  usage: string,
+  io: CliIo,
+): number | undefined {
+  if (command !== undefined && known.includes(command)) return undefined;
+  const help = command === 'help' || command === '--help';
+  (help ? io.out : io.err)(command === undefined || help ? usage : `unknown command "${command}"\n${usage}`);
+  return help ? 0 : 2;
+}
+
+/**
+ * `node:util` parseArgs (strict): the options and positionals, or undefined after printing the problem
+ * with `usage` (the caller answers exit code 2).
+ */
+export function parseOptions<O extends Options>(
+  args: string[],
+  options: O,
+  usage: string,
+  io: CliIo,
+  allowPositionals = false,
+): { values: ParsedValues<O>; positionals: string[] } | undefined {
+  try {
+    const parsed = parseArgs({ args, options, strict: true, allowPositionals });
+    return { values: parsed.values as ParsedValues<O>, positionals: parsed.positionals };
+  } catch (error) {
+    io.err(`${(error as Error).message}\n${usage}`);
+    return undefined;
+  }
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+type ParsedValues<O extends Options> = {
+  [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
+};
+
+/** Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1 when Redis is unreachable. */
+export async function withRedis(
+  redisUrl: string,
+  io: CliIo,
+  work: (redis: Redis) => Promise<number>,
+): Promise<number> {
+  const redis = await connectForCli(redisUrl, io);
+  if (!redis) return 1;
+  try {
+    return await work(redis);
+  } finally {
+    redis.disconnect();
   }
 }

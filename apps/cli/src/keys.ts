@@ -1,7 +1,6 @@
-import { parseArgs } from 'node:util';
 import { ApiKeyStore, type KeyInboxBounds, type KeyLimits, loadConfig } from '@herald/gateway/operator';
 import { isTenantId } from '@herald/protocol';
-import { type CliIo, connectForCli } from './io.js';
+import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
 
 export type { CliIo } from './io.js';
 
@@ -23,95 +22,76 @@ Reads REDIS_URL and HERALD_KEY_PREFIX like the gateway.`;
  * process.exitCode = await run(['create', '--name', 'shop', '--tenant', 'acme'], { out: console.log, err: console.error });
  * ```
  */
-export async function run(
-  args: string[],
-  io: CliIo,
-  env: Record<string, string | undefined> = process.env,
-): Promise<number> {
+export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
   const [command, ...rest] = args;
-  if (!command || command === 'help' || command === '--help') {
-    io.out(USAGE);
-    return command ? 0 : 2;
-  }
+  const exit = usageExit(command, ['create', 'list', 'revoke'], USAGE, io);
+  if (exit !== undefined) return exit;
   const config = loadConfig(env, { secrets: false });
-  const redis = await connectForCli(config.redisUrl, io);
-  if (!redis) return 1;
-  const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
-  try {
-    switch (command) {
-      case 'create':
-        return await create(store, rest, io);
-      case 'list': {
-        const keys = await store.list();
-        if (keys.length === 0) io.out('no keys');
-        for (const key of keys) {
-          const limits = Object.entries(key.limits)
-            .map(([name, value]) => `${name}=${value}`)
-            .join(' ');
-          io.out(
-            [
-              key.id,
-              key.name,
-              `tenant=${key.tenantId}`,
-              `created=${key.createdAt}`,
-              key.revokedAt
-                ? `REVOKED=${key.revokedAt}`
-                : isTenantId(key.tenantId)
-                  ? 'active'
-                  : 'REFUSED (invalid tenant id)',
-              limits,
-              key.inbox?.maxLength !== undefined ? `inboxMaxLength=${key.inbox.maxLength}` : '',
-              key.inbox?.maxAgeMs !== undefined ? `inboxMaxAgeMs=${key.inbox.maxAgeMs}` : '',
-            ]
-              .filter(Boolean)
-              .join('  '),
-          );
-        }
-        return 0;
-      }
-      case 'revoke': {
-        const id = rest[0];
-        if (!id) {
-          io.err('revoke needs a key id (see `herald keys list`)');
-          return 2;
-        }
-        if (!(await store.revoke(id))) {
-          io.err(`no key with id ${id} (see \`herald keys list\`)`);
-          return 1;
-        }
-        io.out(`revoked ${id}`);
-        return 0;
-      }
-      default:
-        io.err(`unknown command "${command}"\n${USAGE}`);
-        return 2;
+  return withRedis(config.redisUrl, io, async (redis) => {
+    const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
+    if (command === 'create') return create(store, rest, io);
+    if (command === 'list') return list(store, io);
+    const id = rest[0];
+    if (!id) {
+      io.err('revoke needs a key id (see `herald keys list`)');
+      return 2;
     }
-  } finally {
-    redis.disconnect();
+    if (!(await store.revoke(id))) {
+      io.err(`no key with id ${id} (see \`herald keys list\`)`);
+      return 1;
+    }
+    io.out(`revoked ${id}`);
+    return 0;
+  });
+}
+
+async function list(store: ApiKeyStore, io: CliIo): Promise<number> {
+  const keys = await store.list();
+  if (keys.length === 0) io.out('no keys');
+  for (const key of keys) {
+    const limits = Object.entries(key.limits)
+      .map(([name, value]) => `${name}=${value}`)
+      .join(' ');
+    io.out(
+      [
+        key.id,
+        key.name,
+        `tenant=${key.tenantId}`,
+        `created=${key.createdAt}`,
+        key.revokedAt
+          ? `REVOKED=${key.revokedAt}`
+          : isTenantId(key.tenantId)
+            ? 'active'
+            : 'REFUSED (invalid tenant id)',
+        limits,
+        key.inbox?.maxLength !== undefined ? `inboxMaxLength=${key.inbox.maxLength}` : '',
+        key.inbox?.maxAgeMs !== undefined ? `inboxMaxAgeMs=${key.inbox.maxAgeMs}` : '',
+      ]
+        .filter(Boolean)
+        .join('  '),
+    );
   }
+  return 0;
 }
 
 async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<number> {
-  let values: Record<string, string | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        name: { type: 'string' },
-        tenant: { type: 'string' },
-        'recipient-rate': { type: 'string' },
-        'recipient-burst': { type: 'string' },
-        'sender-rate': { type: 'string' },
-        'sender-burst': { type: 'string' },
-        'inbox-max-length': { type: 'string' },
-        'inbox-max-age-ms': { type: 'string' },
-      },
-      strict: true,
-    }));
-  } catch (error) {
-    io.err(`${(error as Error).message}\n${USAGE}`);
-    return 2;
-  }
+  const parsed = parseOptions(
+    args,
+    {
+      name: { type: 'string' },
+      tenant: { type: 'string' },
+      'recipient-rate': { type: 'string' },
+      'recipient-burst': { type: 'string' },
+      'sender-rate': { type: 'string' },
+      'sender-burst': { type: 'string' },
+      'inbox-max-length': { type: 'string' },
+      'inbox-max-age-ms': { type: 'string' },
+    },
+    USAGE,
+    io,
+  );
+  if (!parsed) return 2;
+  const values: Record<string, string | undefined> = parsed.values;
   if (!values.name || !values.tenant) {
     io.err(`create needs --name and --tenant\n${USAGE}`);
     return 2;

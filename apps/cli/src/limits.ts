@@ -1,7 +1,6 @@
-import { parseArgs } from 'node:util';
 import { type ApiKeyIdentity, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
-import { type CliIo, connectForCli } from './io.js';
+import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
@@ -19,28 +18,20 @@ const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () =>
  * process.exitCode = await run(['peek', '--user', 'alice'], { out: console.log, err: console.error });
  * ```
  */
-export async function run(
-  args: string[],
-  io: CliIo,
-  env: Record<string, string | undefined> = process.env,
-): Promise<number> {
+export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
   const [command, ...rest] = args;
-  if (command !== 'peek' && command !== 'reset') {
-    (command === 'help' || command === '--help' ? io.out : io.err)(USAGE);
-    return command === 'help' || command === '--help' ? 0 : 2;
-  }
-  let values: { user?: string | undefined; key?: string | undefined; tenant?: string | undefined };
-  try {
-    ({ values } = parseArgs({
-      args: rest,
-      options: { user: { type: 'string' }, key: { type: 'string' }, tenant: { type: 'string' } },
-      strict: true,
-    }));
-  } catch (error) {
-    io.err(`${(error as Error).message}\n${USAGE}`);
-    return 2;
-  }
-  if (!values.user) {
+  const exit = usageExit(command, ['peek', 'reset'], USAGE, io);
+  if (exit !== undefined) return exit;
+  const parsed = parseOptions(
+    rest,
+    { user: { type: 'string' }, key: { type: 'string' }, tenant: { type: 'string' } },
+    USAGE,
+    io,
+  );
+  if (!parsed) return 2;
+  const { values } = parsed;
+  const user = values.user;
+  if (!user) {
     io.err(`${command} needs --user\n${USAGE}`);
     return 2;
   }
@@ -50,16 +41,14 @@ export async function run(
     return 2;
   }
   const config = loadConfig(env, { secrets: false });
-  const redis = await connectForCli(config.redisUrl, io);
-  if (!redis) return 1;
-  try {
+  return withRedis(config.redisUrl, io, async (redis) => {
     const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
     const limiter = new Limits(redis, config, quietLog as never).for(sender);
-    const key = { sender: sender.id, recipient: userKey(tenant, values.user) };
+    const key = { sender: sender.id, recipient: userKey(tenant, user) };
     if (command === 'reset') {
       await limiter.reset(values.key ? key : { ...key, sender: '-' });
       io.out(
-        `reset: recipient ${values.user} of ${tenant}${values.key ? ` and sender ${values.key}` : ''} are full again`,
+        `reset: recipient ${user} of ${tenant}${values.key ? ` and sender ${values.key}` : ''} are full again`,
       );
       return 0;
     }
@@ -67,11 +56,9 @@ export async function run(
     for (const policy of state.policies) {
       if (policy.policy === 'sender' && !values.key) continue;
       io.out(
-        `${policy.policy} ${policy.policy === 'sender' ? values.key : values.user}: ${policy.remaining} of ${policy.limit} tokens, full in ${Math.ceil(policy.resetAfterMs / 1000)} s`,
+        `${policy.policy} ${policy.policy === 'sender' ? values.key : user}: ${policy.remaining} of ${policy.limit} tokens, full in ${Math.ceil(policy.resetAfterMs / 1000)} s`,
       );
     }
     return 0;
-  } finally {
-    redis.disconnect();
-  }
+  });
 }
