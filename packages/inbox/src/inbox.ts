@@ -1,105 +1,27 @@
-import { DEFAULT_TENANT, type InboxOffset, type NotificationEvent, type UnreadEvent } from '@herald/protocol';
+import { DEFAULT_TENANT, type InboxOffset, type UnreadEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
+import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
+import {
+  type AppendBounds,
+  type AppendResult,
+  DEFAULT_INBOX_MAX_AGE_MS,
+  DEFAULT_INBOX_MAX_LENGTH,
+  DEFAULT_INBOX_PREFIX,
+  type InboxListing,
+  type InboxNotification,
+  type InboxOptions,
+  type InboxPage,
+  MAX_PAGE,
+  type NotificationStatus,
+  type ReadResult,
+  type ReadSelection,
+} from './types.js';
 
-/** Default key prefix of every inbox key. */
-export const DEFAULT_INBOX_PREFIX = 'herald:inbox:';
-/** Default number of notifications kept per user. */
-export const DEFAULT_INBOX_MAX_LENGTH = 1000;
-/** Default age after which a notification leaves the inbox: 30 days. */
-export const DEFAULT_INBOX_MAX_AGE_MS = 30 * 24 * 3600 * 1000;
-/** Largest page `read`/`list` answer, and most ids per `ack`/`markRead` call. */
-export const MAX_PAGE = 1000;
-
-/** Settings of an {@link Inbox}; every process that touches one user's inbox must use the same ones. */
-export interface InboxOptions {
-  /** Key prefix, without braces. Default {@link DEFAULT_INBOX_PREFIX}. */
-  prefix?: string;
-  /** Notifications kept per user; older ones are trimmed on the next append. Default 1000. */
-  maxLength?: number;
-  /** Notifications older than this (ms) are trimmed on the next append. Default 30 days. */
-  maxAgeMs?: number;
-  /** The tenant whose inboxes this instance reads and writes. Default `default` (see `tenantPrefix`). */
-  tenantId?: string;
-}
-
-/** Per-call bounds of one append, at most the inbox's own (a tenant's API key may keep less). */
-export interface AppendBounds {
-  maxLength?: number | undefined;
-  maxAgeMs?: number | undefined;
-}
-
-/** What the worker stores: a notification without its offset (the inbox assigns it). */
-export type InboxNotification = Omit<NotificationEvent, 'offset'>;
-
-/** Outcome of {@link Inbox.append}. */
-export type AppendResult =
-  | { outcome: 'appended' | 'already-appended'; offset: InboxOffset; unread: UnreadEvent }
-  | { outcome: 'expired'; unread: UnreadEvent }
-  | { outcome: 'deduplicated'; duplicateOf: string; unread: UnreadEvent };
-
-/** A page read from an inbox, in offset order. */
-export interface InboxPage {
-  entries: NotificationEvent[];
-  /**
-   * Some notifications right after `after` are gone (trimmed by length or age): the reader missed them
-   * and should reload the inbox. `entries` still holds what follows.
-   */
-  trimmed: boolean;
-  /** `after` is later than anything in the inbox (the inbox was lost, or the offset is another user's). */
-  unknownOffset: boolean;
-  /** Offset of the last entry of the page, or `after` when the page is empty. */
-  lastOffset: InboxOffset;
-}
-
-/** One notification as the REST listing shows it. */
-export interface InboxItem extends NotificationEvent {
-  read: boolean;
-  /** ISO time of the first ack by any of the user's clients, or null. */
-  deliveredAt: string | null;
-}
-
-/** A page of `GET /users/:userId/notifications`. */
-export interface InboxListing {
-  items: InboxItem[];
-  /** Pass as `after` for the next page; null when this page reached the end. */
-  nextAfter: InboxOffset | null;
-  /** True when notifications right after `after` were trimmed (see {@link InboxPage.trimmed}). */
-  trimmed: boolean;
-  unread: UnreadEvent;
-}
-
-/** Answer of {@link Inbox.markRead}. */
-export interface ReadResult {
-  /** Notifications that went from unread to read in this call. */
-  changed: number;
-  unread: UnreadEvent;
-}
-
-/** What Herald knows about one notification (`GET /notifications/:id`). */
-export interface NotificationStatus {
-  id: string;
-  userId: string;
-  /** `inbox`: stored and pushed; `expired`: its `ttlMs` passed before delivery; `deduplicated`: collapsed. */
-  state: 'inbox' | 'expired' | 'deduplicated';
-  offset: InboxOffset | null;
-  /** True once any client of the user acked it. */
-  delivered: boolean;
-  deliveredAt: string | null;
-  /** Realtime instance that recorded the first ack. */
-  deliveredBy: string | null;
-  read: boolean;
-  /** For `deduplicated`: the notification it collapsed into. */
-  duplicateOf: string | null;
-  /** The sender's tenant, when the job carried one. */
-  tenantId: string | null;
-}
-
-/** Which notifications {@link Inbox.markRead} marks read. */
-export type ReadSelection = { ids: string[] } | { all: true; upTo?: InboxOffset };
+export * from './types.js';
 
 /**
  * One Redis data model for every user's inbox, shared by the worker (append), the realtime servers
@@ -481,48 +403,5 @@ export class Inbox {
       duplicateOf: marker.duplicateOf ?? null,
       tenantId: marker.tenantId ?? null,
     };
-  }
-}
-
-function toEvent(offset: string, fields: string[]): NotificationEvent {
-  for (let i = 0; i < fields.length; i += 2) {
-    if (fields[i] === 'n') {
-      const stored = JSON.parse(fields[i + 1] ?? '{}') as Omit<NotificationEvent, 'offset'>;
-      return { ...stored, offset };
-    }
-  }
-  throw new InboxError(InboxErrorCode.UNEXPECTED_REPLY, `inbox entry ${offset} has no notification`);
-}
-
-function checkUserId(userId: string): string {
-  if (typeof userId !== 'string' || userId.length === 0) {
-    throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'userId must be a non-empty string');
-  }
-  return userId;
-}
-
-/** A per-call bound: at most the inbox's own, and only a positive integer counts. */
-function boundOf(requested: number | undefined, own: number): number {
-  return requested !== undefined && Number.isInteger(requested) && requested >= 1 && requested < own
-    ? requested
-    : own;
-}
-
-function checkLimit(limit: number): number {
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) {
-    throw new InboxError(
-      InboxErrorCode.INVALID_ARGUMENT,
-      `limit must be an integer from 1 to ${MAX_PAGE}, not ${limit}`,
-    );
-  }
-  return limit;
-}
-
-function checkIds(ids: readonly string[]): void {
-  if (!Array.isArray(ids) || ids.length > MAX_PAGE || ids.some((id) => typeof id !== 'string' || id === '')) {
-    throw new InboxError(
-      InboxErrorCode.INVALID_ARGUMENT,
-      `ids must be an array of at most ${MAX_PAGE} non-empty strings`,
-    );
   }
 }
