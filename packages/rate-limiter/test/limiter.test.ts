@@ -209,6 +209,30 @@ describe('state in Redis', () => {
     },
   );
 
+  it('token bucket: a format-1 bucket (whole tokens, before microtokens) is read as such', async () => {
+    const now = START_MS;
+    const rl = limiter({
+      policies: [{ name: 'p', capacity: 5, ratePerSecond: 1 }],
+      hashTag: 'state',
+      clock: () => now,
+      denyCache: false,
+    });
+    // struct '<Bddd': format 1, 2 tokens at now (µs), expiry in 60 s (µs).
+    const formatOne = (tokens: number) => {
+      const value = Buffer.alloc(25);
+      value.writeUInt8(1, 0);
+      value.writeDoubleLE(tokens, 1);
+      value.writeDoubleLE(now * 1000, 9);
+      value.writeDoubleLE((now + 60_000) * 1000, 17);
+      return value;
+    };
+    await redis.set(rl.keyOf('p', 'w', 'state'), formatOne(2), 'PX', 60_000);
+    expect((await rl.consume('w')).remaining).toBe(1); // token-bucket-1
+    await redis.set(rl.keyOf('p', 'x', 'state'), formatOne(3), 'PX', 60_000);
+    // -n: x (3 → 2) is the bucket with the fewest left, so it is the policy's reported state.
+    expect((await rl.consume({ p: ['x', 'y'] })).policies[0]).toMatchObject({ id: 'x', remaining: 2 });
+  });
+
   it.each(['token-bucket', 'gcra'] as const)(
     '%s: the key always outlives the refill by at least half the margin, and at most the margin',
     async (algorithm) => {
