@@ -27,6 +27,7 @@ export default defineConfig({
         test: {
           name: 'cluster',
           include: [
+            'test/exact.test.ts',
             'test/limiter.test.ts',
             'test/multi-id.test.ts',
             'test/properties.test.ts',

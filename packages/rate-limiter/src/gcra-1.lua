@@ -4,8 +4,8 @@
   A denied call writes nothing.
 
   KEYS[1]   17 bytes, struct '<Bdd': format 1, the TAT and the key's expiry (doubles, µs since epoch,
-            exactly). A legacy text value (%.17g) is still read. SET PX when the expiry must move (it
-            is kept between resetAfterMs + margin/2 and resetAfterMs + margin from now), else KEEPTTL.
+            exactly). SET PX when the expiry must move (it is kept between resetAfterMs + margin/2 and
+            resetAfterMs + margin from now), else KEEPTTL.
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the time until the TAT, for the key's PX
@@ -36,15 +36,14 @@ if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 o
 end
 if cost > capacity then return { -1, 1, 0, 0, 0, 0 } end
 
-local interval = 1000000 / rate          -- µs per unit of cost
+-- µs per unit of cost, whole (see gcra-n.lua): every quantity below is an integer, exact in doubles
+local interval = math.max(1, math.floor(1000000 / rate + 0.5))
 local tolerance = capacity * interval    -- µs: how far the TAT may run ahead of now
 local tat, expAt, _
 local stored = redis.call('GET', KEYS[1])
 if stored then
   if #stored == 17 and string.byte(stored) == 1 then
     _, tat, expAt = struct.unpack('<Bdd', stored)
-  else
-    tat = tonumber(stored)
   end
 end
 if tat == nil or tat < now then tat = now end

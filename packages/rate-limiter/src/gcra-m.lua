@@ -7,7 +7,7 @@
   M calls instead of M of each. Same layout as token-bucket-m.lua.
 
   KEYS      the buckets of call 1, then those of call 2, … (within one call every key once: the caller
-            merges an id given twice), in gcra-n.lua's state (struct '<Bdd'; legacy text read)
+            merges an id given twice), in gcra-n.lua's state (struct '<Bdd')
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms, as in gcra-n.lua
@@ -65,8 +65,6 @@ local function load(key)
   if stored then
     if #stored == 17 and string.byte(stored) == 1 then
       _, tat, expAt = struct.unpack('<Bdd', stored)
-    else
-      tat = tonumber(stored)
     end
   end
   if tat == nil or tat < now then tat = now end
@@ -97,7 +95,7 @@ while a <= #ARGV do
       reply[o + 1], reply[o + 2] = -1, 1
     else
       local key = KEYS[k0 + 1]
-      local interval = 1000000 / rate
+      local interval = math.max(1, math.floor(1000000 / rate + 0.5))
       local tolerance = capacity * interval
       local tat, expAt = load(key)
       local newTat = tat + cost * interval
@@ -130,7 +128,7 @@ while a <= #ARGV do
           break
         end
 
-        local interval = 1000000 / rate
+        local interval = math.max(1, math.floor(1000000 / rate + 0.5))
         local tolerance = capacity * interval
         local tat, expAt = load(KEYS[k0 + i])
         local newTat = tat + cost * interval
@@ -162,7 +160,7 @@ while a <= #ARGV do
       reply[o + 1], reply[o + 2] = 1, 0
       if not allAllowed then reply[o + 1], reply[o + 2] = 0, denyIndex end
       for i = 1, n do
-        local interval = 1000000 / tonumber(ARGV[a + 3 * i - 1])
+        local interval = math.max(1, math.floor(1000000 / tonumber(ARGV[a + 3 * i - 1]) + 0.5))
         local tolerance = tonumber(ARGV[a + 3 * i - 2]) * interval
         local tat = state[3 * i - 2]
         if allAllowed and state[3 * i - 1] > tat then

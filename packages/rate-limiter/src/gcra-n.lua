@@ -1,7 +1,10 @@
 --[[
   GCRA (generic cell rate algorithm) over N policies, all or nothing. One number per key: the
-  theoretical arrival time (TAT). Same admission decisions as the token bucket with the same
-  capacity and rate: a bucket holding `tokens` is a TAT of now + (capacity - tokens) / rate.
+  theoretical arrival time (TAT). Exactly a token bucket of the same capacity refilled one unit per
+  `interval` = round(1e6 / rate) whole µs (3/s: 333,333 µs, i.e. 3.000003/s): a bucket holding `tokens`
+  is a TAT of now + (capacity - tokens) * interval. Whole µs keep every quantity an integer (exact in
+  doubles for integer capacities and costs), so `remaining` = floor(tokens) is exact: with
+  interval = 1e6 / 3 a fresh bucket of capacity 7 reported 7 * interval / interval = 6.999999999999999.
   A denied call writes nothing, so it consumes from none.
 
   `-n`: the number of keys varies per call (one per bucket: a policy may have several ids); it is
@@ -9,7 +12,7 @@
   Every key of one call must share one hash tag (Redis Cluster: one slot).
 
   KEYS[i]   bucket i: 17 bytes, struct '<Bdd': format 1, the TAT and the key's expiry (doubles, µs since
-            epoch, exactly); a legacy text value (%.17g) is still read. SET PX when the expiry must
+            epoch, exactly). SET PX when the expiry must
             move (kept between resetAfterMs + margin/2 and + margin from now), else KEEPTTL.
             gcra-1.lua is the same for one key.
 
@@ -61,15 +64,14 @@ for i = 1, n do
   end
   if cost > capacity then return fail(-1, i) end
 
-  local interval = 1000000 / rate          -- µs per unit of cost
+  -- µs per unit of cost, whole (see the header): every quantity below is an integer, exact in doubles
+  local interval = math.max(1, math.floor(1000000 / rate + 0.5))
   local tolerance = capacity * interval    -- µs: how far the TAT may run ahead of now
   local tat, expAt, _
   local stored = redis.call('GET', KEYS[i])
   if stored then
     if #stored == 17 and string.byte(stored) == 1 then
       _, tat, expAt = struct.unpack('<Bdd', stored)
-    else
-      tat = tonumber(stored)
     end
   end
   if tat == nil or tat < now then tat = now end
@@ -100,7 +102,7 @@ if not allAllowed then
 end
 
 for i = 1, n do
-  local interval = 1000000 / tonumber(ARGV[3 * i + 1])
+  local interval = math.max(1, math.floor(1000000 / tonumber(ARGV[3 * i + 1]) + 0.5))
   local tolerance = tonumber(ARGV[3 * i]) * interval
   local tat = state[3 * i - 2]
   if allAllowed and state[3 * i - 1] > tat then

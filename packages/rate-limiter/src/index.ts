@@ -23,4 +23,3 @@ export {
   type RateLimitResult,
 } from './rate-limiter.js';
 export { type Algorithm, batchScriptSource, LuaCode, scriptSource } from './scripts.js';
-export { TokenBucket, type TokenBucketOptions } from './token-bucket.js';

@@ -4,7 +4,7 @@ import { loadLua } from './lua.js';
 /**
  * The algorithms a {@link RateLimiter} can run, each one Lua script over N policies.
  * - `token-bucket` (default): refills continuously at `ratePerSecond` up to `capacity`.
- * - `gcra`: one timestamp per key; the same decisions as the token bucket.
+ * - `gcra`: one timestamp per key; a token bucket refilled one unit per round(1e6 / rate) whole µs.
  * - `fixed-window`: `capacity` per window of `capacity / ratePerSecond` s (up to 2x at a window edge).
  * - `sliding-window`: the fixed window smoothed by the previous window's weighted count.
  *

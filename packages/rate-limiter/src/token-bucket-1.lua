@@ -5,11 +5,15 @@
   Refill continuously at `rate` tokens/s up to `capacity`, then take `cost` if the bucket has it.
   A denied call writes nothing.
 
-  KEYS[1]   the bucket: 25 bytes, struct '<Bddd': format 1, tokens (float) at ts (µs since epoch), and
-            the key's expiry (µs, on the same clock), all doubles exactly (cheaper than %.17g text, and
-            lossless). A legacy text value "<tokens> <ts>" is still read. One GET and one SET: PX when
-            the expiry must move (it is kept between resetAfterMs + margin/2 and resetAfterMs + margin
-            from now), else KEEPTTL.
+  KEYS[1]   the bucket: 25 bytes, struct '<Bddd': format 2, microtokens (1e-6 token) at ts (µs since
+            epoch), and the key's expiry (µs, on the same clock), all doubles exactly. Format 1 (the
+            same with whole tokens, written by 0.1.0 before this change) is read as tokens * 1e6 so a
+            rolling upgrade keeps its buckets. One GET and one SET: PX when the expiry must move (it is
+            kept between resetAfterMs + margin/2 and resetAfterMs + margin from now), else KEEPTTL.
+            Microtokens because rate (tokens/s) is also microtokens per µs: with integer (or dyadic,
+            e.g. 0.5) rates, capacities and costs every quantity is an integer (exact in doubles), so
+            remaining, retryAfterMs and resetAfterMs are exact (tokens summed from refills of 0.1 once
+            made 1.9999999999999998 and reported 1 left where 2 were).
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms added to the time to refill fully, for the key's PX (the TTL stays between
@@ -41,44 +45,44 @@ if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 o
 end
 if cost > capacity then return { -1, 1, 0, 0, 0, 0 } end
 
-local tokens, ts, expAt, _
+local tokens, ts, expAt, format -- tokens in microtokens
 local stored = redis.call('GET', KEYS[1])
-if stored then
-  if #stored == 25 and string.byte(stored) == 1 then
-    _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-  else
-    local space = string.find(stored, ' ', 1, true)
-    if space then
-      tokens = tonumber(string.sub(stored, 1, space - 1))
-      ts = tonumber(string.sub(stored, space + 1))
-    end
+if stored and #stored == 25 then
+  format, tokens, ts, expAt = struct.unpack('<Bddd', stored)
+  if format == 1 then
+    tokens = tokens * 1000000
+  elseif format ~= 2 then
+    tokens = nil
   end
 end
-if tokens == nil or ts == nil then
-  tokens = capacity
+local full = capacity * 1000000
+if tokens == nil then
+  tokens = full
   ts = now
 end
 -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
 if now > ts then
-  tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+  tokens = math.min(full, tokens + (now - ts) * rate)
   ts = now
 end
 
-if tokens < cost then
-  return { 0, 1, 0, math.floor(tokens), math.ceil((cost - tokens) / rate * 1000),
-    math.ceil((capacity - tokens) / rate * 1000) }
+local need = cost * 1000000
+local perMs = rate * 1000 -- microtokens per ms
+if tokens < need then
+  return { 0, 1, 0, math.floor(tokens / 1000000), math.ceil((need - tokens) / perMs),
+    math.ceil((full - tokens) / perMs) }
 end
 if cost > 0 then
-  tokens = tokens - cost
-  local resetMs = math.ceil((capacity - tokens) / rate * 1000)
+  tokens = tokens - need
+  local resetMs = math.ceil((full - tokens) / perMs)
   -- The key must outlive the refill. Its expiry stays while at least resetMs + margin/2 away (KEEPTTL
   -- leaves Redis's expires table alone: ~0.7 µs less per call), else it is set to resetMs + margin.
   if expAt ~= nil and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-    redis.call('SET', KEYS[1], struct.pack('<Bddd', 1, tokens, ts, expAt), 'KEEPTTL')
+    redis.call('SET', KEYS[1], struct.pack('<Bddd', 2, tokens, ts, expAt), 'KEEPTTL')
   else
-    redis.call('SET', KEYS[1], struct.pack('<Bddd', 1, tokens, ts, now + (resetMs + marginMs) * 1000),
+    redis.call('SET', KEYS[1], struct.pack('<Bddd', 2, tokens, ts, now + (resetMs + marginMs) * 1000),
       'PX', resetMs + marginMs)
   end
-  return { 1, 0, 1, math.floor(tokens), 0, resetMs }
+  return { 1, 0, 1, math.floor(tokens / 1000000), 0, resetMs }
 end
-return { 1, 0, 1, math.floor(tokens), 0, math.ceil((capacity - tokens) / rate * 1000) }
+return { 1, 0, 1, math.floor(tokens / 1000000), 0, math.ceil((full - tokens) / perMs) }

@@ -7,7 +7,7 @@
   One EVALSHA, one TIME and one reply for M calls instead of M of each.
 
   KEYS      the buckets of call 1, then those of call 2, … (within one call every key once: the caller
-            merges an id given twice), in token-bucket-n.lua's state (struct '<Bddd'; legacy text read)
+            merges an id given twice), in token-bucket-n.lua's state (struct '<Bddd', microtokens)
 
   ARGV[1]   now           µs since epoch, or "" to read Redis TIME (only tests inject a clock)
   ARGV[2]   ttl margin    ms, as in token-bucket-n.lua
@@ -48,28 +48,26 @@ if nkeys ~= #KEYS then
   return redis.error_reply('ERR token-bucket-m.lua: ' .. nkeys .. ' keys in the layout, ' .. #KEYS .. ' given')
 end
 
--- A bucket's tokens refilled up to now, its time and its key's expiry (never written: full, now, nil).
+-- A bucket's microtokens refilled up to now, its time and its key's expiry (never written: full, now,
+-- nil). Format 1 (whole tokens) is read as tokens * 1e6, as in token-bucket-1.lua.
 local function load(key, capacity, rate)
-  local tokens, ts, expAt, _
+  local tokens, ts, expAt, format
   local stored = redis.call('GET', key)
-  if stored then
-    if #stored == 25 and string.byte(stored) == 1 then
-      _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-    else
-      local space = string.find(stored, ' ', 1, true)
-      if space then
-        tokens = tonumber(string.sub(stored, 1, space - 1))
-        ts = tonumber(string.sub(stored, space + 1))
-      end
+  if stored and #stored == 25 then
+    format, tokens, ts, expAt = struct.unpack('<Bddd', stored)
+    if format == 1 then
+      tokens = tokens * 1000000
+    elseif format ~= 2 then
+      tokens = nil
     end
   end
-  if tokens == nil or ts == nil then
-    tokens = capacity
+  if tokens == nil then
+    tokens = capacity * 1000000
     ts = now
   end
   -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
   if now > ts then
-    tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+    tokens = math.min(capacity * 1000000, tokens + (now - ts) * rate)
     ts = now
   end
   return tokens, ts, expAt
@@ -79,9 +77,9 @@ end
 -- kept while it is at least resetMs + margin/2 away.
 local function store(key, tokens, ts, expAt, resetMs)
   if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-    redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, expAt), 'KEEPTTL')
+    redis.call('SET', key, struct.pack('<Bddd', 2, tokens, ts, expAt), 'KEEPTTL')
   else
-    redis.call('SET', key, struct.pack('<Bddd', 1, tokens, ts, now + (resetMs + marginMs) * 1000), 'PX',
+    redis.call('SET', key, struct.pack('<Bddd', 2, tokens, ts, now + (resetMs + marginMs) * 1000), 'PX',
       resetMs + marginMs)
   end
 end
@@ -111,22 +109,23 @@ while a <= #ARGV do
     else
       local key = KEYS[k0 + 1]
       local tokens, ts, expAt = load(key, capacity, rate)
-      if tokens < cost then
+      local need, full, perMs = cost * 1000000, capacity * 1000000, rate * 1000
+      if tokens < need then
         reply[o + 1], reply[o + 2] = 0, 1
-        reply[o + 4] = math.floor(tokens)
-        reply[o + 5] = math.ceil((cost - tokens) / rate * 1000)
-        reply[o + 6] = math.ceil((capacity - tokens) / rate * 1000)
+        reply[o + 4] = math.floor(tokens / 1000000)
+        reply[o + 5] = math.ceil((need - tokens) / perMs)
+        reply[o + 6] = math.ceil((full - tokens) / perMs)
       else
         local resetMs
         if cost > 0 then
-          tokens = tokens - cost
-          resetMs = math.ceil((capacity - tokens) / rate * 1000)
+          tokens = tokens - need
+          resetMs = math.ceil((full - tokens) / perMs)
           store(key, tokens, ts, expAt, resetMs)
         else
-          resetMs = math.ceil((capacity - tokens) / rate * 1000)
+          resetMs = math.ceil((full - tokens) / perMs)
         end
         reply[o + 1], reply[o + 2], reply[o + 3] = 1, 0, 1
-        reply[o + 4] = math.floor(tokens)
+        reply[o + 4] = math.floor(tokens / 1000000)
         reply[o + 6] = resetMs
       end
     end
@@ -151,9 +150,9 @@ while a <= #ARGV do
         state[3 * i] = expAt or false
 
         local retryAfterMs = 0
-        if tokens < cost then
+        if tokens < cost * 1000000 then
           allAllowed = false
-          retryAfterMs = math.ceil((cost - tokens) / rate * 1000)
+          retryAfterMs = math.ceil((cost * 1000000 - tokens) / (rate * 1000))
           if retryAfterMs > longestWait then
             longestWait = retryAfterMs
             denyIndex = i
@@ -179,13 +178,13 @@ while a <= #ARGV do
         local tokens = state[3 * i - 2]
         local resetMs
         if allAllowed and cost > 0 then
-          tokens = tokens - cost
-          resetMs = math.ceil((capacity - tokens) / rate * 1000)
+          tokens = tokens - cost * 1000000
+          resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
           store(KEYS[k0 + i], tokens, state[3 * i - 1], state[3 * i], resetMs)
         else
-          resetMs = math.ceil((capacity - tokens) / rate * 1000)
+          resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
         end
-        reply[o + 4 * i] = math.floor(tokens)
+        reply[o + 4 * i] = math.floor(tokens / 1000000)
         reply[o + 4 * i + 2] = resetMs
       end
     end

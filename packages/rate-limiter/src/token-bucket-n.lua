@@ -7,9 +7,9 @@
   passed as EVAL's numkeys. The caller merges an id given twice (one key appears once).
   Every key of one call must share one hash tag (Redis Cluster: one slot).
 
-  KEYS[i]   bucket i: 25 bytes, struct '<Bddd': format 1, tokens (float) at ts (µs since epoch), and the
-            key's expiry (µs, same clock), all doubles exactly; a legacy text value "<tokens> <ts>" is
-            still read. One GET and one SET per key: PX when the expiry must move (it is kept between
+  KEYS[i]   bucket i: 25 bytes, struct '<Bddd': format 2, microtokens at ts (µs since epoch), and the
+            key's expiry (µs, same clock), all doubles exactly (format 1, whole tokens, is read as
+            tokens * 1e6; see token-bucket-1.lua for why microtokens). One GET and one SET per key: PX when the expiry must move (it is kept between
             resetAfterMs + margin/2 and resetAfterMs + margin from now), else KEEPTTL.
             token-bucket-1.lua is the same for one key, without the loops.
 
@@ -62,26 +62,23 @@ for i = 1, n do
   end
   if cost > capacity then return fail(-1, i) end
 
-  local tokens, ts, expAt, _
+  local tokens, ts, expAt, format -- tokens in microtokens
   local stored = redis.call('GET', KEYS[i])
-  if stored then
-    if #stored == 25 and string.byte(stored) == 1 then
-      _, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-    else
-      local space = string.find(stored, ' ', 1, true)
-      if space then
-        tokens = tonumber(string.sub(stored, 1, space - 1))
-        ts = tonumber(string.sub(stored, space + 1))
-      end
+  if stored and #stored == 25 then
+    format, tokens, ts, expAt = struct.unpack('<Bddd', stored)
+    if format == 1 then
+      tokens = tokens * 1000000
+    elseif format ~= 2 then
+      tokens = nil
     end
   end
-  if tokens == nil or ts == nil then
-    tokens = capacity
+  if tokens == nil then
+    tokens = capacity * 1000000
     ts = now
   end
   -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
   if now > ts then
-    tokens = math.min(capacity, tokens + (now - ts) * rate / 1000000)
+    tokens = math.min(capacity * 1000000, tokens + (now - ts) * rate)
     ts = now
   end
   state[3 * i - 2] = tokens
@@ -89,9 +86,9 @@ for i = 1, n do
   state[3 * i] = expAt or false
 
   local retryAfterMs = 0
-  if tokens < cost then
+  if tokens < cost * 1000000 then
     allAllowed = false
-    retryAfterMs = math.ceil((cost - tokens) / rate * 1000)
+    retryAfterMs = math.ceil((cost * 1000000 - tokens) / (rate * 1000))
     if retryAfterMs > longestWait then
       longestWait = retryAfterMs
       denyIndex = i
@@ -115,20 +112,20 @@ for i = 1, n do
   local tokens = state[3 * i - 2]
   local resetMs
   if allAllowed and cost > 0 then
-    tokens = tokens - cost
-    resetMs = math.ceil((capacity - tokens) / rate * 1000)
+    tokens = tokens - cost * 1000000
+    resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
     -- As in token-bucket-1.lua: keep the expiry while it is at least resetMs + margin/2 away.
     local expAt = state[3 * i]
     if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-      redis.call('SET', KEYS[i], struct.pack('<Bddd', 1, tokens, state[3 * i - 1], expAt), 'KEEPTTL')
+      redis.call('SET', KEYS[i], struct.pack('<Bddd', 2, tokens, state[3 * i - 1], expAt), 'KEEPTTL')
     else
-      redis.call('SET', KEYS[i], struct.pack('<Bddd', 1, tokens, state[3 * i - 1], now + (resetMs + marginMs) * 1000),
+      redis.call('SET', KEYS[i], struct.pack('<Bddd', 2, tokens, state[3 * i - 1], now + (resetMs + marginMs) * 1000),
         'PX', resetMs + marginMs)
     end
   else
-    resetMs = math.ceil((capacity - tokens) / rate * 1000)
+    resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
   end
-  reply[4 * i] = math.floor(tokens)
+  reply[4 * i] = math.floor(tokens / 1000000)
   reply[4 * i + 2] = resetMs
 end
 return reply

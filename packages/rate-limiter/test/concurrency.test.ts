@@ -63,11 +63,11 @@ async function nextJson<T>(child: Child): Promise<T> {
   return JSON.parse(value) as T;
 }
 
-/** The bucket as the scripts store it: struct '<Bddd' (format 1, tokens, ts µs on Redis TIME, expiry µs). */
+/** The bucket as the scripts store it: struct '<Bddd' (format 2, microtokens, ts µs on Redis TIME, expiry µs). */
 async function bucketState(redis: Redis, key: string): Promise<{ tokens: number; ts: number }> {
   const stored = await redis.getBuffer(key);
-  if (stored === null || stored.length !== 25 || stored[0] !== 1) throw new Error(`no bucket at ${key}`);
-  return { tokens: stored.readDoubleLE(1), ts: stored.readDoubleLE(9) };
+  if (stored === null || stored.length !== 25 || stored[0] !== 2) throw new Error(`no bucket at ${key}`);
+  return { tokens: stored.readDoubleLE(1) / 1_000_000, ts: stored.readDoubleLE(9) };
 }
 
 async function run(skews: (string | undefined)[]) {

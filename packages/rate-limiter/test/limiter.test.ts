@@ -6,7 +6,6 @@ import {
   RateLimiter,
   RateLimiterErrorCode,
   type RateLimiterOptions,
-  TokenBucket,
 } from '../src/index.js';
 import { connectRedis, randomPrefix } from './support/redis.js';
 
@@ -23,26 +22,6 @@ const START_MS = 1_760_000_000_000;
 function limiter(options: Partial<RateLimiterOptions> & Pick<RateLimiterOptions, 'policies'>): RateLimiter {
   return new RateLimiter({ redis, keyPrefix: randomPrefix(), ...options });
 }
-
-describe('TokenBucket (the gateway call shape)', () => {
-  it('keeps the key ratelimit-style `<prefix>{<id>}` and the decision shape', async () => {
-    const prefix = randomPrefix();
-    const bucket = new TokenBucket({ redis, capacity: 3, ratePerSecond: 1, keyPrefix: prefix });
-    expect(bucket.keyOf('user-42')).toBe(`${prefix}{user-42}`);
-    expect(new TokenBucket({ redis, capacity: 1, ratePerSecond: 1 }).keyOf('user-42')).toBe(
-      'ratelimit:{user-42}',
-    );
-    const first = await bucket.consume('user-42');
-    expect(first).toMatchObject({ allowed: true, limit: 3, remaining: 2, retryAfterMs: 0 });
-    expect(first.resetAfterMs).toBeGreaterThan(0);
-    await bucket.consume('user-42', 2);
-    const denied = await bucket.consume('user-42');
-    expect(denied).toMatchObject({ allowed: false, limit: 3, remaining: 0 });
-    expect(denied.retryAfterMs).toBeGreaterThan(0);
-    expect(denied.retryAfterMs).toBeLessThanOrEqual(1000);
-    expect(await redis.exists(`${prefix}{user-42}`)).toBe(1);
-  });
-});
 
 describe('multi-policy decisions', () => {
   it('a call denied by policy B leaves policy A untouched, and names B', async () => {
@@ -209,7 +188,7 @@ describe('TTL', () => {
 
 describe('state in Redis', () => {
   it.each(['token-bucket', 'gcra'] as const)(
-    '%s: the one-key script and the N-key script share a bucket, and a legacy text value is read',
+    '%s: the one-key script and the N-key script share a bucket',
     async (algorithm) => {
       let now = START_MS;
       const rl = limiter({
@@ -226,13 +205,33 @@ describe('state in Redis', () => {
       }); // -n
       now += 1000;
       expect((await rl.consume('u')).remaining).toBe(1); // refilled 1, took 1
-      // The previous version stored text: "<tokens> <ts µs>" (token bucket) or "<tat µs>" (GCRA).
-      const legacy = algorithm === 'gcra' ? String((now + 3000) * 1000) : `2 ${now * 1000}`;
-      await redis.set(rl.keyOf('p', 'w', 'state'), legacy, 'PX', 60_000);
-      expect((await rl.consume('w')).remaining).toBe(1);
-      expect((await rl.consume({ p: ['w', 'x'] })).policies[0]).toMatchObject({ id: 'w', remaining: 0 });
+      expect((await rl.consume({ p: ['u', 'x'] })).policies[0]).toMatchObject({ id: 'u', remaining: 0 });
     },
   );
+
+  it('token bucket: a format-1 bucket (whole tokens, before microtokens) is read as such', async () => {
+    const now = START_MS;
+    const rl = limiter({
+      policies: [{ name: 'p', capacity: 5, ratePerSecond: 1 }],
+      hashTag: 'state',
+      clock: () => now,
+      denyCache: false,
+    });
+    // struct '<Bddd': format 1, 2 tokens at now (µs), expiry in 60 s (µs).
+    const formatOne = (tokens: number) => {
+      const value = Buffer.alloc(25);
+      value.writeUInt8(1, 0);
+      value.writeDoubleLE(tokens, 1);
+      value.writeDoubleLE(now * 1000, 9);
+      value.writeDoubleLE((now + 60_000) * 1000, 17);
+      return value;
+    };
+    await redis.set(rl.keyOf('p', 'w', 'state'), formatOne(2), 'PX', 60_000);
+    expect((await rl.consume('w')).remaining).toBe(1); // token-bucket-1
+    await redis.set(rl.keyOf('p', 'x', 'state'), formatOne(3), 'PX', 60_000);
+    // -n: x (3 → 2) is the bucket with the fewest left, so it is the policy's reported state.
+    expect((await rl.consume({ p: ['x', 'y'] })).policies[0]).toMatchObject({ id: 'x', remaining: 2 });
+  });
 
   it.each(['token-bucket', 'gcra'] as const)(
     '%s: the key always outlives the refill by at least half the margin, and at most the margin',

@@ -7,7 +7,7 @@ import {
   RateLimiterErrorCode,
   type RateLimiterOptions,
 } from '../src/index.js';
-import { type TokenBucketState, tokenBucketStep } from '../src/models.js';
+import { type ExactBucket, exactRate, exactStep } from './support/exact-model.js';
 import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
 
 // Several ids for one policy in one atomic call (POST /notify/batch: the sender's bucket and every
@@ -281,7 +281,7 @@ describe('several ids = the token-bucket model of each distinct id, all or nothi
             denyCache: false,
             clock: () => nowMs,
           });
-          const states = new Map<string, TokenBucketState>();
+          const states = new Map<string, ExactBucket>();
           for (const step of steps) {
             nowMs += step.dtMs;
             const now = Math.round(nowMs * 1000);
@@ -297,7 +297,7 @@ describe('several ids = the token-bucket model of each distinct id, all or nothi
             }
             const alone = [...merged].map(([id, cost]) => ({
               id,
-              step: tokenBucketStep(states.get(id), now, capacity, rate, cost),
+              step: exactStep(states.get(id), now, capacity, exactRate('token-bucket', rate), cost),
             }));
             const allowed = alone.every((a) => a.step.answer.allowed);
             const result = await rl.consume({ recipient: ids }, { recipient: costs });
