@@ -1,5 +1,6 @@
 import { envSchema } from 'env-schema';
 import Type, { type Static, type TObject } from 'typebox';
+import { ErrorCode } from './error-codes.js';
 import { DEV_JWT_SECRET } from './user-token.js';
 
 /**
@@ -85,7 +86,7 @@ export const DevModeEnv = {
 
 /** Thrown when the environment does not describe a valid configuration; lists every problem. */
 export class ConfigError extends Error {
-  readonly code = 'HERALD_ERR_CONFIG';
+  readonly code = ErrorCode.CONFIG;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'ConfigError';

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
-import { unavailable } from '../errors.js';
+import { unavailable } from '../../errors.js';
 
 const Ok = Type.Object({ status: Type.Literal('ok') });
 
 /** Liveness, readiness and Prometheus metrics. */
-export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/healthz',
     {
@@ -49,3 +49,5 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
+
+export default healthRoutes;
