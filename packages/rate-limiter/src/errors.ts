@@ -64,6 +64,8 @@ export class RateLimiterError extends Error {
  * ```
  */
 export class CostExceedsCapacityError extends RateLimiterError {
+  /** The HTTP status to answer it with (Fastify's default error handler reads it). */
+  readonly statusCode = 400;
   readonly policy: string;
   readonly cost: number;
   readonly capacity: number;
@@ -94,6 +96,8 @@ export class CostExceedsCapacityError extends RateLimiterError {
  * ```
  */
 export class RateLimiterUnavailableError extends RateLimiterError {
+  /** The HTTP status to answer it with (Fastify's default error handler reads it). */
+  readonly statusCode = 503;
   /** `timeout`, `error` (Redis answered an error or the connection failed) or `not-connected`. */
   readonly reason: FailureReason;
   constructor(reason: FailureReason, options: { cause?: unknown } = {}) {
