@@ -1,5 +1,7 @@
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
+import { redisUrl } from '@herald/testing';
+import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/limits.js';
@@ -15,8 +17,13 @@ describe('herald limits peek|reset', () => {
     app = await buildApp(loadConfig({ ...env, HERALD_LOG_LEVEL: 'silent' }));
   });
   afterAll(async () => {
-    await app.queue.obliterate({ force: true }).catch(() => {});
     await app.close();
+    const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
+      prefix: '{herald}',
+      connection: { url: redisUrl() },
+    });
+    await queue.obliterate({ force: true });
+    await queue.close();
   });
 
   async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

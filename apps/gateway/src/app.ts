@@ -1,77 +1,37 @@
-import { hostname } from 'node:os';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { DeploymentFingerprint, loggerOptions } from '@herald/config';
-import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
-import type { NotificationJob } from '@herald/protocol';
-import { heraldRateLimit } from '@herald/rate-limiter/fastify';
-import { Queue } from 'bullmq';
-import Fastify, {
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  LogController,
-} from 'fastify';
-import { Redis } from 'ioredis';
-import { ApiKeyStore } from './api-keys.js';
+import { loggerOptions } from '@herald/config';
+import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { GatewayConfig } from './config.js';
-import { ErrorCode } from './errors.js';
-import { IdempotencyStore } from './idempotency.js';
-import { Limits } from './limits.js';
-import { createMetrics, type GatewayMetrics } from './metrics.js';
-import { createApiKeyAuth, decorateIdentity } from './plugins/api-key-auth.js';
-import { registerErrorHandler } from './plugins/error-handler.js';
-import { httpServerOptions, registerHttpLayer } from './plugins/http-layer.js';
-import { registerIdempotencyRelease } from './plugins/idempotency-hooks.js';
-import { registerJsonBody } from './plugins/json-body.js';
-import { registerOpenApi } from './plugins/openapi.js';
-import { registerValidation } from './plugins/validation.js';
-import { healthRoutes } from './routes/health.js';
-import { notifyRoutes } from './routes/notify.js';
-import { statusRoutes } from './routes/status.js';
-import { tokenRoutes } from './routes/tokens.js';
-import { userRoutes } from './routes/users.js';
-import { statusOf, type TenantStatus } from './status.js';
+import apiKeys from './plugins/app/api-keys.js';
+import configPlugin from './plugins/app/config.js';
+import deployment from './plugins/app/deployment.js';
+import errors from './plugins/app/errors.js';
+import httpLayer, { httpServerOptions } from './plugins/app/http-layer.js';
+import idempotency from './plugins/app/idempotency.js';
+import inbox from './plugins/app/inbox.js';
+import jsonBody from './plugins/app/json-body.js';
+import limits from './plugins/app/limits.js';
+import live from './plugins/app/live.js';
+import metrics from './plugins/app/metrics.js';
+import notifications from './plugins/app/notifications.js';
+import queue from './plugins/app/queue.js';
+import redis from './plugins/app/redis.js';
+import validation from './plugins/app/validation.js';
+import openApi from './plugins/external/openapi.js';
+import healthRoutes from './routes/health/index.js';
+import notificationRoutes from './routes/notifications/index.js';
+import notifyRoutes from './routes/notify/index.js';
+import tokenRoutes from './routes/tokens/index.js';
+import userRoutes from './routes/users/index.js';
 
-declare module 'fastify' {
-  interface FastifyInstance {
-    config: GatewayConfig;
-    redis: Redis;
-    queue: Queue<NotificationJob>;
-    limits: Limits;
-    apiKeys: ApiKeyStore;
-    idempotency: IdempotencyStore;
-    metrics: GatewayMetrics;
-    /** This gateway's entry in its deployment's registry: `/readyz` reports settings other apps disagree on. */
-    fingerprint: DeploymentFingerprint;
-    /** Route `onRequest` hook: `Authorization: Bearer <api key>` or a 401. */
-    authenticate: (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
-    /** Rejects when `promise` takes longer than `redisTimeoutMs`: the request gets a 503, never a hang. */
-    withRedisTimeout<T>(promise: Promise<T>): Promise<T>;
-    /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
-    ensureDurable(): Promise<void>;
-    /** Notification `id` of `tenantId`, or undefined (another tenant's answers like a missing one). */
-    statusOf(tenantId: string, id: string): Promise<TenantStatus | undefined>;
-    inbox: Inbox;
-    /** Pushes unread counts to the user's connected tabs after a REST read. */
-    live: LivePublisher;
-  }
-}
+export { RedisTimeoutError } from './errors.js';
 
 /** Largest request body, in bytes. */
 export const BODY_LIMIT_BYTES = 64 * 1024;
 
-/** Thrown when a Redis operation outlives `redisTimeoutMs`. */
-export class RedisTimeoutError extends Error {
-  readonly code = 'HERALD_ERR_REDIS_TIMEOUT';
-  constructor(ms: number) {
-    super(`Redis did not answer within ${ms} ms`);
-    this.name = 'RedisTimeoutError';
-  }
-}
-
 /**
- * Builds the gateway (routes, Redis, queue, limiter, metrics, OpenAPI) without listening. Tests call
- * `app.inject()`; `server.ts` listens.
+ * Builds the gateway (plugins, then routes) without listening. Tests call `app.inject()`;
+ * `server.ts` listens.
  *
  * @example
  * ```ts
@@ -93,125 +53,33 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
     // Behind a load balancer, its `X-Forwarded-For` is not trusted unless configured: safe default.
     trustProxy: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
-  registerHttpLayer(app);
-  registerJsonBody(app);
 
-  // Producers fail fast: with no offline queue a command to a Redis that is down fails at once, and
-  // a command sent before a disconnect is not resent after it (a stale limiter consume or a job add
-  // replayed minutes later would be wrong), so the API answers 503 instead of holding the request.
-  const producerOptions = {
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 1,
-    connectTimeout: 2000,
-  };
-  const redis = new Redis(config.redisUrl, { ...producerOptions, lazyConnect: true });
-  redis.on('error', (error) => app.log.warn({ err: error }, 'redis connection error'));
-  await redis.connect().catch((error: unknown) => {
-    app.log.warn({ err: error }, 'redis not reachable at start; requests get 503 until it is');
-  });
+  await app.register(configPlugin, { config });
+  // First of all: it learns every route (the docs' own included) from `onRoute`, to answer 405.
+  await app.register(httpLayer);
 
-  if (config.durability === 'aof') await assertWaitAofSupported(redis);
+  // External plugins, before any route they document.
+  await app.register(openApi);
 
-  const queue = new Queue<NotificationJob>(config.queue.name, {
-    prefix: config.queue.prefix,
-    connection: { url: config.redisUrl, ...producerOptions },
-  });
-  queue.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
+  // Herald's plugins, each naming the plugins it needs.
+  await app.register(jsonBody);
+  await app.register(validation);
+  await app.register(errors);
+  await app.register(redis);
+  await app.register(deployment);
+  await app.register(queue);
+  await app.register(metrics);
+  await app.register(apiKeys);
+  await app.register(idempotency);
+  await app.register(limits);
+  await app.register(inbox);
+  await app.register(live);
+  await app.register(notifications);
 
-  const withRedisTimeout = <T>(promise: Promise<T>): Promise<T> => {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new RedisTimeoutError(config.redisTimeoutMs)), config.redisTimeoutMs);
-      }),
-    ]).finally(() => clearTimeout(timer));
-  };
-
-  const apiKeys = new ApiKeyStore({
-    redis,
-    keyPrefix: config.keyPrefix,
-    cacheMs: config.apiKeyCacheMs,
-    envKeys: config.apiKeys,
-  });
-  const metrics = createMetrics(() => withRedisTimeout(queue.getJobCounts()));
-
-  const fingerprint = new DeploymentFingerprint(redis, {
-    deployment: config.deployment.name,
-    app: 'gateway',
-    instanceId: `gateway-${hostname()}-${process.pid}`,
-    settings: config.deployment.settings,
-  });
-  fingerprint.start();
-  app.decorate('fingerprint', fingerprint);
-  app.decorate('config', config);
-  app.decorate('redis', redis);
-  app.decorate('queue', queue);
-  app.decorate('metrics', metrics);
-  app.decorate('apiKeys', apiKeys);
-  app.decorate(
-    'idempotency',
-    new IdempotencyStore({ redis, keyPrefix: config.keyPrefix, ttlSeconds: config.idempotencyTtlSeconds }),
-  );
-  const limits = new Limits(redis, config, app.log);
-  metrics.decisionTotals = () => limits.totals();
-  app.decorate('limits', limits);
-  app.decorate('withRedisTimeout', withRedisTimeout);
-  app.decorate('ensureDurable', async () => {
-    if (config.durability !== 'aof') return;
-    // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
-    await withRedisTimeout(redis.call('WAITAOF', '1', '0', String(config.redisTimeoutMs)));
-  });
-  const inbox = new Inbox(redis, config.inbox);
-  app.decorate('inbox', inbox);
-  // Fire-and-forget: a tab that misses an unread count gets the exact count with its next change.
-  const onLiveError = (error: unknown) => app.log.warn({ err: error }, 'live publish failed');
-  app.decorate(
-    'live',
-    config.pubsub.mode === 'sharded'
-      ? shardedPublisher(redis, config.pubsub.key, onLiveError)
-      : classicPublisher(redis, config.pubsub.key, onLiveError),
-  );
-  app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queue, inbox, tenantId, id));
-  decorateIdentity(app);
-  app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));
-
-  // Callback style: no promise per request.
-  app.addHook('onResponse', (request, reply, done) => {
-    metrics.requests.add(request.method, request.routeOptions.url ?? 'unknown', reply.statusCode);
-    done();
-  });
-  app.addHook('onClose', async () => {
-    await fingerprint.stop();
-    await queue.close();
-    redis.disconnect();
-  });
-
-  await registerOpenApi(app);
-
-  registerValidation(app);
-  registerErrorHandler(app);
-  registerIdempotencyRelease(app);
-  // Routes name their limiter, key and cost in `config.rateLimit`; the plugin runs after
-  // authentication and validation, so bad input costs no tokens, and sets the draft-11 headers.
-  await app.register(heraldRateLimit, {
-    limiter: app.limits.defaults(),
-    costExceedsCapacityCode: ErrorCode.BATCH_EXCEEDS_BURST,
-  });
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
-  await app.register(statusRoutes);
+  await app.register(notificationRoutes);
   await app.register(tokenRoutes);
   await app.register(userRoutes);
   return app;
-}
-
-async function assertWaitAofSupported(redis: Redis): Promise<void> {
-  const info = (await redis.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
-  if (!Array.isArray(info) || info[0] === null || info[0] === undefined) {
-    throw new Error(
-      'HERALD_DURABILITY=aof needs WAITAOF (Redis 7.2 or newer) and this Redis lacks it: upgrade Redis or set HERALD_DURABILITY=redis.',
-    );
-  }
 }

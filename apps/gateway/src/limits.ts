@@ -53,7 +53,7 @@ export class Limits {
    */
   perApiKey(policy: ApiKeyPolicy): RateLimitRouteConfig {
     const limiter = this.#perApiKey(policy);
-    const key = (request: FastifyRequest) => ({ [policy]: (request.apiKey as ApiKeyIdentity).id });
+    const key = (request: FastifyRequest) => ({ [policy]: request.identity.id });
     return { limiter, key, precheck: key };
   }
 

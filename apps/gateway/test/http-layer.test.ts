@@ -3,7 +3,7 @@ import { USER_ID_MAX_LENGTH } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_PARAM_LENGTH } from '../src/plugins/http-layer.js';
+import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
 import { API_KEY, auth, buildTestApp, disposeTestApp } from './helpers.js';
 import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
 

@@ -1,7 +1,7 @@
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { HERALD_HEADERS } from '../src/plugins/openapi.js';
+import { HERALD_HEADERS } from '../src/plugins/external/openapi.js';
 
 type Response = {
   $ref?: string;

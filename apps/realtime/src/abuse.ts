@@ -1,13 +1,13 @@
 import type { IncomingMessage } from 'node:http';
 import proxyAddr from '@fastify/proxy-addr';
-import type { CommandReply } from '@herald/protocol';
+import { type CommandReply, ErrorCode } from '@herald/protocol';
 import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Event as SocketPacket } from 'socket.io';
 
 /** `code` of every refusal for being over an abuse limit: command replies and handshake `connect_error`s. */
-export const RATE_LIMITED = 'HERALD_ERR_RATE_LIMITED';
+export const RATE_LIMITED = ErrorCode.RATE_LIMITED;
 
 /** Policy names, as they appear in the limiter's metrics and keys. */
 export const AbusePolicy = {

@@ -4,6 +4,7 @@ import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
 import {
   type ClientToServerEvents,
   type CommandReply,
+  ErrorCode,
   type GoodbyeEvent,
   revokedApiKeysKey,
   type ServerToClientEvents,
@@ -33,9 +34,9 @@ type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<st
 
 /** Stable codes of handshake refusals (`connect_error` `data.code`), besides the token codes. */
 export const HandshakeErrorCode = {
-  OFFSET_INVALID: 'HERALD_ERR_OFFSET_INVALID',
-  TOO_MANY_CONNECTIONS: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
-  UNAVAILABLE: 'HERALD_ERR_UNAVAILABLE',
+  OFFSET_INVALID: ErrorCode.OFFSET_INVALID,
+  TOO_MANY_CONNECTIONS: ErrorCode.TOO_MANY_CONNECTIONS,
+  UNAVAILABLE: ErrorCode.UNAVAILABLE,
   RATE_LIMITED,
 } as const;
 
@@ -252,7 +253,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
       if (upTo !== undefined && !isOffset(upTo)) {
         command(reply, async () => {
-          throw new InboxError('HERALD_ERR_INBOX_INVALID_OFFSET', 'upTo is not an offset');
+          throw new InboxError(ErrorCode.INBOX_INVALID_OFFSET, 'upTo is not an offset');
         });
         return;
       }
@@ -307,7 +308,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
           if (flag !== 1) return;
           for (const socket of byKey.get(keyIds[index] as string) ?? []) {
             goodbye(socket, {
-              code: 'HERALD_ERR_TOKEN_REVOKED',
+              code: ErrorCode.TOKEN_REVOKED,
               message: 'The API key that minted this token was revoked: get a new token from your backend.',
               reconnect: false,
             });
@@ -331,7 +332,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
           answer({ ok: false, code: error.code, error: error.message });
         } else {
           log.warn({ err: error }, 'command failed');
-          answer({ ok: false, code: 'HERALD_ERR_UNAVAILABLE', error: 'Redis unavailable: retry shortly.' });
+          answer({ ok: false, code: ErrorCode.UNAVAILABLE, error: 'Redis unavailable: retry shortly.' });
         }
       },
     );
@@ -348,7 +349,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       holder.timer = setTimeout(
         () => {
           goodbye(socket, {
-            code: 'HERALD_ERR_TOKEN_EXPIRED',
+            code: ErrorCode.TOKEN_EXPIRED,
             message: 'Token expired: get a new one from POST /tokens, then reconnect with your lastOffset.',
             reconnect: false,
           });
@@ -382,7 +383,7 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       // Tell every client to reconnect (the load balancer sends it to another instance), then close.
       for (const socket of io.of('/').sockets.values()) {
         goodbye(socket, {
-          code: 'HERALD_SERVER_SHUTDOWN',
+          code: ErrorCode.SERVER_SHUTDOWN,
           message: 'This server is shutting down: reconnect (to any instance) with your lastOffset.',
           reconnect: true,
         });
@@ -402,6 +403,6 @@ function tooManyConnections(max: number): string {
 function idsOf(body: unknown): string[] {
   const ids = (body as { ids?: unknown } | undefined)?.ids;
   if (!Array.isArray(ids))
-    throw new InboxError('HERALD_ERR_INBOX_INVALID_ARGUMENT', 'Expected { ids: string[] }');
+    throw new InboxError(ErrorCode.INBOX_INVALID_ARGUMENT, 'Expected { ids: string[] }');
   return ids as string[];
 }

@@ -1,4 +1,4 @@
-import { DEV_JWT_SECRET } from '@herald/protocol';
+import { DEV_JWT_SECRET, ErrorCode } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static, type TObject } from 'typebox';
 
@@ -86,7 +86,7 @@ export const DevModeEnv = {
 
 /** Thrown when the environment does not describe a valid configuration; lists every problem. */
 export class ConfigError extends Error {
-  readonly code = 'HERALD_ERR_CONFIG';
+  readonly code = ErrorCode.CONFIG;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'ConfigError';

@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ErrorCode } from '@herald/protocol';
 
 /** How long a readiness check may take before the instance is reported not ready. */
 export const READINESS_TIMEOUT_MS = 1000;
@@ -39,7 +40,7 @@ export function operationsHandler(
   return (request, response) => {
     const path = (request.url ?? '/').split('?')[0];
     if (request.method !== 'GET' && request.method !== 'HEAD') {
-      send(response, 404, { error: probes.notFound, code: 'HERALD_ERR_NOT_FOUND' });
+      send(response, 404, { error: probes.notFound, code: ErrorCode.NOT_FOUND });
       return;
     }
     if (path === '/healthz') {
@@ -61,14 +62,14 @@ export function operationsHandler(
             }
             send(response, 503, {
               error: `Not ready: the apps of this deployment disagree (${mismatches.join('; ')}); give every app the same settings.`,
-              code: 'HERALD_ERR_DEPLOYMENT_MISMATCH',
+              code: ErrorCode.DEPLOYMENT_MISMATCH,
               mismatches,
             });
           },
           (error: unknown) =>
             send(response, 503, {
               error: `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
-              code: 'HERALD_ERR_UNAVAILABLE',
+              code: ErrorCode.UNAVAILABLE,
             }),
         )
         .finally(() => clearTimeout(timer));
@@ -83,11 +84,11 @@ export function operationsHandler(
         (error: unknown) =>
           send(response, 500, {
             error: `Metrics failed: ${(error as Error).message}`,
-            code: 'HERALD_ERR_INTERNAL',
+            code: ErrorCode.INTERNAL,
           }),
       );
       return;
     }
-    send(response, 404, { error: probes.notFound, code: 'HERALD_ERR_NOT_FOUND' });
+    send(response, 404, { error: probes.notFound, code: ErrorCode.NOT_FOUND });
   };
 }

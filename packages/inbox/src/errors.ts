@@ -1,3 +1,5 @@
+import { ErrorCode } from '@herald/protocol/error-codes';
+
 /**
  * Stable codes of every error `@herald/inbox` throws.
  *
@@ -8,11 +10,11 @@
  */
 export const InboxErrorCode = {
   /** An offset that is not `<ms>-<seq>`: the caller passes what it got from a notification. */
-  INVALID_OFFSET: 'HERALD_ERR_INBOX_INVALID_OFFSET',
+  INVALID_OFFSET: ErrorCode.INBOX_INVALID_OFFSET,
   /** A user id, id list, limit or option out of range. */
-  INVALID_ARGUMENT: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+  INVALID_ARGUMENT: ErrorCode.INBOX_INVALID_ARGUMENT,
   /** A Lua script answered something it never answers: a bug or a foreign script under the same name. */
-  UNEXPECTED_REPLY: 'HERALD_ERR_INBOX_UNEXPECTED_REPLY',
+  UNEXPECTED_REPLY: ErrorCode.INBOX_UNEXPECTED_REPLY,
 } as const;
 export type InboxErrorCode = (typeof InboxErrorCode)[keyof typeof InboxErrorCode];
 

@@ -1,3 +1,4 @@
+import type { ErrorCode } from './error-codes.js';
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
   /** BullMQ priority: 1 (highest) to 2 097 152; absent = no priority (FIFO, fastest). */
@@ -85,10 +86,10 @@ export interface GoodbyeEvent {
    * `HERALD_ERR_TOO_MANY_CONNECTIONS`: this user has too many connections on this instance.
    */
   code:
-    | 'HERALD_ERR_TOKEN_EXPIRED'
-    | 'HERALD_ERR_TOKEN_REVOKED'
-    | 'HERALD_SERVER_SHUTDOWN'
-    | 'HERALD_ERR_TOO_MANY_CONNECTIONS';
+    | typeof ErrorCode.TOKEN_EXPIRED
+    | typeof ErrorCode.TOKEN_REVOKED
+    | typeof ErrorCode.SERVER_SHUTDOWN
+    | typeof ErrorCode.TOO_MANY_CONNECTIONS;
   message: string;
   /** True: reconnect (to any instance) with the same token and `lastOffset`; false: get a new token first. */
   reconnect: boolean;

@@ -1,3 +1,4 @@
+export * from './error-codes.js';
 export * from './events.js';
 export * from './names.js';
 export * from './schemas.js';

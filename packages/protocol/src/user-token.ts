@@ -1,4 +1,5 @@
 import { errors, jwtVerify, SignJWT } from 'jose';
+import { ErrorCode } from './error-codes.js';
 import { isTenantId } from './tenancy.js';
 
 const ALGORITHM = 'HS256';
@@ -13,11 +14,11 @@ export const TOKEN_ISSUER = 'herald';
 
 /** Why a user token was refused; stable codes for `connect_error` data. */
 export const TokenErrorCode = {
-  MISSING: 'HERALD_ERR_TOKEN_MISSING',
-  EXPIRED: 'HERALD_ERR_TOKEN_EXPIRED',
-  INVALID: 'HERALD_ERR_TOKEN_INVALID',
+  MISSING: ErrorCode.TOKEN_MISSING,
+  EXPIRED: ErrorCode.TOKEN_EXPIRED,
+  INVALID: ErrorCode.TOKEN_INVALID,
   /** The API key that minted the token was revoked. */
-  REVOKED: 'HERALD_ERR_TOKEN_REVOKED',
+  REVOKED: ErrorCode.TOKEN_REVOKED,
 } as const;
 export type TokenErrorCode = (typeof TokenErrorCode)[keyof typeof TokenErrorCode];
 

@@ -1,3 +1,5 @@
+import { ErrorCode } from '@herald/protocol/error-codes';
+
 /**
  * Every error code of `@herald/rate-limiter`. Stable: callers may branch on them.
  *
@@ -10,19 +12,19 @@
  */
 export const RateLimiterErrorCode = {
   /** A call asked for more than a policy's capacity: it could never be allowed. */
-  COST_EXCEEDS_CAPACITY: 'HERALD_ERR_RATE_LIMITER_COST_EXCEEDS_CAPACITY',
+  COST_EXCEEDS_CAPACITY: ErrorCode.RATE_LIMITER_COST_EXCEEDS_CAPACITY,
   /** A cost that is not a finite number >= 0. */
-  INVALID_COST: 'HERALD_ERR_RATE_LIMITER_INVALID_COST',
+  INVALID_COST: ErrorCode.RATE_LIMITER_INVALID_COST,
   /** A call that does not name an id for every policy, or names an unknown policy. */
-  INVALID_KEY: 'HERALD_ERR_RATE_LIMITER_INVALID_KEY',
+  INVALID_KEY: ErrorCode.RATE_LIMITER_INVALID_KEY,
   /** Options rejected at construction. */
-  INVALID_OPTIONS: 'HERALD_ERR_RATE_LIMITER_INVALID_OPTIONS',
+  INVALID_OPTIONS: ErrorCode.RATE_LIMITER_INVALID_OPTIONS,
   /** Several ids in one call on Redis Cluster without a `hashTag`: their keys would sit in different slots. */
-  CROSS_SLOT: 'HERALD_ERR_RATE_LIMITER_CROSS_SLOT',
+  CROSS_SLOT: ErrorCode.RATE_LIMITER_CROSS_SLOT,
   /** Redis failed or was too slow and the failure mode is `throw` (or the call was a `peek`/`reset`). */
-  UNAVAILABLE: 'HERALD_ERR_RATE_LIMITER_UNAVAILABLE',
+  UNAVAILABLE: ErrorCode.RATE_LIMITER_UNAVAILABLE,
   /** The script answered something this version does not understand (a different script under the same name?). */
-  UNEXPECTED_REPLY: 'HERALD_ERR_RATE_LIMITER_UNEXPECTED_REPLY',
+  UNEXPECTED_REPLY: ErrorCode.RATE_LIMITER_UNEXPECTED_REPLY,
 } as const;
 /** One of {@link RateLimiterErrorCode}'s values. */
 export type RateLimiterErrorCode = (typeof RateLimiterErrorCode)[keyof typeof RateLimiterErrorCode];
@@ -62,6 +64,8 @@ export class RateLimiterError extends Error {
  * ```
  */
 export class CostExceedsCapacityError extends RateLimiterError {
+  /** The HTTP status to answer it with (Fastify's default error handler reads it). */
+  readonly statusCode = 400;
   readonly policy: string;
   readonly cost: number;
   readonly capacity: number;
@@ -92,6 +96,8 @@ export class CostExceedsCapacityError extends RateLimiterError {
  * ```
  */
 export class RateLimiterUnavailableError extends RateLimiterError {
+  /** The HTTP status to answer it with (Fastify's default error handler reads it). */
+  readonly statusCode = 503;
   /** `timeout`, `error` (Redis answered an error or the connection failed) or `not-connected`. */
   readonly reason: FailureReason;
   constructor(reason: FailureReason, options: { cause?: unknown } = {}) {

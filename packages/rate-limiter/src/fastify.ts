@@ -1,6 +1,6 @@
+import { ERRORS, ErrorCode } from '@herald/protocol/error-codes';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { CostExceedsCapacityError, RateLimiterUnavailableError } from './errors.js';
 import type { RateLimitCost, RateLimiter, RateLimitKey, RateLimitResult } from './rate-limiter.js';
 
 /**
@@ -66,15 +66,50 @@ export interface HeraldRateLimitOptions {
    * `key` and `cost` can read the body; a rejected body costs nothing).
    */
   hook?: 'onRequest' | 'preValidation' | 'preHandler';
-  /** `code` of the 429 body. Default `HERALD_ERR_RATE_LIMITED`. */
-  rateLimitedCode?: string;
-  /**
-   * `code` of the 400 body when a call costs more than a policy's capacity (it can never pass, e.g. a
-   * batch asking one recipient for more than its burst). Default `HERALD_ERR_RATE_LIMITER_COST_EXCEEDS_CAPACITY`.
-   */
-  costExceedsCapacityCode?: string;
-  /** `code` of the 503 body when Redis is away and the limiter fails closed or throws. Default `HERALD_ERR_UNAVAILABLE`. */
-  unavailableCode?: string;
+}
+
+/**
+ * A denied decision, thrown by {@link heraldRateLimit}'s hooks for the app's error handler to answer:
+ * `statusCode` 429, or 503 when the limiter's Redis was away and the failure mode denied
+ * (`result.source === 'fallback'`). The `RateLimit-Policy` and `RateLimit` headers are already on the
+ * reply; answer with `Retry-After: retryAfterSeconds`. No stack trace: a denial is not a defect, and a
+ * denied flood must stay cheap.
+ *
+ * @example
+ * ```ts
+ * app.setErrorHandler((error, _request, reply) => {
+ *   if (error instanceof RateLimitedError) {
+ *     return reply.code(error.statusCode).header('Retry-After', String(error.retryAfterSeconds))
+ *       .send({ error: error.message, code: error.code, policy: error.result.policy, retryAfterMs: error.result.retryAfterMs });
+ *   }
+ *   throw error;
+ * });
+ * ```
+ */
+export class RateLimitedError extends Error {
+  readonly code = ErrorCode.RATE_LIMITED;
+  readonly statusCode: 429 | 503;
+  readonly result: RateLimitResult;
+  /** `Retry-After`: whole seconds, rounded up, at least 1. */
+  readonly retryAfterSeconds: number;
+  private constructor(result: RateLimitResult) {
+    super(result.source === 'fallback' ? ERRORS.UNAVAILABLE.message : ERRORS.RATE_LIMITED.message);
+    this.name = 'RateLimitedError';
+    this.statusCode = result.source === 'fallback' ? 503 : 429;
+    this.result = result;
+    this.retryAfterSeconds = retryAfterSeconds(result);
+  }
+
+  /** The error of a denied `result`, built without capturing a stack (a few µs per denied request). */
+  static of(result: RateLimitResult): RateLimitedError {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    try {
+      return new RateLimitedError(result);
+    } finally {
+      Error.stackTraceLimit = limit;
+    }
+  }
 }
 
 declare module 'fastify' {
@@ -141,10 +176,11 @@ export function rateLimitHeader(result: RateLimitResult): string {
 
 /**
  * Fastify 5 plugin: limits every route that has `config.rateLimit`, sets the `RateLimit-Policy` and
- * `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers-11) on its responses, and answers a denied
- * call with 429, an integer `Retry-After` (seconds, rounded up) and
- * `{ "error": "Rate limit exceeded", "code", "policy", "retryAfterMs" }`. A cost above a policy's
- * capacity is answered 400; a Redis outage under failure mode `closed` or `throw` is answered 503.
+ * `RateLimit` headers (draft-ietf-httpapi-ratelimit-headers-11) on its responses, and hands the app's
+ * error handler what to answer, writing no error body itself: a denied call throws a
+ * {@link RateLimitedError} (429, or 503 when the failure mode denied), a cost above a policy's capacity
+ * the limiter's `CostExceedsCapacityError` (answer 400), a Redis outage under failure mode `throw` its
+ * `RateLimiterUnavailableError` (answer 503).
  *
  * @example
  * ```ts
@@ -156,9 +192,6 @@ export function rateLimitHeader(result: RateLimitResult): string {
  */
 export const heraldRateLimit = fp<HeraldRateLimitOptions>(
   async (app: FastifyInstance, options: HeraldRateLimitOptions) => {
-    const rateLimitedCode = options.rateLimitedCode ?? 'HERALD_ERR_RATE_LIMITED';
-    const unavailableCode = options.unavailableCode ?? 'HERALD_ERR_UNAVAILABLE';
-    const costExceedsCapacityCode = options.costExceedsCapacityCode;
     const policyHeaders = new WeakMap<RateLimiter, string>();
 
     /** The route's limiter for `request`: at once, or a promise when the route picks it asynchronously. */
@@ -175,36 +208,17 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       }
       return header;
     };
-    /** The answer to a denied decision: 429, or 503 when the failure mode denied. */
-    const deny = (reply: FastifyReply, result: RateLimitResult): FastifyReply => {
-      reply.header('Retry-After', String(retryAfterSeconds(result)));
-      if (result.source === 'fallback') {
-        return reply.code(503).send({
-          error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
-          code: unavailableCode,
-          retryAfterMs: result.retryAfterMs,
-        });
-      }
-      return reply.code(429).send({
-        error: 'Rate limit exceeded',
-        code: rateLimitedCode,
-        policy: result.policy,
-        retryAfterMs: result.retryAfterMs,
-      });
-    };
-
-    /** Answers `request` with 429 when `limiter`'s deny cache refuses one of `ids`; whether it did. */
+    /** The error refusing `request` when `limiter`'s deny cache refuses one of `ids`, else null. */
     const deniedEarly = (
       limiter: RateLimiter,
       ids: Readonly<Record<string, string>>,
       reply: FastifyReply,
-    ): boolean => {
+    ): RateLimitedError | null => {
       const result = limiter.deniedLocally(ids);
-      if (result === undefined) return false;
+      if (result === undefined) return null;
       reply.header('RateLimit-Policy', policyHeaderOf(limiter));
       reply.header('RateLimit', rateLimitHeader(result));
-      deny(reply, result);
-      return true;
+      return RateLimitedError.of(result);
     };
     /** Route `preParsing` hook of routes with a `precheck` (callback style: no promise per request). */
     const precheck = (
@@ -221,11 +235,9 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       }
       const limiter = limiterOf(request, route);
       if (limiter instanceof Promise) {
-        limiter.then((resolved) => {
-          if (!deniedEarly(resolved, ids, reply)) done(null, payload);
-        }, done);
-      } else if (!deniedEarly(limiter, ids, reply)) {
-        done(null, payload);
+        limiter.then((resolved) => done(deniedEarly(resolved, ids, reply), payload), done);
+      } else {
+        done(deniedEarly(limiter, ids, reply), payload);
       }
     };
     app.addHook('onRoute', (routeOptions) => {
@@ -244,33 +256,13 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       const limiter = await limiterOf(request, route);
       reply.header('RateLimit-Policy', policyHeaderOf(limiter));
 
-      let result: RateLimitResult;
-      try {
-        const key = await route.key(request);
-        const cost = route.cost === undefined ? 1 : await route.cost(request);
-        result = await limiter.consume(key, cost);
-      } catch (error) {
-        if (error instanceof CostExceedsCapacityError) {
-          return reply.code(400).send({
-            error: error.message,
-            code: costExceedsCapacityCode ?? error.code,
-            policy: error.policy,
-            cost: error.cost,
-            capacity: error.capacity,
-          });
-        }
-        if (error instanceof RateLimiterUnavailableError) {
-          return reply.code(503).header('Retry-After', '1').send({
-            error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
-            code: unavailableCode,
-          });
-        }
-        throw error;
-      }
-
+      // A cost over capacity and an outage under failure mode `throw` reach the error handler as the
+      // limiter threw them.
+      const key = await route.key(request);
+      const cost = route.cost === undefined ? 1 : await route.cost(request);
+      const result = await limiter.consume(key, cost);
       reply.header('RateLimit', rateLimitHeader(result));
-      if (result.allowed) return;
-      return deny(reply, result);
+      if (!result.allowed) throw RateLimitedError.of(result);
     });
   },
   { fastify: '5.x', name: '@herald/rate-limiter' },

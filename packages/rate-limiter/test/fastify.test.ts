@@ -1,11 +1,32 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { heraldRateLimit } from '../src/fastify.js';
-import { RateLimiter } from '../src/index.js';
+import { heraldRateLimit, RateLimitedError } from '../src/fastify.js';
+import { CostExceedsCapacityError, RateLimiter } from '../src/index.js';
 import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
 
-// The Fastify plugin on a bare app, through inject().
+// The Fastify plugin on a bare app, through inject(). The plugin writes no error body: it throws its
+// refusals, and the app's error handler answers them (here, as the gateway's does).
+
+/** A bare Fastify app whose error handler answers the plugin's refusals. */
+function appWithErrorHandler(): FastifyInstance {
+  const fastify = Fastify();
+  fastify.setErrorHandler((error, _request, reply) => {
+    if (error instanceof RateLimitedError) {
+      const { policy, retryAfterMs } = error.result;
+      return reply
+        .code(error.statusCode)
+        .header('Retry-After', String(error.retryAfterSeconds))
+        .send({ error: error.message, code: error.code, policy, retryAfterMs });
+    }
+    if (error instanceof CostExceedsCapacityError) {
+      const { message, code, policy, cost, capacity } = error;
+      return reply.code(error.statusCode).send({ error: message, code, policy, cost, capacity });
+    }
+    return reply.send(error);
+  });
+  return fastify;
+}
 
 let redis: Redis | Cluster;
 beforeAll(async () => {
@@ -13,8 +34,7 @@ beforeAll(async () => {
 });
 afterAll(() => redis.disconnect());
 
-async function app(limiter: RateLimiter): Promise<FastifyInstance> {
-  const fastify = Fastify();
+async function app(limiter: RateLimiter, fastify = appWithErrorHandler()): Promise<FastifyInstance> {
   await fastify.register(heraldRateLimit, { limiter });
   fastify.post<{ Body: { userId: string; weight?: number } }>(
     '/notify',
@@ -88,6 +108,25 @@ describe('heraldRateLimit (Fastify plugin)', () => {
     await fastify.close();
   });
 
+  it("writes no error body of its own: under Fastify's default error handler a denial is a plain 429", async () => {
+    const fastify = await app(limiter(), Fastify());
+    const send = () =>
+      fastify.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { 'x-api-key': 'key-8' },
+        payload: { userId: 'u' },
+      });
+    expect((await send()).statusCode).toBe(202);
+    expect((await send()).statusCode).toBe(202);
+    const denied = await send();
+    expect(denied.statusCode).toBe(429);
+    expect(denied.headers.ratelimit).toMatch(/"recipient";r=0;t=\d+/);
+    expect(denied.json()).toMatchObject({ statusCode: 429, code: 'HERALD_ERR_RATE_LIMITED' });
+    expect(denied.json().policy).toBeUndefined();
+    await fastify.close();
+  });
+
   it('answers a cost above capacity with 400 and its code, not a 429', async () => {
     const fastify = await app(limiter());
     const response = await fastify.inject({
@@ -120,7 +159,7 @@ describe('heraldRateLimit (Fastify plugin)', () => {
     const small = make(3);
     const big = make(50);
     const chosen: string[] = [];
-    const fastify = Fastify();
+    const fastify = appWithErrorHandler();
     await fastify.register(heraldRateLimit, { limiter: big });
     const key = (request: FastifyRequest) => String(request.headers['x-api-key']);
     const recipients = (request: FastifyRequest) => (request.body as { userIds: string[] }).userIds;
@@ -211,7 +250,7 @@ describe('precheck and deniedLocally: a denied caller is refused before its body
 
   it('answers 429 with the draft-11 headers in preParsing: a malformed body from a denied key is never parsed', async () => {
     const limiter = oneKeyLimiter();
-    const fastify = Fastify();
+    const fastify = appWithErrorHandler();
     await fastify.register(heraldRateLimit, { limiter });
     const keyOf = (request: FastifyRequest) => String(request.headers['x-api-key']);
     let handled = 0;

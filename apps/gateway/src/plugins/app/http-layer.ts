@@ -8,8 +8,9 @@ import type {
   FastifyReply,
   FastifyRequest,
 } from 'fastify';
+import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
-import { ErrorCode } from '../errors.js';
+import { ErrorCode } from '../../errors.js';
 
 /**
  * How long a request may take to arrive, headers and body together. Bodies are at most 64 KB, so 10 s
@@ -33,7 +34,7 @@ export const MAX_PARAM_LENGTH = 3 * 256;
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
-/** JSON of a Herald error, for answers written straight to the socket. */
+/** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
 
 /**
@@ -110,47 +111,50 @@ export const httpServerOptions = {
  *   `Connection: close`, so Node closes the connection after the answer instead of reading an
  *   unbounded body to reuse it;
  * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON.
- * Register before the routes (it learns them from `onRoute`).
+ * Register before every other plugin that declares routes (it learns them from `onRoute`).
  */
-export function registerHttpLayer(app: FastifyInstance): void {
-  const known = FindMyWay();
-  const seen = new Set<string>();
-  app.addHook('onRoute', (route) => {
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    for (const method of methods) {
-      const id = `${method} ${route.url}`;
-      if (seen.has(id) || !(METHODS as readonly string[]).includes(method)) continue;
-      seen.add(id);
-      known.on(method as (typeof METHODS)[number], route.url, () => {});
-    }
-  });
+export default fp(
+  async (app: FastifyInstance) => {
+    const known = FindMyWay();
+    const seen = new Set<string>();
+    app.addHook('onRoute', (route) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      for (const method of methods) {
+        const id = `${method} ${route.url}`;
+        if (seen.has(id) || !(METHODS as readonly string[]).includes(method)) continue;
+        seen.add(id);
+        known.on(method as (typeof METHODS)[number], route.url, () => {});
+      }
+    });
 
-  const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
-  app.addHook('onSend', (request, reply, payload, done) => {
-    // A body within the body limit is drained by Node to keep the connection (bounded work, and a
-    // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
-    // declared length over the limit is not read: the connection closes after the answer. `complete`
-    // is false until the message has been read to its end (undefined under `inject()`: no socket).
-    const { headers } = request.raw;
-    const unbounded =
-      headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
-    if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
-    done(null, payload);
-  });
+    const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
+    app.addHook('onSend', (request, reply, payload, done) => {
+      // A body within the body limit is drained by Node to keep the connection (bounded work, and a
+      // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
+      // declared length over the limit is not read: the connection closes after the answer. `complete`
+      // is false until the message has been read to its end (undefined under `inject()`: no socket).
+      const { headers } = request.raw;
+      const unbounded =
+        headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
+      if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
+      done(null, payload);
+    });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '/';
-    const allowed = METHODS.filter((method) => known.find(method, path) !== null);
-    if (allowed.length > 0) {
-      void reply
-        .code(405)
-        .header('Allow', allowed.join(', '))
-        .send({
-          error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
-          code: ErrorCode.METHOD_NOT_ALLOWED,
-        });
-      return;
-    }
-    void reply.code(404).send({ error: `No route ${request.method} ${path}`, code: ErrorCode.NOT_FOUND });
-  });
-}
+    app.setNotFoundHandler((request, reply) => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = METHODS.filter((method) => known.find(method, path) !== null);
+      if (allowed.length > 0) {
+        void reply
+          .code(405)
+          .header('Allow', allowed.join(', '))
+          .send({
+            error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
+            code: ErrorCode.METHOD_NOT_ALLOWED,
+          });
+        return;
+      }
+      void reply.code(404).send({ error: `No route ${request.method} ${path}`, code: ErrorCode.NOT_FOUND });
+    });
+  },
+  { name: 'http-layer', fastify: '5.x' },
+);

@@ -1,8 +1,17 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ApiKeyIdentity, ApiKeyStore } from '../api-keys.js';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import fp from 'fastify-plugin';
+import { type ApiKeyIdentity, ApiKeyStore } from '../../api-keys.js';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+
+/** A route's `onRequest` hook (callback style: no promise per request). */
+type OnRequest = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    apiKeys: ApiKeyStore;
+    /** Route `onRequest` hook: `Authorization: Bearer <api key>` or a 401. */
+    authenticate: OnRequest;
+  }
   interface FastifyRequest {
     /** The caller, set by `authenticate`. */
     apiKey?: ApiKeyIdentity;
@@ -14,30 +23,44 @@ declare module 'fastify' {
   }
 }
 
-/** Decorates requests with {@link FastifyRequest.identity}: the authenticated caller, typed once. */
-export function decorateIdentity(app: FastifyInstance): void {
-  app.decorateRequest('apiKey', undefined);
-  app.decorateRequest('identity', {
-    getter(this: FastifyRequest): ApiKeyIdentity {
-      const identity = this.apiKey;
-      if (identity === undefined) throw new Error('request.identity read on a route without authenticate');
-      return identity;
-    },
-  });
-}
+/**
+ * API keys (environment and Redis), `app.authenticate` for routes to put in their `onRequest`, and
+ * {@link FastifyRequest.identity}: the authenticated caller, typed once.
+ */
+export default fp(
+  async (app: FastifyInstance) => {
+    const { config } = app;
+    const apiKeys = new ApiKeyStore({
+      redis: app.redis,
+      keyPrefix: config.keyPrefix,
+      cacheMs: config.apiKeyCacheMs,
+      envKeys: config.apiKeys,
+    });
+    app.decorate('apiKeys', apiKeys);
+    app.decorate('authenticate', createApiKeyAuth(apiKeys, app.withRedisTimeout));
+    app.decorateRequest('apiKey', undefined);
+    app.decorateRequest('identity', {
+      getter(this: FastifyRequest): ApiKeyIdentity {
+        const identity = this.apiKey;
+        if (identity === undefined) throw new Error('request.identity read on a route without authenticate');
+        return identity;
+      },
+    });
+  },
+  { name: 'api-keys', dependencies: ['config', 'redis'], fastify: '5.x' },
+);
 
 /**
  * An `onRequest` hook that accepts `Authorization: Bearer <api key>` when the key is known and not
  * revoked, and sets `request.apiKey`; anything else is a 401 JSON error.
  */
-export function createApiKeyAuth(
+function createApiKeyAuth(
   store: ApiKeyStore,
   withTimeout: <T>(promise: Promise<T>) => Promise<T>,
-): (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void {
+): OnRequest {
   const accept = (request: FastifyRequest, identity: ApiKeyIdentity | undefined): Error | undefined => {
     if (!identity) {
       return new HttpError(
-        401,
         ErrorCode.UNAUTHORIZED,
         'Unknown or revoked API key: check the key or ask an operator for one.',
         { headers: { 'WWW-Authenticate': 'Bearer realm="herald", error="invalid_token"' } },
@@ -52,14 +75,9 @@ export function createApiKeyAuth(
     const match = typeof header === 'string' ? BEARER.exec(header) : null;
     if (!match?.[1]) {
       done(
-        new HttpError(
-          401,
-          ErrorCode.UNAUTHORIZED,
-          'Missing API key: send "Authorization: Bearer <api key>".',
-          {
-            headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
-          },
-        ),
+        new HttpError(ErrorCode.UNAUTHORIZED, 'Missing API key: send "Authorization: Bearer <api key>".', {
+          headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
+        }),
       );
       return;
     }

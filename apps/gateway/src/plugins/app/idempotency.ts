@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
-import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../idempotency.js';
+import fp from 'fastify-plugin';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../../idempotency.js';
 
 /** A claimed `Idempotency-Key` of the current request. */
 export interface IdempotencyClaim {
@@ -16,10 +17,45 @@ export interface IdempotencyClaim {
 }
 
 declare module 'fastify' {
+  interface FastifyInstance {
+    idempotency: IdempotencyStore;
+    /**
+     * Route `preValidation` hook (after authentication, before the limiter) of a route that honours an
+     * `Idempotency-Key` header.
+     */
+    idempotencyCheck: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    /** Stores `answer` as the claimed key's first answer (the handler calls this before replying). */
+    settleIdempotency(request: FastifyRequest, answer: StoredAnswer): Promise<void>;
+  }
   interface FastifyRequest {
     idempotency?: IdempotencyClaim;
   }
 }
+
+/**
+ * `Idempotency-Key`: the store, the route hook that claims a key or replays its first answer, the
+ * settling of an answer, and the release of a key whose request was refused or failed.
+ */
+export default fp(
+  async (app: FastifyInstance) => {
+    const { config } = app;
+    app.decorate(
+      'idempotency',
+      new IdempotencyStore({
+        redis: app.redis,
+        keyPrefix: config.keyPrefix,
+        ttlSeconds: config.idempotencyTtlSeconds,
+      }),
+    );
+    app.decorateRequest('idempotency', undefined);
+    app.decorate('idempotencyCheck', idempotencyPreValidation(app));
+    app.decorate('settleIdempotency', (request: FastifyRequest, answer: StoredAnswer) =>
+      settleIdempotency(app, request, answer),
+    );
+    registerIdempotencyRelease(app);
+  },
+  { name: 'idempotency', dependencies: ['config', 'redis', 'api-keys'], fastify: '5.x' },
+);
 
 /**
  * Route hook (`preValidation`, after authentication, before the limiter): with an `Idempotency-Key`
@@ -27,14 +63,13 @@ declare module 'fastify' {
  * answer with `Idempotency-Replayed: true`, 409 while it is still in flight, 422 for another body.
  * A replay costs no tokens and enqueues nothing.
  */
-export function idempotencyPreValidation(app: FastifyInstance) {
+function idempotencyPreValidation(app: FastifyInstance) {
   return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
     const header = request.headers['idempotency-key'];
     if (header === undefined) return;
     const key = Array.isArray(header) ? header.join(',') : header;
     if (key.length === 0 || key.length > IDEMPOTENCY_KEY_MAX_LENGTH) {
       throw new HttpError(
-        400,
         ErrorCode.VALIDATION,
         `Invalid request: headers.idempotency-key must be 1 to ${IDEMPOTENCY_KEY_MAX_LENGTH} characters`,
         {
@@ -79,14 +114,12 @@ export function idempotencyPreValidation(app: FastifyInstance) {
         return;
       case 'in-flight':
         throw new HttpError(
-          409,
           ErrorCode.IDEMPOTENCY_IN_FLIGHT,
           'A request with this Idempotency-Key is still being processed: retry in a moment.',
           { headers: { 'Retry-After': '1' } },
         );
       case 'mismatch':
         throw new HttpError(
-          422,
           ErrorCode.IDEMPOTENCY_MISMATCH,
           'This Idempotency-Key was used with a different request body: use a new key for a new request.',
         );
@@ -94,8 +127,7 @@ export function idempotencyPreValidation(app: FastifyInstance) {
   };
 }
 
-/** Stores `answer` as the claimed key's first answer (the handler calls this before replying). */
-export async function settleIdempotency(
+async function settleIdempotency(
   app: FastifyInstance,
   request: FastifyRequest,
   answer: StoredAnswer,
@@ -115,7 +147,7 @@ export async function settleIdempotency(
  * App hook: a claimed key whose request was refused or failed (400, 429, 503…) is released, so the
  * client may retry with it.
  */
-export function registerIdempotencyRelease(app: FastifyInstance): void {
+function registerIdempotencyRelease(app: FastifyInstance): void {
   app.addHook('onResponse', (request, _reply, done) => {
     const claim = request.idempotency;
     if (!claim || claim.settled) return done();

@@ -1,11 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, NotificationStatus } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
-import type { TenantStatus } from '../status.js';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import type { TenantStatus } from '../../status.js';
 
 /** `GET /notifications/:id`: where a notification is, for the tenant that sent it. */
-export const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/notifications/:id',
     {
@@ -29,7 +29,6 @@ export const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       // Another tenant's notification answers exactly like a missing one.
       if (!status || status.tenantId !== identity.tenantId) {
         throw new HttpError(
-          404,
           ErrorCode.NOT_FOUND,
           `No notification ${request.params.id} for this API key's tenant`,
         );
@@ -39,3 +38,5 @@ export const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
+
+export default statusRoutes;

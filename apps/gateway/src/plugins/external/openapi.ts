@@ -1,8 +1,9 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { ErrorResponse } from '@herald/protocol';
+import { ErrorCode, ErrorResponse } from '@herald/protocol';
 import type { FastifyInstance, RouteOptions } from 'fastify';
-import { HEADERS_TIMEOUT_MS, MAX_PARAM_LENGTH, REQUEST_TIMEOUT_MS } from './http-layer.js';
+import fp from 'fastify-plugin';
+import { HEADERS_TIMEOUT_MS, MAX_PARAM_LENGTH, REQUEST_TIMEOUT_MS } from '../app/http-layer.js';
 
 /** What the gateway adds to a route's answers, beyond its own schema: learnt from its options. */
 interface RouteTraits {
@@ -70,17 +71,18 @@ const error = (description: string, headers: string[] = []): Response => ({
 /** Answers any path may get, before or without a route: in `components.responses`. */
 const COMMON_RESPONSES: Record<string, Response> = {
   BadRequest: error(
-    'Malformed HTTP (request line, headers, chunked encoding) or path: `HERALD_ERR_BAD_REQUEST`.',
+    `Malformed HTTP (request line, headers, chunked encoding) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
   ),
-  NotFound: error('No route for this path: `HERALD_ERR_NOT_FOUND`.'),
-  MethodNotAllowed: error('The path exists with other methods (`Allow`): `HERALD_ERR_METHOD_NOT_ALLOWED`.', [
-    'Allow',
-  ]),
+  NotFound: error(`No route for this path: \`${ErrorCode.NOT_FOUND}\`.`),
+  MethodNotAllowed: error(
+    `The path exists with other methods (\`Allow\`): \`${ErrorCode.METHOD_NOT_ALLOWED}\`.`,
+    ['Allow'],
+  ),
   RequestTimeout: error(
-    `Headers not received within ${HEADERS_TIMEOUT_MS / 1000} s, or the whole request within ${REQUEST_TIMEOUT_MS / 1000} s: \`HERALD_ERR_REQUEST_TIMEOUT\`; the connection is closed.`,
+    `Headers not received within ${HEADERS_TIMEOUT_MS / 1000} s, or the whole request within ${REQUEST_TIMEOUT_MS / 1000} s: \`${ErrorCode.REQUEST_TIMEOUT}\`; the connection is closed.`,
   ),
-  UriTooLong: error(`A path parameter over ${MAX_PARAM_LENGTH} characters: \`HERALD_ERR_URI_TOO_LONG\`.`),
-  HeadersTooLarge: error('Request headers over 16 KB: `HERALD_ERR_HEADERS_TOO_LARGE`.'),
+  UriTooLong: error(`A path parameter over ${MAX_PARAM_LENGTH} characters: \`${ErrorCode.URI_TOO_LONG}\`.`),
+  HeadersTooLarge: error(`Request headers over 16 KB: \`${ErrorCode.HEADERS_TOO_LARGE}\`.`),
 };
 
 /** Adds `response` for `status` unless the route documents it already; adds `headers` to it either way. */
@@ -97,25 +99,25 @@ function ensure(operation: Operation, status: string, response: Response, header
 /** Completes one operation with what the gateway's hooks send on top of the route's own schema. */
 function complete(operation: Operation, traits: RouteTraits): void {
   if (!traits.authenticated) operation.security = [];
-  ensure(operation, '500', error('A defect in the gateway (never bad input): `HERALD_ERR_INTERNAL`.'));
+  ensure(operation, '500', error(`A defect in the gateway (never bad input): \`${ErrorCode.INTERNAL}\`.`));
   if (traits.hasParams) ensure(operation, '414', { $ref: '#/components/responses/UriTooLong' } as never);
   if (traits.hasBody) {
     ensure(operation, '400', error('Invalid body or header: `details` names the field.'));
-    ensure(operation, '413', error('Body over 64 KB: `HERALD_ERR_BODY_TOO_LARGE`.'));
+    ensure(operation, '413', error(`Body over 64 KB: \`${ErrorCode.BODY_TOO_LARGE}\`.`));
     ensure(
       operation,
       '415',
       error(
-        'Not JSON, a charset other than UTF-8, or a Content-Encoding: `HERALD_ERR_UNSUPPORTED_MEDIA_TYPE`.',
+        `Not JSON, a charset other than UTF-8, or a Content-Encoding: \`${ErrorCode.UNSUPPORTED_MEDIA_TYPE}\`.`,
         ['Accept-Encoding'],
       ),
     );
   }
   if (traits.authenticated) {
-    ensure(operation, '401', error('Missing, unknown or revoked API key: `HERALD_ERR_UNAUTHORIZED`.'), [
+    ensure(operation, '401', error(`Missing, unknown or revoked API key: \`${ErrorCode.UNAUTHORIZED}\`.`), [
       'WWW-Authenticate',
     ]);
-    ensure(operation, '503', error('Redis unavailable or too slow: `HERALD_ERR_UNAVAILABLE`.'), [
+    ensure(operation, '503', error(`Redis unavailable or too slow: \`${ErrorCode.UNAVAILABLE}\`.`), [
       'Retry-After',
     ]);
   }
@@ -126,7 +128,7 @@ function complete(operation: Operation, traits: RouteTraits): void {
     }
   }
   if (traits.rateLimited) {
-    ensure(operation, '429', error('Rate limit exceeded: `HERALD_ERR_RATE_LIMITED`.'), ['Retry-After']);
+    ensure(operation, '429', error(`Rate limit exceeded: \`${ErrorCode.RATE_LIMITED}\`.`), ['Retry-After']);
     for (const [status, response] of Object.entries(operation.responses ?? {})) {
       if ('$ref' in response || ['401', '413', '415', '500'].includes(status)) continue;
       ensure(operation, status, response, ['RateLimit-Policy', 'RateLimit']);
@@ -140,59 +142,62 @@ function complete(operation: Operation, traits: RouteTraits): void {
  * layer) are added to each operation, learnt from the route's options; public routes are marked as
  * needing no API key.
  */
-export async function registerOpenApi(app: FastifyInstance): Promise<void> {
-  const traits = new Map<string, RouteTraits>();
-  app.addHook('onRoute', (route: RouteOptions) => {
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    const onRequest = [route.onRequest ?? []].flat();
-    const schema = (route.schema ?? {}) as {
-      body?: unknown;
-      params?: unknown;
-      headers?: { properties?: object };
-    };
-    for (const method of methods) {
-      traits.set(`${method.toLowerCase()} ${route.url.replace(/:(\w+)/g, '{$1}')}`, {
-        authenticated: onRequest.includes(app.authenticate),
-        rateLimited: route.config?.rateLimit !== undefined,
-        idempotent:
-          schema.headers?.properties !== undefined && 'idempotency-key' in schema.headers.properties,
-        hasBody: schema.body !== undefined,
-        hasParams: schema.params !== undefined,
-      });
-    }
-  });
-
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.0.3',
-      info: {
-        title: 'Herald gateway',
-        version: '0.1.0',
-        description: [
-          'Send real-time notifications: authenticated, rate-limited, durably queued.',
-          '',
-          'Every error is JSON `{ "error", "code", "details"? }`. Before any route runs, any path may also answer: 400 (malformed HTTP), 404 (no route), 405 (another method, with `Allow`), 408 (too slow), 414 (path parameter too long), 431 (headers too large): see `components.responses`.',
-        ].join('\n'),
-      },
-      components: {
-        securitySchemes: {
-          apiKey: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <api key>' },
-        },
-        responses: COMMON_RESPONSES as never,
-      },
-      security: [{ apiKey: [] }],
-    },
-    transformObject: (documentObject) => {
-      const document = (documentObject as { openapiObject: Document }).openapiObject;
-      for (const [path, operations] of Object.entries(document.paths ?? {})) {
-        for (const [method, operation] of Object.entries(operations)) {
-          const known = traits.get(`${method} ${path}`);
-          if (known) complete(operation, known);
-        }
+export default fp(
+  async (app: FastifyInstance) => {
+    const traits = new Map<string, RouteTraits>();
+    app.addHook('onRoute', (route: RouteOptions) => {
+      const methods = Array.isArray(route.method) ? route.method : [route.method];
+      const onRequest = [route.onRequest ?? []].flat();
+      const schema = (route.schema ?? {}) as {
+        body?: unknown;
+        params?: unknown;
+        headers?: { properties?: object };
+      };
+      for (const method of methods) {
+        traits.set(`${method.toLowerCase()} ${route.url.replace(/:(\w+)/g, '{$1}')}`, {
+          authenticated: onRequest.includes(app.authenticate),
+          rateLimited: route.config?.rateLimit !== undefined,
+          idempotent:
+            schema.headers?.properties !== undefined && 'idempotency-key' in schema.headers.properties,
+          hasBody: schema.body !== undefined,
+          hasParams: schema.params !== undefined,
+        });
       }
-      return document as never;
-    },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-}
+    });
+
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.0.3',
+        info: {
+          title: 'Herald gateway',
+          version: '0.1.0',
+          description: [
+            'Send real-time notifications: authenticated, rate-limited, durably queued.',
+            '',
+            'Every error is JSON `{ "error", "code", "details"? }`. Before any route runs, any path may also answer: 400 (malformed HTTP), 404 (no route), 405 (another method, with `Allow`), 408 (too slow), 414 (path parameter too long), 431 (headers too large): see `components.responses`.',
+          ].join('\n'),
+        },
+        components: {
+          securitySchemes: {
+            apiKey: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <api key>' },
+          },
+          responses: COMMON_RESPONSES as never,
+        },
+        security: [{ apiKey: [] }],
+      },
+      transformObject: (documentObject) => {
+        const document = (documentObject as { openapiObject: Document }).openapiObject;
+        for (const [path, operations] of Object.entries(document.paths ?? {})) {
+          for (const [method, operation] of Object.entries(operations)) {
+            const known = traits.get(`${method} ${path}`);
+            if (known) complete(operation, known);
+          }
+        }
+        return document as never;
+      },
+    });
+    await app.register(swaggerUi, { routePrefix: '/docs' });
+    app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  },
+  { name: 'openapi', fastify: '5.x' },
+);

@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, signUserToken, TokenRequest, TokenResponse } from '@herald/protocol';
-import { TOKENS_POLICY } from '../limits.js';
+import { TOKENS_POLICY } from '../../limits.js';
 
 /**
  * `POST /tokens`: a backend gets the token its browser connects with as `userId` of the key's tenant.
  * The token carries the tenant and the key's id: it reaches only that tenant's user, and dies with the key.
  */
-export const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/tokens',
     {
@@ -30,3 +30,5 @@ export const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
+
+export default tokenRoutes;

@@ -2,8 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { InboxError, MAX_PAGE } from '@herald/inbox';
 import { ErrorResponse, UserId } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
-import { INBOX_POLICY } from '../limits.js';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { INBOX_POLICY } from '../../limits.js';
 
 const Offset = Type.String({ pattern: '^\\d+-\\d+$', description: 'An inbox offset `<ms>-<seq>`' });
 const Unread = Type.Object({ count: Type.Integer(), version: Type.Integer() });
@@ -33,13 +33,13 @@ const ReadBody = Type.Union([
  * `/users/alice` is the key's tenant's alice (another tenant's alice is another user). Within a tenant,
  * any of its keys may act for any user id (the backend decides who its users are).
  */
-export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const inboxCall = async <T>(call: () => Promise<T>): Promise<T> => {
     try {
       return await app.withRedisTimeout(call());
     } catch (error) {
       if (error instanceof InboxError) {
-        throw new HttpError(400, ErrorCode.VALIDATION, error.message, { cause: error });
+        throw new HttpError(ErrorCode.VALIDATION, error.message, { cause: error });
       }
       throw unavailable('The inbox (Redis)', error);
     }
@@ -117,3 +117,5 @@ export const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
+
+export default userRoutes;

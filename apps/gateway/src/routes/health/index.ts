@@ -1,12 +1,12 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../errors.js';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 
 const Ok = Type.Object({ status: Type.Literal('ok') });
 
 /** Liveness, readiness and Prometheus metrics. */
-export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
+const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/healthz',
     {
@@ -24,7 +24,8 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/readyz',
     {
       schema: {
-        summary: 'Readiness: Redis and the queue answer; take the instance out of rotation otherwise',
+        summary:
+          'Readiness: Redis and the queue answer, and the apps of this deployment agree on their shared settings; take the instance out of rotation otherwise',
         tags: ['operations'],
         response: { 200: Ok, 503: ErrorResponse },
       },
@@ -39,7 +40,6 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const mismatches = await app.withRedisTimeout(app.fingerprint.mismatches()).catch(() => []);
       if (mismatches.length > 0) {
         throw new HttpError(
-          503,
           ErrorCode.DEPLOYMENT_MISMATCH,
           `Not ready: the apps of this deployment disagree (${mismatches.join('; ')}); give every app the same settings.`,
           { extra: { mismatches } },
@@ -58,3 +58,5 @@ export const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
   );
 };
+
+export default healthRoutes;

@@ -1,6 +1,7 @@
 import { BODY_MAX_DEPTH } from '@herald/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ErrorCode, HttpError } from '../errors.js';
+import fp from 'fastify-plugin';
+import { ErrorCode, HttpError } from '../../errors.js';
 
 /** What is wrong with a JSON value, naming the field (`body.payload.a.0`). */
 export interface JsonProblem {
@@ -66,7 +67,7 @@ export function jsonProblem(value: unknown, root: string, maxDepth: number): Jso
 
 /** A 400 naming `problem`'s field. */
 export function invalid(problem: JsonProblem): HttpError {
-  return new HttpError(400, ErrorCode.VALIDATION, `Invalid request: ${problem.field} ${problem.message}`, {
+  return new HttpError(ErrorCode.VALIDATION, `Invalid request: ${problem.field} ${problem.message}`, {
     details: [problem],
   });
 }
@@ -81,69 +82,69 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
  * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}). A `Content-Encoding`
  * other than `identity` is a 415: the gateway does not decompress bodies.
  */
-export function registerJsonBody(app: FastifyInstance): void {
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
-    const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
-    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+export default fp(
+  async (app: FastifyInstance) => {
+    app.removeContentTypeParser('application/json');
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
+      const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+      if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+        done(
+          new HttpError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            `Unsupported charset "${charset}": send JSON in UTF-8 (charset=utf-8, or no charset).`,
+          ),
+        );
+        return;
+      }
+      let text: string;
+      try {
+        text = utf8.decode(body);
+      } catch {
+        done(invalid({ field: 'body', message: 'is not valid UTF-8' }));
+        return;
+      }
+      if (text.trim() === '') {
+        done(invalid({ field: 'body', message: 'is empty: send a JSON object' }));
+        return;
+      }
+      let value: unknown;
+      try {
+        value = JSON.parse(text);
+      } catch (error) {
+        done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+        return;
+      }
+      const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);
+      done(problem ? invalid(problem) : null, value);
+    });
+
+    // Fastify also parses text/plain, and would hand its string to a route that wants an object: every
+    // body that is not JSON is a 415 instead.
+    app.removeContentTypeParser('text/plain');
+    app.addContentTypeParser('*', (request, _payload, done) => {
+      const type = request.headers['content-type'];
       done(
         new HttpError(
-          415,
           ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-          `Unsupported charset "${charset}": send JSON in UTF-8 (charset=utf-8, or no charset).`,
+          `${type ? `Content-Type "${type}" is not supported` : 'A body needs a Content-Type'}: send JSON with "Content-Type: application/json".`,
         ),
       );
-      return;
-    }
-    let text: string;
-    try {
-      text = utf8.decode(body);
-    } catch {
-      done(invalid({ field: 'body', message: 'is not valid UTF-8' }));
-      return;
-    }
-    if (text.trim() === '') {
-      done(invalid({ field: 'body', message: 'is empty: send a JSON object' }));
-      return;
-    }
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch (error) {
-      done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
-      return;
-    }
-    const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);
-    done(problem ? invalid(problem) : null, value);
-  });
+    });
 
-  // Fastify also parses text/plain, and would hand its string to a route that wants an object: every
-  // body that is not JSON is a 415 instead.
-  app.removeContentTypeParser('text/plain');
-  app.addContentTypeParser('*', (request, _payload, done) => {
-    const type = request.headers['content-type'];
-    done(
-      new HttpError(
-        415,
-        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-        `${type ? `Content-Type "${type}" is not supported` : 'A body needs a Content-Type'}: send JSON with "Content-Type: application/json".`,
-      ),
-    );
-  });
-
-  app.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
-    const encoding = request.headers['content-encoding'];
-    if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') {
-      done();
-      return;
-    }
-    done(
-      new HttpError(
-        415,
-        ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-        `Unsupported Content-Encoding "${encoding}": send the body uncompressed.`,
-        { headers: { 'Accept-Encoding': 'identity' } },
-      ),
-    );
-  });
-}
+    app.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
+      const encoding = request.headers['content-encoding'];
+      if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') {
+        done();
+        return;
+      }
+      done(
+        new HttpError(
+          ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+          `Unsupported Content-Encoding "${encoding}": send the body uncompressed.`,
+          { headers: { 'Accept-Encoding': 'identity' } },
+        ),
+      );
+    });
+  },
+  { name: 'json-body', fastify: '5.x' },
+);

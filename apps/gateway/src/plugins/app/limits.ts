@@ -1,0 +1,91 @@
+import { type NotifyRequest, userKey } from '@herald/protocol';
+import { heraldRateLimit, type RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Static } from 'typebox';
+import { Limits, RECIPIENT_POLICY, SENDER_POLICY } from '../../limits.js';
+
+type NotifyItem = Static<typeof NotifyRequest>;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The gateway's limiters (per API key's limits), for routes' `config.rateLimit`. */
+    limits: Limits;
+    /**
+     * `config.rateLimit` of a route that sends the notifications `itemsOf(request)`: the sender (API
+     * key) pays one token per notification, each recipient one per notification it gets, all in one
+     * atomic decision.
+     */
+    notifyRateLimit(itemsOf: (request: FastifyRequest) => readonly NotifyItem[]): RateLimitRouteConfig;
+  }
+}
+
+/** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
+type LimitCall = {
+  key: Record<string, string | string[]>;
+  cost: Record<string, number | number[]>;
+};
+
+function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): LimitCall {
+  // A single notification to one recipient: no map, no arrays.
+  // The recipient's bucket is its tenant's user's (`<tenant>/<user>`): another tenant cannot drain it.
+  const { id: sender, tenantId } = request.identity;
+  const only = items.length === 1 ? items[0] : undefined;
+  if (only) {
+    return {
+      key: { [SENDER_POLICY]: sender, [RECIPIENT_POLICY]: userKey(tenantId, only.userId) },
+      cost: { [SENDER_POLICY]: 1, [RECIPIENT_POLICY]: 1 },
+    };
+  }
+  const perRecipient = new Map<string, number>();
+  for (const item of items) {
+    const recipient = userKey(tenantId, item.userId);
+    perRecipient.set(recipient, (perRecipient.get(recipient) ?? 0) + 1);
+  }
+  return {
+    key: { [SENDER_POLICY]: sender, [RECIPIENT_POLICY]: [...perRecipient.keys()] },
+    cost: { [SENDER_POLICY]: items.length, [RECIPIENT_POLICY]: [...perRecipient.values()] },
+  };
+}
+
+/**
+ * The limits: `app.limits`, `app.notifyRateLimit`, and `@herald/rate-limiter`'s plugin, which runs
+ * each route's `config.rateLimit` after authentication and validation (bad input costs no tokens),
+ * sets the draft-11 headers and throws its refusals to the error handler (plugins/app/errors.ts).
+ */
+export default fp(
+  async (app: FastifyInstance) => {
+    const limits = new Limits(app.redis, app.config, app.log);
+    app.metrics.decisionTotals = () => limits.totals();
+    app.decorate('limits', limits);
+
+    const limiterOf = (request: FastifyRequest) => limits.for(request.identity);
+    // A sender (API key) that is being denied is refused before its body is read: a flood from a key
+    // over its limit costs the gateway the least it can, and Redis nothing.
+    // A request with an Idempotency-Key is not refused early: a retry of an accepted request must reach
+    // its stored answer (a replay costs no tokens), and a new key still meets the full decision.
+    const senderOf = (request: FastifyRequest) =>
+      request.headers['idempotency-key'] === undefined ? { [SENDER_POLICY]: request.identity.id } : undefined;
+    app.decorate('notifyRateLimit', (itemsOf: (request: FastifyRequest) => readonly NotifyItem[]) => {
+      // The plugin asks for the key and then the cost of one request: computed once.
+      const calls = new WeakMap<FastifyRequest, LimitCall>();
+      const callOf = (request: FastifyRequest): LimitCall => {
+        let call = calls.get(request);
+        if (call === undefined) {
+          call = limitCallOf(request, itemsOf(request));
+          calls.set(request, call);
+        }
+        return call;
+      };
+      return {
+        limiter: limiterOf,
+        precheck: senderOf,
+        key: (request) => callOf(request).key,
+        cost: (request) => callOf(request).cost,
+      } satisfies RateLimitRouteConfig;
+    });
+
+    await app.register(heraldRateLimit, { limiter: limits.defaults() });
+  },
+  { name: 'limits', dependencies: ['config', 'redis', 'metrics', 'api-keys'], fastify: '5.x' },
+);

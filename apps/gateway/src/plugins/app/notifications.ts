@@ -1,0 +1,97 @@
+import { randomUUID } from 'node:crypto';
+import {
+  NOTIFY_JOB_NAME,
+  type NotificationJob,
+  type NotifyRequest,
+  notificationJobOptions,
+} from '@herald/protocol';
+import type { JobsOptions } from 'bullmq';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Static } from 'typebox';
+import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
+
+type NotifyItem = Static<typeof NotifyRequest>;
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    notifications: {
+      /**
+       * Enqueues `items` for `request`'s caller; resolves with their ids once every job is in Redis
+       * (and in its AOF with `durability: aof`). Throws a 503 `HttpError` otherwise.
+       */
+      enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]>;
+    };
+  }
+}
+
+/** The enqueue service of `POST /notify` and `/notify/batch`: job building, ids, add/addBulk, WAITAOF. */
+export default fp(
+  async (app: FastifyInstance) => {
+    const { config } = app;
+    async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
+      const identity = request.identity;
+      const derivedId = request.idempotency?.derivedId;
+      const createdAt = new Date().toISOString();
+      const jobs = items.map((item, index) => {
+        // With an Idempotency-Key the ids derive from it, so a retry can never enqueue a second copy
+        // (BullMQ ignores an add whose job id exists), even if the idempotency record was lost.
+        const id = derivedId ? (items.length === 1 ? derivedId : `${derivedId}-${index}`) : randomUUID();
+        const data: NotificationJob = {
+          id,
+          userId: item.userId,
+          payload: item.payload,
+          createdAt,
+          tenantId: identity.tenantId,
+          ...(identity.inbox ? { inbox: identity.inbox } : {}),
+          ...optional(item),
+        };
+        // jobId = notification id, delay, priority, exponential backoff with jitter, failed jobs kept.
+        const opts: JobsOptions = notificationJobOptions(data, {
+          attempts: config.jobAttempts,
+          backoffMs: config.jobBackoffMs,
+          jitter: 0.5,
+        });
+        return { name: NOTIFY_JOB_NAME, data, opts };
+      });
+
+      const started = process.hrtime.bigint();
+      try {
+        const [single] = jobs;
+        await app.withRedisTimeout<unknown>(
+          jobs.length === 1 && single
+            ? app.queue.add(single.name, single.data, single.opts)
+            : app.queue.addBulk(jobs),
+        );
+        await app.ensureDurable();
+      } catch (error) {
+        // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
+        if (neverSent(error)) throw unavailable('The queue (Redis)', error);
+        throw enqueueUnsure(error, derivedId !== undefined);
+      }
+      app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+      request.log.info(
+        { notificationIds: jobs.map((job) => job.data.id), tenant: identity.tenantId },
+        'queued',
+      );
+      return jobs.map((job) => job.data.id);
+    }
+    app.decorate('notifications', { enqueue });
+  },
+  {
+    name: 'notifications',
+    dependencies: ['config', 'redis', 'queue', 'metrics', 'api-keys'],
+    fastify: '5.x',
+  },
+);
+
+function optional(item: NotifyItem): Partial<NotificationJob> {
+  const options: Partial<NotificationJob> = {};
+  if (item.priority !== undefined) options.priority = item.priority;
+  if (item.delayMs !== undefined) options.delayMs = item.delayMs;
+  if (item.ttlMs !== undefined) options.ttlMs = item.ttlMs;
+  if (item.dedupeKey !== undefined) options.dedupeKey = item.dedupeKey;
+  if (item.topic !== undefined) options.topic = item.topic;
+  if (item.type !== undefined) options.type = item.type;
+  return options;
+}

@@ -1,0 +1,117 @@
+import {
+  BATCH_MAX_ITEMS,
+  type BatchItemResult,
+  NotifyRequest,
+  PAYLOAD_MAX_BYTES,
+  PAYLOAD_MAX_DEPTH,
+} from '@herald/protocol';
+import type { FastifyRequest } from 'fastify';
+import type { Static } from 'typebox';
+import { ErrorCode, HttpError } from '../../errors.js';
+import { jsonProblem } from '../../plugins/app/json-body.js';
+import { compileBodySchema, issueDetails } from '../../plugins/app/validation.js';
+
+export type NotifyItem = Static<typeof NotifyRequest>;
+
+/** A batch split into the items that will be sent and those rejected (each with its own error). */
+export interface SortedBatch {
+  valid: { index: number; item: NotifyItem }[];
+  rejected: Extract<BatchItemResult, { status: 'rejected' }>[];
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set by {@link sortBatch} on `POST /notify/batch`; read it through {@link sortedBatch}. */
+    batch?: SortedBatch;
+  }
+}
+
+/** The problem with a payload deeper than 32 levels (400) or over 16 KB (413), or undefined. */
+function payloadProblem(
+  payload: unknown,
+  field: string,
+):
+  | {
+      code: typeof ErrorCode.VALIDATION | typeof ErrorCode.PAYLOAD_TOO_LARGE;
+      error: string;
+      details: unknown;
+    }
+  | undefined {
+  if (typeof payload !== 'object' || payload === null) return undefined;
+  // Depth first: JSON.stringify recurses, and a deep enough payload would overflow it.
+  const problem = jsonProblem(payload, field, PAYLOAD_MAX_DEPTH);
+  if (problem) {
+    return {
+      code: ErrorCode.VALIDATION,
+      error: `Invalid request: ${problem.field} ${problem.message}`,
+      details: [problem],
+    };
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(payload));
+  if (bytes <= PAYLOAD_MAX_BYTES) return undefined;
+  return {
+    code: ErrorCode.PAYLOAD_TOO_LARGE,
+    error: `${field} is ${bytes} bytes; at most ${PAYLOAD_MAX_BYTES}`,
+    details: [{ field, message: `must be at most ${PAYLOAD_MAX_BYTES} bytes of JSON` }],
+  };
+}
+
+/** `preValidation` of `POST /notify`: a payload too deep or over 16 KB is refused before it costs anything. */
+export async function checkPayload(request: FastifyRequest): Promise<void> {
+  const body = request.body as { payload?: unknown } | null;
+  const problem = payloadProblem(body?.payload, 'body.payload');
+  if (problem) throw new HttpError(problem.code, problem.error, { details: problem.details });
+}
+
+const validateItem = compileBodySchema<NotifyItem>(NotifyRequest);
+
+/**
+ * `preValidation` of `POST /notify/batch`: validates every item on its own, as `POST /notify` would, so
+ * one bad item is rejected alone; a batch with no valid item is a 400 naming each item's problem.
+ */
+export async function sortBatch(request: FastifyRequest): Promise<void> {
+  const items = (request.body as { notifications?: unknown } | null)?.notifications;
+  // Not an array, empty or too long: the route's schema answers 400.
+  if (!Array.isArray(items) || items.length === 0 || items.length > BATCH_MAX_ITEMS) return;
+  const sorted: SortedBatch = { valid: [], rejected: [] };
+  items.forEach((item: unknown, index) => {
+    const root = `body.notifications.${index}`;
+    if (!validateItem(item)) {
+      const details = issueDetails(root, validateItem.errors ?? []);
+      const first = details[0];
+      sorted.rejected.push({
+        index,
+        status: 'rejected',
+        code: ErrorCode.VALIDATION,
+        error: first ? `Invalid notification: ${first.field} ${first.message}` : 'Invalid notification',
+        details,
+      });
+      return;
+    }
+    const problem = payloadProblem(item.payload, `${root}.payload`);
+    if (problem) {
+      const { code, error, details } = problem;
+      sorted.rejected.push({ index, status: 'rejected', code, error, details });
+      return;
+    }
+    sorted.valid.push({ index, item });
+  });
+  if (sorted.valid.length === 0) {
+    throw new HttpError(ErrorCode.VALIDATION, 'Invalid request: no notification of the batch is valid', {
+      details: sorted.rejected.flatMap((result) => (Array.isArray(result.details) ? result.details : [])),
+    });
+  }
+  request.batch = sorted;
+}
+
+/** The batch {@link sortBatch} sorted (its route runs it in `preValidation`). */
+export function sortedBatch(request: FastifyRequest): SortedBatch {
+  const { batch } = request;
+  if (batch === undefined) throw new Error('request.batch read on a route without sortBatch');
+  return batch;
+}
+
+/** The valid notifications of the batch: what the limiter charges for and what is enqueued. */
+export function validItems(request: FastifyRequest): NotifyItem[] {
+  return sortedBatch(request).valid.map(({ item }) => item);
+}
