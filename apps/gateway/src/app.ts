@@ -1,5 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { classicPublisher, Inbox, type LivePublisher, shardedPublisher } from '@herald/inbox';
+import { Inbox } from '@herald/inbox';
+import { type LivePublisher, livePublisher } from '@herald/live';
 import type { NotificationJob } from '@herald/protocol';
 import { loggerOptions } from '@herald/protocol';
 import { heraldRateLimit } from '@herald/rate-limiter/fastify';
@@ -156,12 +157,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   app.decorate('inbox', inbox);
   // Fire-and-forget: a tab that misses an unread count gets the exact count with its next change.
   const onLiveError = (error: unknown) => app.log.warn({ err: error }, 'live publish failed');
-  app.decorate(
-    'live',
-    config.pubsub.mode === 'sharded'
-      ? shardedPublisher(redis, config.pubsub.key, onLiveError)
-      : classicPublisher(redis, config.pubsub.key, onLiveError),
-  );
+  app.decorate('live', livePublisher(redis, config.pubsub, onLiveError));
   app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queue, inbox, tenantId, id));
   decorateIdentity(app);
   app.decorate('authenticate', createApiKeyAuth(apiKeys, withRedisTimeout));

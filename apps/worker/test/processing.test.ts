@@ -1,4 +1,4 @@
-import type { LivePublisher } from '@herald/inbox';
+import type { LivePublisher } from '@herald/live';
 import { Inbox } from '@herald/inbox';
 import {
   DEFAULT_RETRY_POLICY,
