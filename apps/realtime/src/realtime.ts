@@ -1,5 +1,6 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
+import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
   type ClientToServerEvents,
   type CommandReply,
@@ -12,7 +13,6 @@ import {
   UserTokenError,
   verifyUserToken,
 } from '@herald/protocol';
-import { LiveSubscriber, livePublisher } from '@herald/live';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';

@@ -1,10 +1,4 @@
-import {
-  type AppendResult,
-  Inbox,
-  InboxError,
-  InboxErrorCode,
-  type InboxNotification,
-} from '@herald/inbox';
+import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';

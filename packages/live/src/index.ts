@@ -10,10 +10,10 @@ export {
   liveChannel,
   type PubsubMode,
 } from './message.js';
-export { type LivePublisher, type LivePublishErrorHandler, livePublisher } from './publisher.js';
+export { type LivePublishErrorHandler, type LivePublisher, livePublisher } from './publisher.js';
 export {
   type LiveListener,
-  type LiveSubscriberOptions,
   LiveSubscriber,
+  type LiveSubscriberOptions,
   type LiveSubscription,
 } from './subscriber.js';

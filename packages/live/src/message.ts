@@ -76,13 +76,16 @@ export function decodeLiveMessage(text: string): LiveMessage {
   }
   const message = value as Record<string, unknown> | null;
   if (typeof message !== 'object' || message === null || message.v !== LIVE_MESSAGE_VERSION) {
-    throw new LiveMessageError(`live message of an unknown version (this process reads v${LIVE_MESSAGE_VERSION})`);
+    throw new LiveMessageError(
+      `live message of an unknown version (this process reads v${LIVE_MESSAGE_VERSION})`,
+    );
   }
   if (typeof message.tenantId !== 'string' || typeof message.userId !== 'string') {
     throw new LiveMessageError('live message without tenantId/userId');
   }
   const isObject = (field: unknown) => typeof field === 'object' && field !== null;
-  if (message.kind === 'notification' && isObject(message.event)) return message as unknown as LiveNotificationMessage;
+  if (message.kind === 'notification' && isObject(message.event))
+    return message as unknown as LiveNotificationMessage;
   if (message.kind === 'unread' && isObject(message.unread)) return message as unknown as LiveUnreadMessage;
   throw new LiveMessageError(`live message of an unknown kind: ${String(message.kind)}`);
 }

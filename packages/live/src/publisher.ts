@@ -50,7 +50,11 @@ export function livePublisher(
       );
     },
     unread(tenantId, userId, unread) {
-      send(tenantId, userId, encodeLiveMessage({ v: LIVE_MESSAGE_VERSION, kind: 'unread', tenantId, userId, unread }));
+      send(
+        tenantId,
+        userId,
+        encodeLiveMessage({ v: LIVE_MESSAGE_VERSION, kind: 'unread', tenantId, userId, unread }),
+      );
     },
   };
 }

@@ -103,7 +103,8 @@ export class LiveSubscriber {
         if (held.listeners.size > 0 || this.#channels.get(name) !== held) return;
         this.#channels.delete(name);
         // A later subscribe of the same channel goes after this on the same connection: Redis keeps order.
-        const done = this.#settings.mode === 'sharded' ? this.#redis.sunsubscribe(name) : this.#redis.unsubscribe(name);
+        const done =
+          this.#settings.mode === 'sharded' ? this.#redis.sunsubscribe(name) : this.#redis.unsubscribe(name);
         done.catch(this.#onError);
       },
     };
@@ -117,7 +118,8 @@ export class LiveSubscriber {
           resolve();
           return;
         }
-        const done = this.#settings.mode === 'sharded' ? this.#redis.ssubscribe(name) : this.#redis.subscribe(name);
+        const done =
+          this.#settings.mode === 'sharded' ? this.#redis.ssubscribe(name) : this.#redis.subscribe(name);
         done.then(
           () => resolve(),
           (error: unknown) => {

@@ -45,7 +45,13 @@ describe.each<PubsubMode>(['classic', 'sharded'])('live channel (%s)', (mode) =>
     expect(alice.slice(0, 50).map((m) => (m.kind === 'notification' ? m.event.payload.seq : 0))).toEqual(
       Array.from({ length: 50 }, (_, i) => i + 1),
     );
-    expect(alice[50]).toEqual({ v: 1, kind: 'unread', tenantId: 'acme', userId: 'alice', unread: { count: 3, version: 9 } });
+    expect(alice[50]).toEqual({
+      v: 1,
+      kind: 'unread',
+      tenantId: 'acme',
+      userId: 'alice',
+      unread: { count: 3, version: 9 },
+    });
     expect(otherTenant).toEqual([]);
     a.close();
     b.close();
@@ -58,7 +64,10 @@ describe.each<PubsubMode>(['classic', 'sharded'])('live channel (%s)', (mode) =>
     const subscriber = new LiveSubscriber(connect(), settings);
     const channel = liveChannel(settings.key, 'acme', 'bob');
     const count = async () => {
-      const reply = (await probe.call('PUBSUB', mode === 'sharded' ? 'SHARDNUMSUB' : 'NUMSUB', channel)) as [string, number];
+      const reply = (await probe.call('PUBSUB', mode === 'sharded' ? 'SHARDNUMSUB' : 'NUMSUB', channel)) as [
+        string,
+        number,
+      ];
       return reply[1];
     };
     const first = subscriber.subscribe('acme', 'bob', () => {});
@@ -88,7 +97,12 @@ describe.each<PubsubMode>(['classic', 'sharded'])('live channel (%s)', (mode) =>
 
 describe('decodeLiveMessage', () => {
   it('refuses what is not a v1 live message', () => {
-    for (const text of ['nope', '{"v":2,"kind":"unread","tenantId":"t","userId":"u","unread":{}}', '{"v":1,"kind":"x","tenantId":"t","userId":"u"}', '{"v":1,"kind":"unread"}']) {
+    for (const text of [
+      'nope',
+      '{"v":2,"kind":"unread","tenantId":"t","userId":"u","unread":{}}',
+      '{"v":1,"kind":"x","tenantId":"t","userId":"u"}',
+      '{"v":1,"kind":"unread"}',
+    ]) {
       expect(() => decodeLiveMessage(text)).toThrow(LiveMessageError);
     }
   });
