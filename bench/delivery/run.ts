@@ -22,7 +22,6 @@ import {
   type NotificationJob,
   notificationJobOptions,
   signUserToken,
-  userRoom,
 } from '@herald/protocol';
 import { type AppProcess, freePort, startApp, startRedisServer, waitFor } from '@herald/testing';
 import { Emitter } from '@socket.io/redis-emitter';
@@ -146,7 +145,7 @@ async function main(): Promise<void> {
       return true;
     };
     const peer = async (user: string) => {
-      emitter.to(userRoom('default', user)).emit('bench', { t: now() });
+      emitter.to(`user:default/${user}`).emit('bench', { t: now() }); // bare-socketio.ts's room
       return true;
     };
 
@@ -449,7 +448,7 @@ function printReport(
     '',
     `| idle connections (${IDLE}) | heap per connection | RSS per connection |`,
     '| --- | --: | --: |',
-    `| Herald realtime (2 instances: auth, room, inbox replay, delivery state) | ${((memory[0]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[0]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
+    `| Herald realtime (2 instances: auth, live channel, inbox replay, delivery state) | ${((memory[0]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[0]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
     `| bare Socket.IO 4.8 server (1 process) | ${((memory[1]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[1]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -43,7 +43,7 @@ export async function processNotification(
     ...(job.type !== undefined ? { type: job.type } : {}),
   };
   const createdAtMs = Date.parse(job.createdAt);
-  // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and room. A job from before
+  // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and live channel. A job from before
   // tenants carries none and belongs to `default`.
   const tenantId = job.tenantId ?? DEFAULT_TENANT;
   const result = await inbox.tenant(tenantId).append(notification, {
