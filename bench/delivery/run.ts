@@ -1,7 +1,8 @@
 // End-to-end delivery benchmark: POST /notify → gateway → BullMQ → worker (inbox append + pub/sub) →
-// two realtime instances → socket.io-client, with 1,000 connected users. The peer, in the same run and
-// to the same clients: a bare @socket.io/redis-emitter publish straight into the realtime instances'
-// Redis adapter (no HTTP, no queue, no inbox: Socket.IO's at-most-once floor). Then memory per idle
+// two realtime instances → socket.io-client, with 1,000 connected users. The peer, in the same run, with
+// the same number of users on two bare Socket.IO servers (`@socket.io/redis-adapter`, each its own
+// process): a bare @socket.io/redis-emitter publish to the user's room (no HTTP, no queue, no inbox:
+// Socket.IO's at-most-once floor through Redis). Then memory per idle
 // connection at 5,000 connections, against a bare Socket.IO server. Loopback only, its own redis-server.
 //
 // Usage: pnpm --filter @herald/bench delivery   (after `pnpm build`)
@@ -21,7 +22,6 @@ import {
   type NotificationJob,
   notificationJobOptions,
   signUserToken,
-  userRoom,
 } from '@herald/protocol';
 import { type AppProcess, freePort, startApp, startRedisServer, waitFor } from '@herald/testing';
 import { Emitter } from '@socket.io/redis-emitter';
@@ -106,10 +106,24 @@ async function main(): Promise<void> {
         latencies.current?.push(now() - t);
       };
       socket.on('notification', (event: { payload: { t: number } }) => record(event.payload.t));
-      socket.on('bench', (event: { t: number }) => record(event.t));
       clients.push(socket);
     }
-    process.stderr.write(`[bench] ${USERS} users connected\n`);
+    // The peer's users: as many, half on each of two bare Socket.IO servers on Redis (rooms by user).
+    const peers = await Promise.all(
+      ['peer-a', 'peer-b'].map((name) =>
+        startBare(name, { BARE_REDIS_URL: redis.url, BARE_PUBSUB_KEY: PUBSUB }),
+      ),
+    );
+    processes.push(...peers);
+    for (let i = 0; i < USERS; i++) {
+      const socket = await connectBare(peers[i % 2]?.url ?? '', `user-${i}`);
+      socket.on('bench', (event: { t: number }) => {
+        received++;
+        latencies.current?.push(now() - event.t);
+      });
+      clients.push(socket);
+    }
+    process.stderr.write(`[bench] ${USERS} users connected (and ${USERS} to the peer)\n`);
 
     const agent = new Agent({ keepAlive: true, maxSockets: 128 });
     const herald = (user: string) => postNotify(agent, gateway.url, user, { t: now() });
@@ -131,7 +145,7 @@ async function main(): Promise<void> {
       return true;
     };
     const peer = async (user: string) => {
-      emitter.to(userRoom('default', user)).emit('bench', { t: now() });
+      emitter.to(`user:default/${user}`).emit('bench', { t: now() }); // bare-socketio.ts's room
       return true;
     };
 
@@ -219,13 +233,8 @@ async function main(): Promise<void> {
     await waitFor(async () => (await Promise.all(urls.map(health))).every((h) => h.connections === 0), {
       timeoutMs: 30_000,
     });
-    const bare = await startApp({
-      name: 'bare',
-      entry: '',
-      command: process.execPath,
-      args: ['--expose-gc', '--import', 'tsx', fileURLToPath(new URL('./bare-socketio.ts', import.meta.url))],
-      env: {},
-    });
+    await Promise.all(peers.map((peer) => peer.stop()));
+    const bare = await startBare('bare', {});
     processes.push(bare);
     const memory = [
       await idleMemory(urls, (url, i) => connect(url, `idle-${i}`)),
@@ -258,8 +267,24 @@ async function connect(url: string, userId: string): Promise<Socket> {
   return socket;
 }
 
-async function connectBare(url: string): Promise<Socket> {
-  const socket = io(url, { transports: ['websocket'], reconnection: false, forceNew: true });
+/** A bare Socket.IO server (bare-socketio.ts), its own process. */
+function startBare(name: string, env: Record<string, string>): Promise<AppProcess> {
+  return startApp({
+    name,
+    entry: '',
+    command: process.execPath,
+    args: ['--expose-gc', '--import', 'tsx', fileURLToPath(new URL('./bare-socketio.ts', import.meta.url))],
+    env,
+  });
+}
+
+async function connectBare(url: string, userId?: string): Promise<Socket> {
+  const socket = io(url, {
+    transports: ['websocket'],
+    reconnection: false,
+    forceNew: true,
+    ...(userId === undefined ? {} : { auth: { userId } }),
+  });
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', () => resolve());
     socket.once('connect_error', reject);
@@ -423,7 +448,7 @@ function printReport(
     '',
     `| idle connections (${IDLE}) | heap per connection | RSS per connection |`,
     '| --- | --: | --: |',
-    `| Herald realtime (2 instances: auth, room, inbox replay, delivery state) | ${((memory[0]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[0]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
+    `| Herald realtime (2 instances: auth, live channel, inbox replay, delivery state) | ${((memory[0]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[0]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
     `| bare Socket.IO 4.8 server (1 process) | ${((memory[1]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[1]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

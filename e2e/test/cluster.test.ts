@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, it } from 'vitest';
 import { randomId, Stack, waitFor } from './support/stack.js';
 
 // Realtime and worker on a 3-master Redis Cluster, sharded pub/sub: inbox keys hash-tagged per user,
-// BullMQ under the `{herald}` tag, one sharded channel per user room.
+// BullMQ under the `{herald}` tag, one sharded live channel per user.
 describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () => {
   let cluster: RedisClusterHandle;
   let stack: Stack;

@@ -2,8 +2,8 @@ import { redisUrl } from '@herald/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { randomId, Stack, waitFor } from './support/stack.js';
 
-// Redis 7 sharded pub/sub (SPUBLISH/SSUBSCRIBE, one channel per user room) also runs on a single Redis,
-// which is what this checks: the worker's sharded publisher and realtime's createShardedAdapter agree.
+// Redis 7 sharded pub/sub (SPUBLISH/SSUBSCRIBE, one channel per user) also runs on a single Redis,
+// which is what this checks: the worker's and realtime's @herald/live agree in sharded mode.
 describe('sharded pub/sub mode (HERALD_PUBSUB_MODE=sharded)', () => {
   const stack = new Stack(redisUrl(), { HERALD_PUBSUB_MODE: 'sharded' });
   afterAll(() => stack.dispose());

@@ -64,11 +64,11 @@ export interface RealtimeConfig {
   usingDevJwtSecret: boolean;
   /** `HERALD_DEV_MODE=true`: the development secret is accepted (see the README's security model). */
   devMode: boolean;
-  /** Channel prefix shared with the workers' Redis emitter. */
+  /** Live channel prefix shared with the workers and the gateway (`@herald/live`). */
   pubsubKey: string;
   /** Allowed browser origins: `*`, or a comma-separated list. */
   corsOrigin: string | string[];
-  /** `classic`: `createAdapter` (Redis pub/sub); `sharded`: `createShardedAdapter` (Redis 7 sharded pub/sub, for Cluster). */
+  /** `classic`: SUBSCRIBE to each user's live channel; `sharded`: SSUBSCRIBE (Redis 7 sharded pub/sub, for Cluster). */
   pubsubMode: 'classic' | 'sharded';
   /**
    * WebSocket only by default: any instance can take any connection, no sticky sessions. With polling

@@ -23,10 +23,10 @@ const MAX_HELD = 10_000;
 /**
  * The exactly-once, in-order stream of one socket. Every notification reaches the socket through
  * `send`, which only ever moves forward by one `seq`:
- * - on connect, the socket is already in its user's room (live events arrive and are held) while the
- *   inbox is replayed after the client's `lastOffset`; then the held events are let through, those at or
- *   before the last replayed offset dropped. No gap: the room was joined before the first read. No
- *   duplicate: offsets only move forward.
+ * - on connect, the user's live channel is already subscribed (live events arrive and are held) while
+ *   the inbox is replayed after the client's `lastOffset`; then the held events are let through, those
+ *   at or before the last replayed offset dropped. No gap: Redis confirmed the subscription before the
+ *   first read. No duplicate: offsets only move forward.
  * - a live event whose `seq` is not the next one (concurrent workers publish out of order, or pub/sub
  *   lost a message while Redis restarted) waits `gapWaitMs` for the missing one, then the inbox is read
  *   from the last sent offset. `fill()` does the same on demand (after a Redis reconnect).
@@ -62,7 +62,7 @@ export class Delivery {
 
   /**
    * Replays after `lastOffset` (absent: nothing, live from now), then goes live and sends `synced`.
-   * Call after the socket joined its user's room.
+   * Call once the user's live channel is subscribed (Redis confirmed it).
    */
   async start(lastOffset: InboxOffset | undefined, unread: () => Promise<UnreadEvent>): Promise<void> {
     let replayed = 0;
@@ -88,7 +88,7 @@ export class Delivery {
     this.#target.synced({ lastOffset: this.#lastOffset, replayed, unread: await unread() });
   }
 
-  /** A live notification for this socket's user (from the Redis adapter). */
+  /** A live notification for this socket's user (from its live channel). */
   live(event: NotificationEvent): void {
     // A notification without an offset (a worker from before the inbox, during a rolling upgrade) cannot
     // be ordered: it is left to the inbox read that the next gap triggers.

@@ -1,6 +1,7 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import { DeploymentFingerprint } from '@herald/config';
 import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
+import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
   type ClientToServerEvents,
   type CommandReply,
@@ -12,11 +13,8 @@ import {
   SocketEvent,
   TokenErrorCode,
   UserTokenError,
-  userKey,
-  userRoom,
   verifyUserToken,
 } from '@herald/protocol';
-import { createAdapter, createShardedAdapter } from '@socket.io/redis-adapter';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
@@ -26,7 +24,6 @@ import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
-import { withNotificationHook } from './live-hook.js';
 import { userKeyOf } from './user-key.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -40,12 +37,12 @@ export const HandshakeErrorCode = {
   RATE_LIMITED,
 } as const;
 
-/** A running realtime server. */
+/** A realtime server, built but not yet listening. */
 export interface RealtimeServer {
   io: HeraldServer;
   http: HttpServer;
-  /** Port actually bound (useful with PORT=0). */
-  port: number;
+  /** Binds `config.port` on `config.host`; answers the port actually bound (useful with PORT=0). */
+  listen(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -53,11 +50,12 @@ export interface RealtimeServer {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
- * Starts the Socket.IO server: verifies the user token in the handshake, joins each socket to its user's
- * room, replays the user's inbox after the client's `lastOffset` and then delivers live notifications
- * (from every worker, through the Redis adapter) exactly once, in order; takes acks and read marks.
+ * Builds the Socket.IO server (it listens on `listen()`): verifies the user token in the handshake,
+ * subscribes to each connected user's live channel (`@herald/live`), replays the user's inbox after the
+ * client's `lastOffset` and then delivers live notifications (from every worker) exactly once, in order;
+ * takes acks and read marks.
  */
-export async function startRealtime(config: RealtimeConfig, log: Logger): Promise<RealtimeServer> {
+export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServer {
   const pub: Redis | Cluster = config.redisClusterNodes
     ? new Cluster(config.redisClusterNodes)
     : new Redis(config.redisUrl);
@@ -92,36 +90,25 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       mismatches: () => fingerprint.mismatches(),
     }),
   );
-  const baseAdapter =
-    config.pubsubMode === 'sharded'
-      ? createShardedAdapter(pub, sub, { channelPrefix: config.pubsubKey, subscriptionMode: 'dynamic' })
-      : createAdapter(pub, sub, { key: config.pubsubKey });
+  // Socket.IO is the connection to the browser only: what reaches a user's sockets on any instance goes
+  // through the user's Herald live channel, not a Socket.IO adapter.
+  const liveSettings = { key: config.pubsubKey, mode: config.pubsubMode };
+  const live = livePublisher(pub, liveSettings, (error) => log.warn({ err: error }, 'live publish failed'));
+  // After Redis comes back, messages published meanwhile are lost: every socket reads its inbox after
+  // its last offset.
+  const liveSub = new LiveSubscriber(sub, {
+    ...liveSettings,
+    onReconnect: () => {
+      log.info({ sockets: deliveries.size }, 'redis back: filling gaps from the inbox');
+      for (const delivery of deliveries.values()) delivery.fill();
+    },
+    onError: (error) => log.warn({ err: error }, 'live channel error'),
+  });
   const io: HeraldServer = new Server(http, {
-    adapter: withNotificationHook(baseAdapter as (nsp: unknown) => unknown, (socket, event) =>
-      deliveries.get(socket.id)?.live(event),
-    ) as unknown as typeof baseAdapter,
     cors: { origin: config.corsOrigin },
     transports: config.allowPolling ? ['polling', 'websocket'] : ['websocket'],
     pingInterval: config.pingIntervalMs,
     pingTimeout: config.pingTimeoutMs,
-  });
-
-  // After Redis comes back, pub/sub messages published meanwhile are lost: every socket reads its
-  // inbox after its last offset. The PING goes after the re-subscriptions on the same connection, so
-  // once it answers, anything published later arrives live.
-  let subWasReady = false;
-  sub.on('ready', () => {
-    if (!subWasReady) {
-      subWasReady = true;
-      return;
-    }
-    sub.ping().then(
-      () => {
-        log.info({ sockets: deliveries.size }, 'redis back: filling gaps from the inbox');
-        for (const delivery of deliveries.values()) delivery.fill();
-      },
-      (error: unknown) => log.warn({ err: error }, 'redis ping after reconnect failed'),
-    );
   });
 
   // Handshake: a refusal reaches the client as `connect_error` with a message and a stable `data.code`.
@@ -229,8 +216,15 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       log,
     );
     deliveries.set(socket.id, delivery);
+    // Subscribe first, then replay: whatever is published once Redis confirmed the subscription is held
+    // by the Delivery, so nothing falls between the replay's last read and the first live event.
+    const subscription = liveSub.subscribe(tenantId, userId, (message) => {
+      if (message.kind === 'notification') delivery.live(message.event);
+      else socket.emit(SocketEvent.UNREAD, message.unread);
+    });
     const expiry = scheduleExpiry(socket);
     socket.on('disconnect', (reason) => {
+      subscription.close();
       delivery.close();
       deliveries.delete(socket.id);
       clearTimeout(expiry.timer);
@@ -262,29 +256,17 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       );
     });
 
-    // Join first, then replay: whatever is published from now on is held by the Delivery, so nothing
-    // falls between the replay's last read and the first live event. On the sharded adapter the join
-    // subscribes to the room's channel; the PING on the same connection confirms it took effect.
     const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
-    Promise.resolve(socket.join(userRoom(tenantId, userId)))
-      .then(() => (config.pubsubMode === 'sharded' ? sub.ping() : undefined))
+    subscription.ready
       .then(() => delivery.start(lastOffset, () => userInbox.unread(userId)))
-      .then(() => {
-        // Sharded pub/sub on Cluster: the room's SSUBSCRIBE goes to its shard's node, which the PING
-        // above may not reach; one more inbox read a second later covers that window.
-        if (config.pubsubMode === 'sharded' && config.redisClusterNodes)
-          setTimeout(() => delivery.fill(), 1000);
-      })
       .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
     log.debug({ userId, tenantId, socketId: socket.id, lastOffset }, 'connected');
   });
 
   async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
     const result = await userInbox.markRead(userId, selection);
-    // Every tab of the user, on every instance, gets the new count.
-    if (result.changed > 0) {
-      io.to(userRoom(userInbox.tenantId, userId)).emit(SocketEvent.UNREAD, result.unread);
-    }
+    // Every tab of the user, on every instance (this one included), gets the new count.
+    if (result.changed > 0) live.unread(userInbox.tenantId, userId, result.unread);
     return result;
   }
 
@@ -366,17 +348,17 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
     socket.disconnect(true);
   }
 
-  await new Promise<void>((resolve, reject) => {
-    http.once('error', reject);
-    http.listen(config.port, config.host, () => resolve());
-  });
-  const address = http.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-
   return {
     io,
     http,
-    port,
+    async listen() {
+      await new Promise<void>((resolve, reject) => {
+        http.once('error', reject);
+        http.listen(config.port, config.host, () => resolve());
+      });
+      const address = http.address();
+      return typeof address === 'object' && address ? address.port : config.port;
+    },
     async close() {
       clearInterval(revocationTimer);
       await fingerprint.stop();

@@ -2,7 +2,7 @@ import { loggerOptions } from '@herald/config';
 import closeWithGrace from 'close-with-grace';
 import { pino } from 'pino';
 import { loadConfig, type RealtimeConfig } from './config.js';
-import { startRealtime } from './realtime.js';
+import { buildRealtime } from './realtime.js';
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -16,7 +16,7 @@ try {
 
 const log = pino(loggerOptions(config.log, 'realtime'));
 for (const warning of config.warnings) log.warn(warning);
-const server = await startRealtime(config, log);
+const server = buildRealtime(config, log);
 
 closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
   if (err) log.error({ err }, 'fatal error; shutting down');
@@ -24,4 +24,5 @@ closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
   await server.close();
 });
 
-log.info({ port: server.port }, 'listening');
+const port = await server.listen();
+log.info({ port }, 'listening');

@@ -43,8 +43,8 @@ export interface WorkerConfig {
   /** Channel prefix shared with the realtime servers' Redis adapter. */
   pubsubKey: string;
   /**
-   * `classic`: Redis pub/sub (`@socket.io/redis-emitter`, realtime's `createAdapter`); `sharded`: Redis 7
-   * sharded pub/sub (SPUBLISH, realtime's `createShardedAdapter`), required on Redis Cluster.
+   * `classic`: Redis pub/sub (PUBLISH on the user's live channel); `sharded`: Redis 7 sharded pub/sub
+   * (SPUBLISH), required on Redis Cluster. Realtime must use the same mode (`@herald/live`).
    */
   pubsubMode: 'classic' | 'sharded';
   concurrency: number;

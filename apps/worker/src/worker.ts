@@ -1,13 +1,5 @@
-import {
-  type AppendResult,
-  classicPublisher,
-  Inbox,
-  InboxError,
-  InboxErrorCode,
-  type InboxNotification,
-  type LivePublisher,
-  shardedPublisher,
-} from '@herald/inbox';
+import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
+import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
@@ -51,7 +43,7 @@ export async function processNotification(
     ...(job.type !== undefined ? { type: job.type } : {}),
   };
   const createdAtMs = Date.parse(job.createdAt);
-  // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and room. A job from before
+  // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and live channel. A job from before
   // tenants carries none and belongs to `default`.
   const tenantId = job.tenantId ?? DEFAULT_TENANT;
   const result = await inbox.tenant(tenantId).append(notification, {
@@ -89,10 +81,10 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     : undefined;
   redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
   const inbox = new Inbox(redis, config.inbox);
-  const live =
-    config.pubsubMode === 'sharded'
-      ? shardedPublisher(redis, config.pubsubKey)
-      : classicPublisher(redis, config.pubsubKey);
+  // Fire-and-forget: a socket that misses the live message reads it from the inbox (gap fill).
+  const live = livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, (error) =>
+    log.warn({ err: error }, 'live publish failed'),
+  );
   // For the queue depth on /metrics and the readiness check; fails fast (no offline queue) so that a
   // scrape or probe while Redis is down answers at once.
   const queue = new Queue(config.queue.name, {

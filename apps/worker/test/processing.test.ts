@@ -1,5 +1,5 @@
-import type { LivePublisher } from '@herald/inbox';
 import { Inbox } from '@herald/inbox';
+import type { LivePublisher } from '@herald/live';
 import {
   DEFAULT_RETRY_POLICY,
   NOTIFY_JOB_NAME,

@@ -1,13 +1,9 @@
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { NOTIFY_JOB_NAME, type NotificationEvent, type NotificationJob, userRoom } from '@herald/protocol';
+import { type LiveMessage, LiveSubscriber } from '@herald/live';
+import { NOTIFY_JOB_NAME, type NotificationJob } from '@herald/protocol';
 import { randomId, redisUrl, waitFor } from '@herald/testing';
-import { createAdapter } from '@socket.io/redis-adapter';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
-import { Server } from 'socket.io';
-import { io as connect } from 'socket.io-client';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { type NotificationWorker, startWorker } from '../src/worker.js';
@@ -16,7 +12,7 @@ describe('worker', () => {
   const cleanups: (() => Promise<unknown> | unknown)[] = [];
   let queue: Queue<NotificationJob>;
   let worker: NotificationWorker;
-  let port: number;
+  let live: LiveSubscriber;
   const pubsubKey = randomId('pubsub');
 
   beforeEach(async () => {
@@ -37,42 +33,26 @@ describe('worker', () => {
       await queue.close();
     });
 
-    // A Socket.IO server on the same pub/sub channel, standing in for a realtime instance.
-    const pub = new Redis(redisUrl());
-    const sub = pub.duplicate();
-    const http = createServer();
-    const server = new Server(http, { adapter: createAdapter(pub, sub, { key: pubsubKey }) });
-    server.on('connection', (socket) => {
-      void socket.join(userRoom('default', String(socket.handshake.auth.userId)));
-    });
-    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
-    port = (http.address() as AddressInfo).port;
-    cleanups.push(async () => {
-      await server.close();
-      pub.disconnect();
-      sub.disconnect();
-    });
+    // A live subscriber on the same pub/sub key, standing in for a realtime instance.
+    const sub = new Redis(redisUrl());
+    live = new LiveSubscriber(sub, { key: pubsubKey, mode: 'classic' });
+    cleanups.push(() => sub.disconnect());
   });
 
   afterEach(async () => {
     for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
   });
 
-  it('pushes each job to the room of its user as a `notification` event and completes it', async () => {
-    const client = connect(`http://127.0.0.1:${port}`, {
-      auth: { userId: 'alice' },
-      transports: ['websocket'],
-    });
-    const other = connect(`http://127.0.0.1:${port}`, { auth: { userId: 'bob' }, transports: ['websocket'] });
+  it('publishes each job on the live channel of its user as a `notification` message and completes it', async () => {
+    const received: LiveMessage[] = [];
+    const receivedByOther: LiveMessage[] = [];
+    const alice = live.subscribe('default', 'alice', (message) => received.push(message));
+    const bob = live.subscribe('default', 'bob', (message) => receivedByOther.push(message));
     cleanups.push(
-      () => client.disconnect(),
-      () => other.disconnect(),
+      () => alice.close(),
+      () => bob.close(),
     );
-    const received: NotificationEvent[] = [];
-    const receivedByOther: NotificationEvent[] = [];
-    client.on('notification', (event) => received.push(event));
-    other.on('notification', (event) => receivedByOther.push(event));
-    await waitFor(() => client.connected && other.connected, { what: 'both clients connected' });
+    await Promise.all([alice.ready, bob.ready]);
 
     const job: NotificationJob = {
       id: randomId('n'),
@@ -84,9 +64,11 @@ describe('worker', () => {
 
     await waitFor(() => received.length === 1, { what: 'the notification' });
     expect(received[0]).toEqual({
-      ...job,
-      offset: expect.stringMatching(/^\d+-1$/),
-      unread: { count: 1, version: 1 },
+      v: 1,
+      kind: 'notification',
+      tenantId: 'default',
+      userId: 'alice',
+      event: { ...job, offset: expect.stringMatching(/^\d+-1$/), unread: { count: 1, version: 1 } },
     });
     await waitFor(async () => (await queue.getJobState(job.id)) === 'completed', {
       what: 'the job to complete',

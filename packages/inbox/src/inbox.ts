@@ -36,7 +36,7 @@ export * from './types.js';
  * ```ts
  * const inbox = new Inbox(new Redis(url), { maxLength: 1000 });
  * const result = await inbox.append({ id, userId, payload, createdAt });
- * if (result.outcome === 'appended') emitter.to(userRoom(userId)).emit('notification', { ...n, offset: result.offset });
+ * if (result.outcome === 'appended') live.notification(tenantId, { ...n, offset: result.offset }); // @herald/live
  * ```
  */
 export class Inbox {
@@ -267,7 +267,7 @@ export class Inbox {
    * @example
    * ```ts
    * const { changed, unread } = await inbox.markRead('alice', { ids: ['n-1'] });
-   * if (changed > 0) emitter.to(userRoom('alice')).emit('unread', unread);
+   * if (changed > 0) live.unread(tenantId, 'alice', unread); // @herald/live
    * ```
    */
   async markRead(userId: string, selection: ReadSelection): Promise<ReadResult> {

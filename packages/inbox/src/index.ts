@@ -23,12 +23,6 @@ export {
   notificationIndexKey,
   tenantPrefix,
 } from './keys.js';
-export {
-  classicPublisher,
-  type LivePublishErrorHandler,
-  type LivePublisher,
-  shardedPublisher,
-} from './live.js';
 export { type MigrationReport, migrateToTenant } from './migrate.js';
 export {
   compareOffsets,

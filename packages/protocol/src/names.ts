@@ -11,8 +11,8 @@ export const DEFAULT_QUEUE_NAME = 'notifications';
  */
 export const DEFAULT_QUEUE_PREFIX = '{herald}';
 
-/** Default Socket.IO pub/sub channel prefix shared by `@socket.io/redis-adapter` and `@socket.io/redis-emitter`. */
-export const DEFAULT_PUBSUB_KEY = 'socket.io';
+/** Default prefix of the live channels (`@herald/live`) that the worker and gateway publish on and realtime subscribes to. */
+export const DEFAULT_PUBSUB_KEY = 'herald';
 
 /** BullMQ job name of a single notification. */
 export const NOTIFY_JOB_NAME = 'notify';

@@ -9,8 +9,8 @@ export const USER_ID_PATTERN = '^[A-Za-z0-9_.:@+=|/~-]+$';
 export const PAYLOAD_MAX_BYTES = 16 * 1024;
 /**
  * Deepest `payload`: objects and arrays nested at most this many levels (the payload object itself is
- * level 1). Deeper values overflow recursive encoders on the way to the browser (msgpack in the Redis
- * adapter overflows its stack near 3,000 levels, which a 16 KB payload can reach).
+ * level 1). Deeper values overflow recursive encoders on the way to the browser (Socket.IO's parser
+ * walks a packet recursively; a 16 KB payload can nest 3,000 levels).
  */
 export const PAYLOAD_MAX_DEPTH = 32;
 /** Deepest JSON request body, in levels of objects and arrays. */

@@ -1,7 +1,7 @@
 /**
  * Tenants: one Herald deployment serves several products (tenants), and a tenant is a hard wall. A
  * user is `(tenantId, userId)` everywhere: inbox keys, unread counts, dedupe keys, the recipient
- * bucket, connection slots, Socket.IO rooms and statuses. Every API key belongs to one tenant, and so
+ * bucket, connection slots, live channels and statuses. Every API key belongs to one tenant, and so
  * does every user token it mints.
  */
 
@@ -27,7 +27,7 @@ export function isTenantId(value: unknown): value is string {
 
 /**
  * The one string that names a user of a tenant: `<tenantId>/<userId>`. Injective: a tenant id never
- * contains `/`, so the first `/` always ends it (user ids may contain `/`). Used for rooms, the
+ * contains `/`, so the first `/` always ends it (user ids may contain `/`). Used for live channels, the
  * recipient bucket and connection slots.
  *
  * @example
@@ -38,18 +38,6 @@ export function isTenantId(value: unknown): value is string {
  */
 export function userKey(tenantId: string, userId: string): string {
   return `${tenantId}/${userId}`;
-}
-
-/**
- * The Socket.IO room that every connection of one user of one tenant joins.
- *
- * @example
- * ```ts
- * io.to(userRoom('acme', 'alice')).emit('unread', unread); // room 'user:acme/alice'
- * ```
- */
-export function userRoom(tenantId: string, userId: string): string {
-  return `user:${userKey(tenantId, userId)}`;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { classicPublisher, type LivePublisher, shardedPublisher } from '@herald/inbox';
+import { type LivePublisher, livePublisher } from '@herald/live';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 
@@ -9,18 +9,12 @@ declare module 'fastify' {
   }
 }
 
-/** The live publisher (pub/sub to the realtime servers). */
+/** The live publisher (the Herald live channel, read by the realtime servers). */
 export default fp(
   async (app: FastifyInstance) => {
-    const { config, redis } = app;
     // Fire-and-forget: a tab that misses an unread count gets the exact count with its next change.
     const onLiveError = (error: unknown) => app.log.warn({ err: error }, 'live publish failed');
-    app.decorate(
-      'live',
-      config.pubsub.mode === 'sharded'
-        ? shardedPublisher(redis, config.pubsub.key, onLiveError)
-        : classicPublisher(redis, config.pubsub.key, onLiveError),
-    );
+    app.decorate('live', livePublisher(app.redis, app.config.pubsub, onLiveError));
   },
   { name: 'live', dependencies: ['config', 'redis'], fastify: '5.x' },
 );
