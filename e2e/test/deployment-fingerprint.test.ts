@@ -1,10 +1,6 @@
-import { createRequire } from 'node:module';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entries, SECRET } from './support/stack.js';
-
-const require = createRequire(import.meta.url);
-const gatewayEntry = require.resolve('@herald/gateway/server');
 
 interface Readiness {
   status: number;
@@ -39,7 +35,7 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
     name: string,
     settings: Record<string, string>,
   ) {
-    const entry = kind === 'gateway' ? gatewayEntry : entries[kind];
+    const entry = entries[kind];
     const app = await startApp({ name, entry, env: { HERALD_INSTANCE_ID: name, ...settings } });
     processes.push(app);
     return app;

@@ -1,18 +1,8 @@
-import { createRequire } from 'node:module';
 import { type NotificationEvent, signUserToken } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const require = createRequire(import.meta.url);
-const entries = {
-  gateway: require.resolve('@herald/gateway/server'),
-  worker: require.resolve('@herald/worker/server'),
-  realtime: require.resolve('@herald/realtime/server'),
-};
-// 32+ bytes each, as the apps require outside development mode.
-const SECRET = 'e2e-secret-0123456789abcdef0123456789';
-const API_KEY = 'e2e-key-0123456789abcdef0123456789abcdef';
+import { API_KEY, entries, SECRET, stackEnv } from './support/stack.js';
 
 describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → two realtime instances', () => {
   const processes: AppProcess[] = [];
@@ -22,14 +12,7 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
   let realtimeB: AppProcess;
 
   beforeAll(async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: API_KEY,
-      HERALD_JWT_SECRET: SECRET,
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_PUBSUB_KEY: randomId('pubsub'),
-      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-    };
+    const env = stackEnv(redisUrl());
     [gateway, realtimeA, realtimeB] = await Promise.all([
       startApp({ name: 'gateway', entry: entries.gateway, env }),
       startApp({ name: 'realtime-a', entry: entries.realtime, env }),

@@ -1,17 +1,8 @@
-import { createRequire } from 'node:module';
 import { type NotificationEvent, PAYLOAD_MAX_DEPTH } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-const require = createRequire(import.meta.url);
-const entries = {
-  gateway: require.resolve('@herald/gateway/server'),
-  worker: require.resolve('@herald/worker/server'),
-  realtime: require.resolve('@herald/realtime/server'),
-};
-const SECRET = 'hostile-secret-0123456789abcdef-0123456789';
-const API_KEY = 'hostile-key-0123456789abcdef-0123456789';
+import { API_KEY, entries, stackEnv } from './support/stack.js';
 
 const nest = (depth: number, open: string, close: string, leaf: string) =>
   `${open.repeat(depth)}${leaf}${close.repeat(depth)}`;
@@ -52,16 +43,7 @@ describe('hostile but valid payloads reach a real client through the worker and 
   let socket: Socket | undefined;
 
   beforeAll(async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: API_KEY,
-      HERALD_JWT_SECRET: SECRET,
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_PUBSUB_KEY: randomId('pubsub'),
-      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-      HERALD_RATE_LIMIT_BURST: '1000',
-    };
+    const env = stackEnv(redisUrl(), { HERALD_RATE_LIMIT_BURST: '1000' });
     const started = await Promise.all([
       startApp({ name: 'gateway', entry: entries.gateway, env }),
       startApp({ name: 'realtime', entry: entries.realtime, env }),

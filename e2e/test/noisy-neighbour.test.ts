@@ -1,13 +1,9 @@
-import { createRequire } from 'node:module';
 import type { CommandReply, NotificationEvent } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey } from './support/cli.js';
-import { entries, SECRET } from './support/stack.js';
-
-const require = createRequire(import.meta.url);
-const gatewayEntry = require.resolve('@herald/gateway/server');
+import { entries, stackEnv } from './support/stack.js';
 
 // Per-API-key and per-socket/user budgets the flood overruns many times over; the calm tenant's whole
 // run (ROUNDS of each request; list and mark-read share the inbox bucket, so 2 × ROUNDS there) fits in
@@ -38,15 +34,8 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
   let CALM_KEY: string;
 
   beforeAll(async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
+    const env = stackEnv(redisUrl(), {
       HERALD_API_KEYS: 'none',
-      HERALD_JWT_SECRET: SECRET,
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_PUBSUB_KEY: randomId('pubsub'),
-      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-      HERALD_KEY_PREFIX: `${randomId('herald')}:`,
       HERALD_RATE_LIMIT_BURST: '100',
       HERALD_SENDER_RATE_LIMIT_BURST: String(BURST),
       HERALD_SENDER_RATE_LIMIT_PER_SECOND: '5',
@@ -62,12 +51,12 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       HERALD_REFUSED_HANDSHAKES_PER_SECOND: '1',
       // The tenants' browsers are told apart by X-Forwarded-For, as behind a load balancer.
       HERALD_TRUST_PROXY: 'loopback',
-    };
+    });
     [FLOOD_KEY, CALM_KEY] = (await Promise.all([createKey(env, 'flood'), createKey(env, 'calm')])).map(
       (created) => created.key,
     ) as [string, string];
     const started = await Promise.all([
-      startApp({ name: 'gateway', entry: gatewayEntry, env }),
+      startApp({ name: 'gateway', entry: entries.gateway, env }),
       startApp({ name: 'realtime', entry: entries.realtime, env }),
       startApp({ name: 'worker', entry: entries.worker, env }),
     ]);

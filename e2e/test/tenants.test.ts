@@ -1,4 +1,3 @@
-import { createRequire } from 'node:module';
 import { Inbox } from '@herald/inbox';
 import {
   NOTIFY_JOB_NAME,
@@ -13,32 +12,18 @@ import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
+import { API_KEY, entries, stackEnv } from './support/stack.js';
 
-const require = createRequire(import.meta.url);
-const entries = {
-  gateway: require.resolve('@herald/gateway/server'),
-  worker: require.resolve('@herald/worker/server'),
-  realtime: require.resolve('@herald/realtime/server'),
-};
-const SECRET = 'tenants-secret-0123456789abcdef-xyz';
-/** A `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
-const DEFAULT_KEY = 'tenants-default-key-0123456789abcdef';
+/** The stack's `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
+const DEFAULT_KEY = API_KEY;
 
 describe('tenants are a wall: tenant B against tenant A’s user alice (separate processes, real clients)', () => {
-  const env: Record<string, string> = {
-    REDIS_URL: redisUrl(),
-    HERALD_API_KEYS: DEFAULT_KEY,
-    HERALD_JWT_SECRET: SECRET,
-    HERALD_QUEUE_NAME: randomId('queue'),
-    HERALD_PUBSUB_KEY: randomId('pubsub'),
-    HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-    HERALD_KEY_PREFIX: `${randomId('herald')}:`,
-    HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+  const env = stackEnv(redisUrl(), {
     HERALD_RATE_LIMIT_BURST: '5',
     HERALD_RATE_LIMIT_PER_SECOND: '0.01',
     HERALD_MAX_CONNECTIONS_PER_USER: '2',
     HERALD_REVOCATION_CHECK_MS: '300',
-  };
+  });
   const processes: AppProcess[] = [];
   const sockets: Socket[] = [];
   let gateway: AppProcess;
@@ -311,14 +296,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
 describe('herald inbox migrate: a deployment whose one tenant was not `default`', () => {
   it('moves the inboxes written before tenants to that tenant, whole (offsets, unread, markers), and is safe to run again', async () => {
     const redis = new Redis(redisUrl());
-    const env: Record<string, string> = {
-      REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: 'none',
-      HERALD_JWT_SECRET: SECRET,
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_KEY_PREFIX: `${randomId('herald')}:`,
-      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-    };
+    const env = stackEnv(redisUrl(), { HERALD_API_KEYS: 'none' });
     const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX as string });
     const users = [randomId('dave'), `${randomId('org')}/erin`];
     const written: Record<string, string[]> = {};

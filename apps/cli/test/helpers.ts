@@ -1,4 +1,4 @@
-import { randomId, redisUrl } from '@herald/testing';
+import { isolatedEnv } from '@herald/testing';
 
 // 32+ bytes each, as the gateway requires outside development mode.
 export const API_KEY = 'cli-test-key-1-0123456789abcdef0123456789';
@@ -7,14 +7,5 @@ export const auth = { authorization: `Bearer ${API_KEY}` };
 
 /** Environment of a gateway (and of the CLI) on the test Redis with its own queue and prefixes. */
 export function testEnv(env: Record<string, string> = {}): Record<string, string> {
-  return {
-    REDIS_URL: redisUrl(),
-    HERALD_API_KEYS: API_KEY,
-    HERALD_JWT_SECRET: JWT_SECRET,
-    HERALD_QUEUE_NAME: randomId('queue'),
-    HERALD_DEPLOYMENT: randomId('deployment'),
-    HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-    HERALD_KEY_PREFIX: `${randomId('herald')}:`,
-    ...env,
-  };
+  return { ...isolatedEnv(), HERALD_API_KEYS: API_KEY, HERALD_JWT_SECRET: JWT_SECRET, ...env };
 }

@@ -1,4 +1,4 @@
-import { randomId, redisUrl } from '@herald/testing';
+import { isolatedEnv } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
@@ -12,14 +12,9 @@ export const JWT_SECRET = 'test-secret-0123456789abcdef0123456789';
 /** Environment of a gateway on the test Redis with its own queue, limiter and key prefixes. */
 export function testEnv(env: Record<string, string> = {}): Record<string, string> {
   return {
-    REDIS_URL: redisUrl(),
+    ...isolatedEnv(),
     HERALD_API_KEYS: `${API_KEY},${API_KEY_2}`,
     HERALD_JWT_SECRET: JWT_SECRET,
-    HERALD_QUEUE_NAME: randomId('queue'),
-    // Each test its own deployment: tests never compare their (random) settings with each other's.
-    HERALD_DEPLOYMENT: randomId('deployment'),
-    HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
-    HERALD_KEY_PREFIX: `${randomId('herald')}:`,
     ...env,
   };
 }

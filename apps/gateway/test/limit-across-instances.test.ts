@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
-import { type AppProcess, randomId, redisUrl, startApp } from '@herald/testing';
+import { type AppProcess, randomId, startApp } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, JWT_SECRET } from './helpers.js';
+import { API_KEY, testEnv } from './helpers.js';
 
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
@@ -9,17 +9,12 @@ describe('one limit shared by several gateway processes', () => {
   const gateways: AppProcess[] = [];
 
   beforeAll(async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      HERALD_API_KEYS: API_KEY,
-      HERALD_JWT_SECRET: JWT_SECRET,
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
+    const env = testEnv({
       // Burst 10 as the default; refill slowed from 10/s to 1/s so that the 30 requests, which take
       // some tens of ms on a loaded 2-core machine, cannot earn an 11th token while they run.
       HERALD_RATE_LIMIT_BURST: '10',
       HERALD_RATE_LIMIT_PER_SECOND: '1',
-    };
+    });
     gateways.push(
       ...(await Promise.all([1, 2, 3].map((n) => startApp({ name: `gateway-${n}`, entry, env })))),
     );

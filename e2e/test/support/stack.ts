@@ -12,27 +12,29 @@ import {
   signUserToken,
   type UnreadEvent,
 } from '@herald/protocol';
-import { type AppProcess, randomId, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, isolatedEnv, randomId, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 
 const require = createRequire(import.meta.url);
+/** The apps' entry points, started as processes (`node <entry>`). */
 export const entries = {
+  gateway: require.resolve('@herald/gateway/server'),
   worker: require.resolve('@herald/worker/server'),
   realtime: require.resolve('@herald/realtime/server'),
 };
+// 32+ bytes each, as the apps require outside development mode.
 export const SECRET = 'delivery-secret-0123456789abcdef';
+/** A `HERALD_API_KEYS` key (tenant `default`). */
+export const API_KEY = 'e2e-key-0123456789abcdef0123456789abcdef';
 
 /** Settings shared by every process of one test stack: random names, so that tests never meet. */
 export function stackEnv(redisUrl: string, extra: Record<string, string> = {}): Record<string, string> {
   return {
-    REDIS_URL: redisUrl,
+    ...isolatedEnv(redisUrl),
+    HERALD_API_KEYS: API_KEY,
     HERALD_JWT_SECRET: SECRET,
-    HERALD_QUEUE_NAME: randomId('queue'),
-    HERALD_DEPLOYMENT: randomId('deployment'),
-    HERALD_PUBSUB_KEY: randomId('pubsub'),
-    HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     HERALD_INBOX_MAX_LENGTH: '10000',
     HERALD_LOG_LEVEL: 'info',
     ...extra,

@@ -1,5 +1,6 @@
 import { inject } from 'vitest';
 
+export { isolatedEnv } from './env.js';
 export { freePort } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
 export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';
