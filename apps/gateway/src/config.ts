@@ -1,28 +1,25 @@
 import {
   ConfigError,
-  DeploymentEnv,
   type DeploymentSettings,
   DevModeEnv,
   LogEnv,
   type LogSettings,
   logSettings,
-  RedisEnv,
+  PubSubEnv,
+  QueueEnv,
   readEnv,
   resolveSecrets,
+  ServerEnv,
   secretFingerprint,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import Type from 'typebox';
 
 export { ConfigError, DEV_API_KEY } from '@herald/config';
 
 /** Every variable the gateway reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  ...RedisEnv,
-  ...DeploymentEnv,
+  ...ServerEnv(3000),
   ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
@@ -50,12 +47,10 @@ export const EnvSchema = Type.Object({
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
-  HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
-  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
+  ...PubSubEnv,
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
-  HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
-  HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
+  ...QueueEnv,
   ...LogEnv,
 });
 

@@ -2,34 +2,29 @@ import { hostname } from 'node:os';
 import {
   ConfigError,
   clusterNodes,
-  DeploymentEnv,
   type DeploymentSettings,
   DevModeEnv,
   LogEnv,
   type LogSettings,
   logSettings,
-  RedisEnv,
+  PubSubEnv,
   readEnv,
   resolveSecrets,
+  ServerEnv,
   secretFingerprint,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY } from '@herald/protocol';
 import Type from 'typebox';
 import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
 /** Every variable the realtime server reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3001 }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  ...RedisEnv,
-  ...DeploymentEnv,
+  ...ServerEnv(3001),
   ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes, the development secret only in development mode.
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
-  HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
+  ...PubSubEnv,
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
-  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
   HERALD_ALLOW_POLLING: Type.Boolean({ default: false }),
   HERALD_MAX_CONNECTIONS_PER_USER: Type.Integer({ minimum: 1, maximum: 10_000, default: 20 }),
   HERALD_PING_INTERVAL_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 25_000 }),

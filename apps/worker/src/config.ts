@@ -1,28 +1,23 @@
 import { hostname } from 'node:os';
 import {
   clusterNodes,
-  DeploymentEnv,
   type DeploymentSettings,
   LogEnv,
   type LogSettings,
   logSettings,
-  RedisEnv,
+  PubSubEnv,
+  QueueEnv,
   readEnv,
+  ServerEnv,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { DEFAULT_PUBSUB_KEY, DEFAULT_QUEUE_NAME, DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
 import Type from 'typebox';
 
 /** Every variable the worker reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
-  PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3002 }),
-  HOST: Type.String({ minLength: 1, default: '0.0.0.0' }),
-  ...RedisEnv,
-  ...DeploymentEnv,
-  HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
-  HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
-  HERALD_PUBSUB_KEY: Type.String({ minLength: 1, default: DEFAULT_PUBSUB_KEY }),
-  HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
+  ...ServerEnv(3002),
+  ...QueueEnv,
+  ...PubSubEnv,
   HERALD_WORKER_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
   HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),

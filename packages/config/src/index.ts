@@ -1,3 +1,4 @@
+export * from './app-env.js';
 export * from './deployment.js';
 export * from './env.js';
 export * from './logging.js';
