@@ -1,9 +1,9 @@
 import {
   type AppProcess,
+  expectHealthThroughOutage,
   type RedisServerHandle,
   scrapeMetrics,
   startRedisServer,
-  waitFor,
 } from '@herald/testing';
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -55,20 +55,9 @@ describe('realtime liveness, readiness and metrics (a real process on a Redis of
   });
 
   it('/healthz stays 200 while Redis is down; /readyz answers 503 JSON then, 200 once Redis is back', async () => {
-    expect((await fetch(`${realtime.url}/readyz`)).status).toBe(200);
-    await redis.stop();
-    const health = await fetch(`${realtime.url}/healthz`);
-    expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: 'ok', instanceId: 'rt-health' });
-    const ready = await fetch(`${realtime.url}/readyz`);
-    expect(ready.status).toBe(503);
-    expect(await ready.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
-    expect((await scrapeMetrics(`${realtime.url}/metrics`)).has('herald_realtime_sockets')).toBe(true);
-
-    await redis.restart();
-    await waitFor(async () => (await fetch(`${realtime.url}/readyz`)).status === 200, {
-      timeoutMs: 30_000,
-      what: '/readyz 200 after Redis came back',
+    await expectHealthThroughOutage(realtime.url, redis, {
+      metric: 'herald_realtime_sockets',
+      health: { instanceId: 'rt-health' },
     });
   });
 });

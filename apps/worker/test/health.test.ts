@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import {
   type AppProcess,
+  expectHealthThroughOutage,
   freePort,
   type RedisServerHandle,
   randomId,
@@ -64,23 +65,13 @@ describe('worker liveness, readiness and metrics (a real process on a Redis of i
   });
 
   it('/healthz stays 200 while Redis is down; /readyz answers 503 JSON then, 200 once Redis is back', async () => {
-    expect((await fetch(`${worker.url}/readyz`)).status).toBe(200);
-    await redis.stop();
-    const health = await fetch(`${worker.url}/healthz`);
-    expect(health.status).toBe(200);
-    expect(await health.json()).toMatchObject({ status: 'ok' });
-    const ready = await fetch(`${worker.url}/readyz`);
-    expect(ready.status).toBe(503);
-    expect(await ready.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
-    expect((await scrapeMetrics(`${worker.url}/metrics`)).has('herald_worker_jobs_total')).toBe(true);
-    const unknown = await fetch(`${worker.url}/nope`);
-    expect(unknown.status).toBe(404);
-    expect(await unknown.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
-
-    await redis.restart();
-    await waitFor(async () => (await fetch(`${worker.url}/readyz`)).status === 200, {
-      timeoutMs: 30_000,
-      what: '/readyz 200 after Redis came back',
+    await expectHealthThroughOutage(worker.url, redis, {
+      metric: 'herald_worker_jobs_total',
+      whileDown: async () => {
+        const unknown = await fetch(`${worker.url}/nope`);
+        expect(unknown.status).toBe(404);
+        expect(await unknown.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+      },
     });
   });
 });

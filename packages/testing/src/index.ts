@@ -1,6 +1,7 @@
 import { inject } from 'vitest';
 
 export { isolatedEnv } from './env.js';
+export { expectHealthThroughOutage } from './health.js';
 export { freePort } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
 export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';
