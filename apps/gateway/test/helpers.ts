@@ -1,5 +1,6 @@
-import { isolatedEnv } from '@herald/testing';
+import { isolatedEnv, type RedisServerHandle, startRedisServer } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
 import { checkAgainstOpenApi, contractProblems } from './openapi-contract.js';
@@ -39,3 +40,24 @@ export async function disposeTestApp(app: FastifyInstance): Promise<void> {
 }
 
 export const auth = { authorization: `Bearer ${API_KEY}` };
+
+/**
+ * A gateway on a `redis-server` of its own (for outages the test causes), built in `beforeAll` and
+ * disposed in `afterAll` (a frozen Redis is resumed first). Read `.app` and `.redis` inside tests.
+ */
+export function gatewayOnOwnRedis(env: Record<string, string> = {}): {
+  app: FastifyInstance;
+  redis: RedisServerHandle;
+} {
+  const handle = {} as { app: FastifyInstance; redis: RedisServerHandle };
+  beforeAll(async () => {
+    handle.redis = await startRedisServer();
+    handle.app = await buildTestApp({ REDIS_URL: handle.redis.url, ...env });
+  });
+  afterAll(async () => {
+    handle.redis.process.kill('SIGCONT');
+    await disposeTestApp(handle.app).catch(() => {});
+    await handle.redis.dispose();
+  });
+  return handle;
+}

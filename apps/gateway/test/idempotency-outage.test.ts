@@ -1,23 +1,12 @@
-import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { randomId, waitFor } from '@herald/testing';
+import { describe, expect, it } from 'vitest';
+import { auth, gatewayOnOwnRedis } from './helpers.js';
 
 describe('Idempotency-Key across a Redis stall', () => {
-  let redis: RedisServerHandle;
-  let app: FastifyInstance;
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_BURST: '1000' });
-  });
-  afterAll(async () => {
-    redis.process.kill('SIGCONT');
-    await disposeTestApp(app).catch(() => {});
-    await redis.dispose();
-  });
+  const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_BURST: '1000' });
 
   const send = (key: string) =>
-    app.inject({
+    own.app.inject({
       method: 'POST',
       url: '/notify',
       headers: { ...auth, 'idempotency-key': key },
@@ -27,7 +16,7 @@ describe('Idempotency-Key across a Redis stall', () => {
   it('after a 503 during a 5 s freeze, the retry with the same key is accepted as soon as Redis is back, once', async () => {
     expect((await send(randomId('warm'))).statusCode).toBe(202);
     const key = randomId('idem');
-    redis.process.kill('SIGSTOP');
+    own.redis.process.kill('SIGSTOP');
     const frozenAt = Date.now();
     const during: { status: number; body: Record<string, unknown> }[] = [];
     try {
@@ -36,7 +25,7 @@ describe('Idempotency-Key across a Redis stall', () => {
         during.push({ status: response.statusCode, body: response.json() });
       }
     } finally {
-      redis.process.kill('SIGCONT');
+      own.redis.process.kill('SIGCONT');
     }
     expect(during.length).toBeGreaterThan(0);
     for (const answer of during) {
@@ -58,37 +47,27 @@ describe('Idempotency-Key across a Redis stall', () => {
     });
     expect(seen.every((status) => [202, 409, 503].includes(status))).toBe(true);
     // Once: one job, and a later retry replays the same answer.
-    expect(await app.queue.getJob(accepted.id)).toBeDefined();
+    expect(await own.app.queue.getJob(accepted.id)).toBeDefined();
     const replay = await send(key);
     expect(replay.statusCode).toBe(202);
     expect(replay.json()).toEqual(accepted);
-    const jobs = await app.queue.getJobs(['waiting', 'prioritized', 'delayed', 'completed']);
+    const jobs = await own.app.queue.getJobs(['waiting', 'prioritized', 'delayed', 'completed']);
     expect(jobs.filter((job) => job.data.userId === 'stall' && job.id === accepted.id)).toHaveLength(1);
     expect(jobs.filter((job) => job.data.userId === 'stall')).toHaveLength(2);
   });
 });
 
 describe('an enqueue Redis does not confirm in time', () => {
-  let redis: RedisServerHandle;
-  let app: FastifyInstance;
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    // Limiter fails open, so that the request reaches the enqueue while writes are paused.
-    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_FAILURE: 'open' });
-  });
-  afterAll(async () => {
-    await disposeTestApp(app).catch(() => {});
-    await redis.dispose();
-  });
+  const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_FAILURE: 'open' });
 
   it('is a 503 that says the notification may have been accepted, because it may', async () => {
     const userId = randomId('unsure');
     const { Redis } = await import('ioredis');
-    const admin = new Redis(redis.url);
+    const admin = new Redis(own.redis.url);
     try {
       // Writes wait 2 s (longer than the gateway's 800 ms Redis timeout); the add runs afterwards.
       await admin.call('CLIENT', 'PAUSE', '2000', 'WRITE');
-      const response = await app.inject({
+      const response = await own.app.inject({
         method: 'POST',
         url: '/notify',
         headers: auth,
@@ -99,7 +78,7 @@ describe('an enqueue Redis does not confirm in time', () => {
       expect(response.json<{ error: string }>().error).toMatch(/may or may not have been accepted/);
       // And indeed: once Redis takes writes again, the job is there.
       await waitFor(
-        async () => (await app.queue.getJobs(['waiting'])).some((job) => job.data.userId === userId),
+        async () => (await own.app.queue.getJobs(['waiting'])).some((job) => job.data.userId === userId),
         { timeoutMs: 10_000, what: 'the job the 503 could not confirm' },
       );
     } finally {

@@ -1,28 +1,17 @@
-import { type RedisServerHandle, randomId, redisUrl, startRedisServer, waitFor } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { describe, expect, it } from 'vitest';
+import { auth, buildTestApp, disposeTestApp, gatewayOnOwnRedis } from './helpers.js';
 
 describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by itself', () => {
-  let redis: RedisServerHandle;
-  let app: FastifyInstance;
-
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    app = await buildTestApp({ REDIS_URL: redis.url, HERALD_RATE_LIMIT_BURST: '1000' });
-  });
-  afterAll(async () => {
-    await disposeTestApp(app).catch(() => {});
-    await redis.dispose();
-  });
+  const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_BURST: '1000' });
 
   const notify = (userId: string) =>
-    app.inject({ method: 'POST', url: '/notify', headers: auth, payload: { userId, payload: {} } });
+    own.app.inject({ method: 'POST', url: '/notify', headers: auth, payload: { userId, payload: {} } });
 
   it('answers 503 with Retry-After within the Redis timeout while Redis is down, then 202 again', async () => {
     expect((await notify('before')).statusCode).toBe(202);
 
-    await redis.stop();
+    await own.redis.stop();
     const accepted: string[] = [];
     for (let i = 0; i < 20; i++) {
       const started = Date.now();
@@ -36,10 +25,10 @@ describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by
       if (response.statusCode === 202) accepted.push(response.json<{ id: string }>().id);
     }
     expect(accepted).toEqual([]);
-    const health = await app.inject({ method: 'GET', url: '/readyz' });
+    const health = await own.app.inject({ method: 'GET', url: '/readyz' });
     expect(health.statusCode).toBe(503);
 
-    await redis.restart();
+    await own.redis.restart();
     const id = await waitFor(
       async () => {
         const response = await notify(randomId('after'));
@@ -47,8 +36,8 @@ describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by
       },
       { timeoutMs: 20_000, intervalMs: 100, what: 'a 202 after Redis came back' },
     );
-    expect(await app.queue.getJob(id)).toBeDefined();
-    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    expect(await own.app.queue.getJob(id)).toBeDefined();
+    expect((await own.app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
   });
 });
 
