@@ -20,6 +20,9 @@ const InboxItem = Type.Object({
   deliveredAt: Type.Union([Type.String(), Type.Null()]),
 });
 
+/** What the inbox routes answer besides 200: bad input, no key, over the key's inbox limit, Redis down. */
+const INBOX_ERRORS = { 400: ErrorResponse, 401: ErrorResponse, 429: ErrorResponse, 503: ErrorResponse };
+
 const ReadBody = Type.Union([
   Type.Object(
     { ids: Type.Array(Type.String({ minLength: 1, maxLength: 128 }), { minItems: 1, maxItems: 1000 }) },
@@ -66,10 +69,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
             trimmed: Type.Boolean(),
             unread: Unread,
           }),
-          400: ErrorResponse,
-          401: ErrorResponse,
-          429: ErrorResponse,
-          503: ErrorResponse,
+          ...INBOX_ERRORS,
         },
       },
     },
@@ -94,10 +94,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
         body: ReadBody,
         response: {
           200: Type.Object({ changed: Type.Integer(), unread: Unread }),
-          400: ErrorResponse,
-          401: ErrorResponse,
-          429: ErrorResponse,
-          503: ErrorResponse,
+          ...INBOX_ERRORS,
         },
       },
     },
