@@ -1,9 +1,10 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
+import { Inbox, InboxError, isOffset, MAX_PAGE, type ReadSelection } from '@herald/inbox';
 import {
   type ClientToServerEvents,
   type CommandReply,
   type GoodbyeEvent,
+  type ListReply,
   revokedApiKeysKey,
   type ServerToClientEvents,
   type SocketData,
@@ -249,6 +250,32 @@ export async function startRealtime(config: RealtimeConfig, log: Logger): Promis
       }
       command(reply, () =>
         markRead(userInbox, userId, upTo === undefined ? { all: true } : { all: true, upTo }),
+      );
+    });
+
+    socket.on(SocketEvent.LIST, (...args) => {
+      const [body, reply] = commandArgs(args);
+      if (typeof reply !== 'function') return;
+      const answer = reply as unknown as (answer: ListReply) => void;
+      const { after, limit = 50 } = (body ?? {}) as { after?: unknown; limit?: unknown };
+      if (after !== undefined && !isOffset(after)) {
+        answer({ ok: false, code: 'HERALD_ERR_INBOX_INVALID_OFFSET', error: 'after is not an offset' });
+        return;
+      }
+      if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_PAGE) {
+        answer({
+          ok: false,
+          code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+          error: `limit must be an integer from 1 to ${MAX_PAGE}`,
+        });
+        return;
+      }
+      userInbox.list(userId, { after, limit: limit as number }).then(
+        (page) => answer({ ok: true, ...page }),
+        (error: unknown) => {
+          log.warn({ err: error }, 'list failed');
+          answer({ ok: false, code: 'HERALD_ERR_UNAVAILABLE', error: 'Redis unavailable: retry shortly.' });
+        },
       );
     });
 
