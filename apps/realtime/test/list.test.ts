@@ -3,7 +3,7 @@ import { redisUrl } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { randomId, Stack, waitFor } from './support/stack.js';
 
-describe('list: a page of the user\'s own inbox over the socket (what a browser lists with its token)', () => {
+describe("list: a page of the user's own inbox over the socket (what a browser lists with its token)", () => {
   let stack: Stack | undefined;
   afterEach(async () => {
     await stack?.dispose();
@@ -37,8 +37,14 @@ describe('list: a page of the user\'s own inbox over the socket (what a browser 
     expect(second.items.map((item) => item.id)).toEqual(ids.slice(3));
     expect(second.nextAfter).toBeNull();
 
-    expect(await list({ after: 'nope' })).toMatchObject({ ok: false, code: 'HERALD_ERR_INBOX_INVALID_OFFSET' });
-    expect(await list({ limit: 1001 })).toMatchObject({ ok: false, code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT' });
+    expect(await list({ after: 'nope' })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_OFFSET',
+    });
+    expect(await list({ limit: 1001 })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+    });
     expect(await list(undefined)).toMatchObject({ ok: true });
   });
 });
