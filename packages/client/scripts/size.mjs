@@ -22,5 +22,5 @@ export async function measure() {
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  console.log(JSON.stringify(await measure()));
+  process.stdout.write(`${JSON.stringify(await measure())}\n`);
 }

@@ -1,4 +1,3 @@
-import type { AppProcess } from '@herald/testing';
 import { waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HeraldUnauthorizedError } from '../src/index.js';
@@ -222,5 +221,3 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     }
   });
 });
-
-export type { AppProcess };
