@@ -380,8 +380,8 @@ class Client implements HeraldClient {
       onFollow: () => this.#follow(),
       onMessage: (message) => this.#onTabMessage(message),
     });
-    this.#follow();
     this.#tabs.start();
+    this.#follow();
   }
 
   #lead(): void {
@@ -992,8 +992,8 @@ class Client implements HeraldClient {
     this.#attempt = 0;
     this.#setConnection('reconnecting');
     if (this.#tabs) {
-      this.#follow();
       this.#tabs.start();
+      this.#follow();
     } else void this.#open();
   }
 
