@@ -58,10 +58,36 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     // A follower marks one read: through the leader's socket; every tab shows it and the new count.
     const follower = three.find((t) => t.client.getState().role === 'follower') as Recorded;
     expect(await follower.client.markRead([sent[0] as string])).toMatchObject({ changed: 1 });
-    await waitFor(() => three.every((t) => t.client.getState().unread?.count === 4), {
-      what: 'count 4 everywhere',
+    // The count (pushed by the server) and the read mark (from the leader) may land a moment apart.
+    await waitFor(
+      () =>
+        three.every(
+          (t) =>
+            t.client.getState().unread?.count === 4 &&
+            t.client.getState().items.find((i) => i.id === sent[0])?.read === true,
+        ),
+      { what: 'count 4 and the read mark everywhere' },
+    );
+
+    // A follower lists and marks all read through the leader's socket.
+    const page = await follower.client.list({ limit: 2 });
+    expect(page.items.map((item) => item.id)).toEqual(earlier);
+    expect(await follower.client.markAllRead(page.items[1]?.offset)).toMatchObject({
+      changed: 2,
+      unread: { count: 2 },
     });
-    for (const t of three) expect(t.client.getState().items.find((i) => i.id === sent[0])?.read).toBe(true);
+    await waitFor(
+      () =>
+        three.every(
+          (t) =>
+            t.client.getState().unread?.count === 2 &&
+            t.client
+              .getState()
+              .items.slice(0, 2)
+              .every((i) => i.read),
+        ),
+      { what: 'count 2 and the marks everywhere' },
+    );
 
     // The leader closes (its tab is closed) while notifications are on their way.
     const leader = leaders(three)[0] as Recorded;
@@ -80,7 +106,43 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
       expect(once(t.notifications)).toBe(true);
     }
     await waitFor(async () => (await connections(a)) === 1, { what: 'one socket again' });
-    await waitFor(() => rest.every((t) => t.client.getState().unread?.count === 9), { what: 'count 9' });
+    await waitFor(() => rest.every((t) => t.client.getState().unread?.count === 7), { what: 'count 7' });
+  });
+
+  it('a toast shows in the focused tab only, not in the unfocused leader', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('erin');
+    const locks = new MemoryLocks();
+    const pageOf = (focused: boolean) => {
+      const document = Object.assign(new EventTarget(), {
+        visibilityState: 'visible',
+        hasFocus: () => focused,
+      });
+      return Object.assign(new EventTarget(), { document });
+    };
+    const leader = tab({ url: a.url, locks, page: pageOf(false), getToken: () => stack.token(user) });
+    await live(leader);
+    const focusedPage = pageOf(true);
+    const focused = tab({ url: a.url, locks, page: focusedPage, getToken: () => stack.token(user) });
+    const other = tab({ url: a.url, locks, page: pageOf(false), getToken: () => stack.token(user) });
+    await live(focused);
+    await live(other);
+    expect(leader.client.getState().role).toBe('leader');
+    focusedPage.dispatchEvent(new Event('focus'));
+    // The leader hears of the focus through the channel; a notification sent after that toasts there.
+    await waitFor(
+      async () => {
+        await notify(gateway, user, 1);
+        return focused.toasts.length > 0;
+      },
+      { intervalMs: 200, what: 'a toast in the focused tab' },
+    );
+    const all = itemIds(leader);
+    await waitFor(() => itemIds(focused).length === all.length && itemIds(other).length === all.length, {
+      what: 'every tab has them',
+    });
+    expect(focused.toasts.length + leader.toasts.length + other.toasts.length).toBe(all.length);
+    expect(other.toasts).toEqual([]);
   });
 
   it('a frozen leader (holds the lock, says nothing) has its lock stolen by a visible follower', async () => {
