@@ -1,8 +1,9 @@
 import { waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { HeraldUnauthorizedError } from '../src/index.js';
+import { createHeraldServer } from '../src/server.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, connections, notify, randomId, Stack } from './support/stack.js';
 
 describe('createHeraldClient against real realtime servers, worker, gateway and Redis', () => {
   let stack: Stack | undefined;
@@ -91,6 +92,17 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect(first.items[0]?.read).toBe(true);
     const second = await bob.client.list({ after: first.nextAfter as string, limit: 2 });
     expect(second.items.map((item) => item.id)).toEqual(ids.slice(2));
+
+    // Acks of what was shown, batched: the gateway then reports them delivered.
+    const api = createHeraldServer({ url: gateway.url, apiKey: API_KEY });
+    expect((await api.status(ids[3] as string))?.status).toBe('queued');
+    bob.client.shown(ids.slice(2));
+    bob.client.shown(ids.slice(2)); // again: nothing more is sent
+    await waitFor(async () => (await api.status(ids[3] as string))?.status === 'delivered', {
+      what: 'delivered',
+    });
+    expect((await api.status(ids[2] as string))?.status).toBe('delivered');
+    expect((await api.status(ids[1] as string))?.status).toBe('queued');
 
     // Another device of bob marks all read: this client's count follows (version-stamped).
     const other = client({ url: a.url, getToken: () => stack.token(user) });

@@ -1,9 +1,10 @@
 import { waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ChannelLike } from '../src/index.js';
+import { createHeraldServer } from '../src/server.js';
 import { MemoryLocks } from './support/memory-locks.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, connections, notify, randomId, Stack } from './support/stack.js';
 
 // Node 20 has BroadcastChannel (each client here is a tab) but no Web Locks: MemoryLocks plays them.
 describe('one socket per browser and user: a Web Lock leader, BroadcastChannel followers', () => {
@@ -68,6 +69,13 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
         ),
       { what: 'count 4 and the read mark everywhere' },
     );
+
+    // A follower's acks go through the leader's socket.
+    follower.client.shown([sent[1] as string]);
+    const api = createHeraldServer({ url: gateway.url, apiKey: API_KEY });
+    await waitFor(async () => (await api.status(sent[1] as string))?.status === 'delivered', {
+      what: 'acked through the leader',
+    });
 
     // A follower lists and marks all read through the leader's socket.
     const page = await follower.client.list({ limit: 2 });
