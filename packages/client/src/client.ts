@@ -55,7 +55,6 @@ export interface HeraldState extends InboxSnapshot {
 
 /** Events of {@link HeraldClient.on}. */
 export interface HeraldEvents {
-  [name: string]: unknown[];
   /** Every new notification, once per tab, live or replayed (`replayed: true` after a reconnect). */
   notification: [item: HeraldItem, info: { replayed: boolean }];
   /** New live notifications to pop up: in one tab only (the focused one, else the leader). */
@@ -298,7 +297,7 @@ class Client implements HeraldClient {
     }
     this.#store.clear();
     this.#needSnapshot = true;
-    await this.#loadSnapshot(this.#socket, undefined);
+    await this.#loadSnapshot(this.#socket, undefined, true);
   }
 
   reconnect(): void {
@@ -764,8 +763,12 @@ class Client implements HeraldClient {
   }
 
   /** Reloads the inbox (oldest first, keeping the newest `maxItems`) up to `upTo`, silently. */
-  #loadSnapshot(socket: HeraldSocket | undefined, upTo: InboxOffset | undefined): Promise<void> {
-    this.#snapshotLoading ??= (async () => {
+  #loadSnapshot(
+    socket: HeraldSocket | undefined,
+    upTo: InboxOffset | undefined,
+    rethrow = false,
+  ): Promise<void> {
+    const loading = (this.#snapshotLoading ??= (async () => {
       try {
         let after: InboxOffset | undefined;
         for (let page = 0; page < 20; page++) {
@@ -785,13 +788,12 @@ class Client implements HeraldClient {
         this.#needSnapshot = false;
         this.#tabs?.post({ t: 'state', state: this.#shareableState(true) });
         this.#emitState();
-      } catch (error) {
-        this.#events.emit('error', error);
       } finally {
         this.#snapshotLoading = undefined;
       }
-    })();
-    return this.#snapshotLoading;
+    })());
+    // resync() tells its caller; the client's own reloads report on `error` and go on.
+    return rethrow ? loading : loading.catch((error: unknown) => this.#events.emit('error', error));
   }
 
   /** Reads the notifications between two offsets from the inbox (a gap on the stream). */

@@ -1,7 +1,7 @@
 type Listener = (...args: never[]) => void;
 
 /** A minimal typed event emitter (a listener that throws does not stop the others). */
-export class Emitter<Events extends { [name: string]: unknown[] }> {
+export class Emitter<Events extends { [Name in keyof Events]: unknown[] }> {
   readonly #listeners = new Map<keyof Events, Set<Listener>>();
   readonly #onError: (error: unknown) => void;
 
