@@ -27,6 +27,8 @@ export class Stack {
       HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
       HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
       HERALD_KEY_PREFIX: `${randomId('herald')}:`,
+      // One job at a time: the inbox order is then the send order, which the tests compare with.
+      HERALD_WORKER_CONCURRENCY: '1',
       // The tests send bursts to one user.
       HERALD_RATE_LIMIT_BURST: '1000',
       HERALD_RATE_LIMIT_PER_SECOND: '1000',
