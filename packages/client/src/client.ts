@@ -654,7 +654,7 @@ class Client implements HeraldClient {
       this.#tabs?.beat();
     });
     socket.on('notification', (event) => {
-      if (mine()) this.#onStream(event, socket);
+      if (mine()) this.#onStream(event);
     });
     socket.on('unread', (unread) => {
       if (!mine()) return;
@@ -694,14 +694,15 @@ class Client implements HeraldClient {
     this.#startWatchdog();
   }
 
-  #onStream(event: NotificationEvent, socket: HeraldSocket): void {
+  #onStream(event: NotificationEvent): void {
     const outcome = this.#store.add(event);
     this.#store.setUnread(event.unread);
     if (outcome.kind === 'duplicate') {
       this.#emitState();
       return;
     }
-    const replayed = this.#connection !== 'live' || socket !== this.#socket;
+    // Before `synced` it is the replay; once live (the old socket of a token refresh included) it is new.
+    const replayed = this.#connection !== 'live';
     const toastTab = replayed ? undefined : this.#toastTab();
     this.#tabs?.post({ t: 'n', event, replayed, toast: toastTab });
     if (outcome.kind === 'gap') void this.#fill(outcome.after, outcome.before);
@@ -768,7 +769,7 @@ class Client implements HeraldClient {
     upTo: InboxOffset | undefined,
     rethrow = false,
   ): Promise<void> {
-    const loading = (this.#snapshotLoading ??= (async () => {
+    this.#snapshotLoading ??= (async () => {
       try {
         let after: InboxOffset | undefined;
         for (let page = 0; page < 20; page++) {
@@ -791,7 +792,8 @@ class Client implements HeraldClient {
       } finally {
         this.#snapshotLoading = undefined;
       }
-    })());
+    })();
+    const loading = this.#snapshotLoading;
     // resync() tells its caller; the client's own reloads report on `error` and go on.
     return rethrow ? loading : loading.catch((error: unknown) => this.#events.emit('error', error));
   }
