@@ -3,7 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { HeraldUnauthorizedError } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { API_KEY, connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, appended, connections, notify, randomId, Stack } from './support/stack.js';
 
 describe('createHeraldClient against real realtime servers, worker, gateway and Redis', () => {
   let stack: Stack | undefined;
@@ -35,6 +35,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     const { stack, gateway, a, b } = await startStack();
     const user = randomId('alice');
     const before = await notify(gateway, user, 3);
+    await appended(gateway, user, before.at(-1));
     // Instances in turn, as a load balancer would: the first connection lands on rt-a.
     const urls = [a.url, b.url];
     let turn = 0;
@@ -78,6 +79,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     const { stack, gateway, a } = await startStack();
     const user = randomId('bob');
     const ids = await notify(gateway, user, 4);
+    await appended(gateway, user, ids.at(-1));
     const bob = client({ url: a.url, getToken: () => stack.token(user) });
     await live(bob);
     await waitFor(() => itemIds(bob).length === 4, { what: 'snapshot' });
@@ -147,6 +149,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     first.client.close();
 
     const later = await notify(gateway, user, 12, 2);
+    await appended(gateway, user, later.at(-1));
     // Saved offset (e.g. sessionStorage) from before: 12 more came meanwhile and the inbox keeps 5.
     const again = client({
       url: a.url,

@@ -4,7 +4,7 @@ import type { ChannelLike } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
 import { MemoryLocks } from './support/memory-locks.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { API_KEY, connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, appended, connections, notify, randomId, Stack } from './support/stack.js';
 
 // Node 20 has BroadcastChannel (each client here is a tab) but no Web Locks: MemoryLocks plays them.
 describe('one socket per browser and user: a Web Lock leader, BroadcastChannel followers', () => {
@@ -39,6 +39,7 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     const user = randomId('alice');
     const locks = new MemoryLocks();
     const earlier = await notify(gateway, user, 2);
+    await appended(gateway, user, earlier.at(-1));
     const three = [1, 2, 3].map(() => tab({ url: a.url, locks, getToken: () => stack.token(user) }));
     for (const t of three) await live(t, 'every tab live');
     expect(leaders(three)).toHaveLength(1);

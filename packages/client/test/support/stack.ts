@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { signUserToken } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, startApp } from '@herald/testing';
+import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 
 const require = createRequire(import.meta.url);
 const entries = {
@@ -85,6 +85,23 @@ export async function notify(
     ids.push(((await response.json()) as { id: string }).id);
   }
   return ids;
+}
+
+/** Waits until the worker has appended `id` to `userId`'s inbox (a 202 only says queued). */
+export async function appended(gateway: AppProcess, userId: string, id: string | undefined): Promise<void> {
+  await waitFor(
+    async () => {
+      const response = await fetch(
+        `${gateway.url}/users/${encodeURIComponent(userId)}/notifications?limit=1000`,
+        {
+          headers: { authorization: `Bearer ${API_KEY}` },
+        },
+      );
+      const page = (await response.json()) as { items: { id: string }[] };
+      return page.items.some((item) => item.id === id);
+    },
+    { what: `${id} appended` },
+  );
 }
 
 /** The realtime instance's open sockets (its `/healthz`). */
