@@ -7,6 +7,7 @@ import {
   type CommandReply,
   ErrorCode,
   type GoodbyeEvent,
+  type ListReply,
   revokedApiKeysKey,
   type ServerToClientEvents,
   type SocketData,
@@ -24,6 +25,7 @@ import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
+import { listPage } from './list.js';
 import { userKeyOf } from './user-key.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -254,6 +256,12 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       command(reply, () =>
         markRead(userInbox, userId, upTo === undefined ? { all: true } : { all: true, upTo }),
       );
+    });
+
+    socket.on(SocketEvent.LIST, (...args) => {
+      const [body, reply] = commandArgs(args);
+      if (typeof reply === 'function')
+        listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void);
     });
 
     const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;

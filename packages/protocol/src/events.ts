@@ -112,6 +112,28 @@ export type CommandReply =
   | { ok: true; changed: number; unread?: UnreadEvent }
   | { ok: false; error: string; code: string; retryAfterMs?: number };
 
+/** One notification of a listing page, with its read mark and first-ack time. */
+export interface InboxListItem extends NotificationEvent {
+  read: boolean;
+  /** ISO time of the first ack by any of the user's clients, or null. */
+  deliveredAt: string | null;
+}
+
+/** A page of the user's inbox, oldest first: what `list` answers (the REST listing's shape). */
+export interface InboxListPage {
+  items: InboxListItem[];
+  /** Pass as `after` for the next page; null when this page reached the end. */
+  nextAfter: InboxOffset | null;
+  /** True when notifications right after `after` were trimmed away. */
+  trimmed: boolean;
+  unread: UnreadEvent;
+}
+
+/** Answer to `list`. */
+export type ListReply =
+  | ({ ok: true } & InboxListPage)
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
+
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents {
   /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
@@ -120,6 +142,11 @@ export interface ClientToServerEvents {
   read: (body: { ids: string[] }, reply?: (answer: CommandReply) => void) => void;
   /** Marks every notification read, or only those up to and including `upTo`. */
   'read-all': (body: { upTo?: InboxOffset }, reply?: (answer: CommandReply) => void) => void;
+  /**
+   * A page of the user's own inbox, oldest first, `after` exclusive (absent: from the oldest kept),
+   * `limit` 1..1000 (default 50): what a browser lists with its user token, without an API key.
+   */
+  list: (body: { after?: InboxOffset; limit?: number }, reply: (answer: ListReply) => void) => void;
 }
 
 /** Per-socket data the realtime server keeps after the handshake. */
@@ -153,6 +180,7 @@ export const SocketEvent = {
   ACK: 'ack',
   READ: 'read',
   READ_ALL: 'read-all',
+  LIST: 'list',
 } as const;
 
 /** Retry policy of a notification job (BullMQ `attempts` and exponential `backoff` with jitter). */

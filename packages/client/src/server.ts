@@ -1,0 +1,258 @@
+import type {
+  BatchAccepted,
+  InboxListPage,
+  InboxOffset,
+  NotificationStatus,
+  NotifyAccepted,
+  NotifyRequest,
+  TokenResponse,
+  UnreadEvent,
+} from '@herald/protocol';
+
+/** Settings of {@link createHeraldServer}. */
+export interface HeraldServerOptions {
+  /** The gateway, e.g. `http://localhost:3000`. */
+  url: string;
+  /** An API key (`HERALD_API_KEYS` or `herald keys create`): keep it on your backend, never in a browser. */
+  apiKey: string;
+  /** Retries after a 503, a 429, a 409 in flight or a network error (default 3). */
+  retries?: number;
+  /** The longest wait for a retry (ms, default 10 000): a `Retry-After` beyond it is thrown instead. */
+  maxRetryDelayMs?: number;
+  /** Per-request timeout (ms, default 10 000). */
+  timeoutMs?: number;
+  /** `fetch` to use (default the global one). */
+  fetch?: typeof fetch;
+}
+
+/** A notification to send; `idempotencyKey` is generated when absent (retries never send twice). */
+export type NotifyInput = NotifyRequest & { idempotencyKey?: string };
+
+/** `POST /notify`'s answer, with whether it was a replay of an earlier request with the same key. */
+export interface NotifyResult extends NotifyAccepted {
+  idempotencyKey: string;
+  /** True: the gateway had already accepted this key (`Idempotency-Replayed`); nothing was enqueued twice. */
+  replayed: boolean;
+}
+
+/**
+ * An answer other than 2xx, with the gateway's stable `code` (`HERALD_ERR_…`), or a network failure
+ * (`HERALD_ERR_NETWORK`) that outlived the retries.
+ */
+export class HeraldApiError extends Error {
+  readonly code: string;
+  /** HTTP status; 0 for a network failure. */
+  readonly status: number;
+  readonly details: unknown;
+  /** From `Retry-After` (or `retryAfterMs` in the body) when the gateway gave one. */
+  readonly retryAfterMs: number | undefined;
+  /**
+   * True on a 503 whose enqueue may have reached Redis (and after a network failure mid-send): retry
+   * with the same `idempotencyKey`, which never enqueues twice.
+   */
+  readonly maybeAccepted: boolean;
+  readonly idempotencyKey: string | undefined;
+
+  constructor(
+    code: string,
+    message: string,
+    options: {
+      status: number;
+      details?: unknown;
+      retryAfterMs?: number | undefined;
+      maybeAccepted?: boolean;
+      idempotencyKey?: string | undefined;
+      cause?: unknown;
+    },
+  ) {
+    super(message, { cause: options.cause });
+    this.name = 'HeraldApiError';
+    this.code = code;
+    this.status = options.status;
+    this.details = options.details;
+    this.retryAfterMs = options.retryAfterMs;
+    this.maybeAccepted = options.maybeAccepted ?? false;
+    this.idempotencyKey = options.idempotencyKey;
+  }
+}
+
+/** Herald's HTTP API for a backend: see {@link createHeraldServer}. */
+export interface HeraldServer {
+  notify(notification: NotifyInput): Promise<NotifyResult>;
+  /** Up to 100 notifications in one request; each is validated alone (see `results`). */
+  notifyBatch(
+    notifications: NotifyRequest[],
+    options?: { idempotencyKey?: string },
+  ): Promise<BatchAccepted & { idempotencyKey: string; replayed: boolean }>;
+  /** A user token for `userId`, to hand to that user's browser (`createHeraldClient`'s `getToken`). */
+  createToken(userId: string): Promise<TokenResponse>;
+  /** What became of a notification; undefined when the gateway does not know it (404). */
+  status(id: string): Promise<NotificationStatus | undefined>;
+  inbox: {
+    list(userId: string, options?: { after?: InboxOffset; limit?: number }): Promise<InboxListPage>;
+    markRead(
+      userId: string,
+      selection: { ids: string[] } | { all: true; upTo?: InboxOffset },
+    ): Promise<{ changed: number; unread: UnreadEvent }>;
+  };
+}
+
+/**
+ * A client of Herald's gateway for backends (Node ≥ 20, or anything with `fetch`). Every send carries an
+ * `Idempotency-Key` (yours, or a random UUID), so its retries (503 `Retry-After`, 429 `Retry-After`,
+ * 409 in flight, network errors) never enqueue twice; failures are {@link HeraldApiError}s with the
+ * gateway's `code`.
+ *
+ * @example
+ * ```ts
+ * import { createHeraldServer } from '@herald/client/server';
+ * const herald = createHeraldServer({ url: 'http://localhost:3000', apiKey: process.env.HERALD_API_KEY });
+ * const { id } = await herald.notify({ userId: 'alice', payload: { title: 'Hello' } });
+ * const { token } = await herald.createToken('alice'); // hand it to alice's browser
+ * ```
+ */
+export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
+  const base = options.url.replace(/\/+$/, '');
+  const retries = options.retries ?? 3;
+  const maxRetryDelayMs = options.maxRetryDelayMs ?? 10_000;
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const doFetch = options.fetch ?? fetch;
+
+  async function call<T>(
+    method: 'GET' | 'POST',
+    path: string,
+    body?: unknown,
+    idempotencyKey?: string,
+  ): Promise<{ status: number; body: T; headers: Headers }> {
+    for (let attempt = 0; ; attempt++) {
+      let response: Response;
+      try {
+        response = await doFetch(`${base}${path}`, {
+          method,
+          headers: {
+            authorization: `Bearer ${options.apiKey}`,
+            ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+            ...(idempotencyKey ? { 'idempotency-key': idempotencyKey } : {}),
+          },
+          ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      } catch (cause) {
+        // No answer: the request may or may not have arrived. Safe to resend: GETs, idempotent reads,
+        // and sends with their Idempotency-Key.
+        const delay = backoff(attempt);
+        if (attempt < retries && delay <= maxRetryDelayMs) {
+          await sleep(delay);
+          continue;
+        }
+        throw new HeraldApiError('HERALD_ERR_NETWORK', `Herald's gateway did not answer ${method} ${path}.`, {
+          status: 0,
+          maybeAccepted: idempotencyKey !== undefined,
+          idempotencyKey,
+          cause,
+        });
+      }
+      const text = await response.text();
+      const parsed = text.length > 0 ? safeJson(text) : undefined;
+      if (response.ok) return { status: response.status, body: parsed as T, headers: response.headers };
+      const error = (parsed ?? {}) as {
+        error?: string;
+        code?: string;
+        details?: unknown;
+        retryAfterMs?: number;
+        maybeAccepted?: boolean;
+      };
+      const retryAfterMs = retryAfter(response.headers.get('retry-after'), error.retryAfterMs);
+      const retryable = response.status === 503 || response.status === 429 || response.status === 409;
+      const delay = retryAfterMs ?? backoff(attempt);
+      if (retryable && attempt < retries && delay <= maxRetryDelayMs) {
+        await sleep(delay);
+        continue;
+      }
+      throw new HeraldApiError(
+        error.code ?? `HERALD_ERR_HTTP_${response.status}`,
+        error.error ?? `Herald answered ${response.status} to ${method} ${path}.`,
+        {
+          status: response.status,
+          details: error.details,
+          retryAfterMs,
+          maybeAccepted: error.maybeAccepted === true,
+          idempotencyKey,
+        },
+      );
+    }
+  }
+
+  const user = (userId: string) => `/users/${encodeURIComponent(userId)}/notifications`;
+
+  return {
+    async notify({ idempotencyKey = crypto.randomUUID(), ...notification }) {
+      const answer = await call<NotifyAccepted>('POST', '/notify', notification, idempotencyKey);
+      return {
+        ...answer.body,
+        idempotencyKey,
+        replayed: answer.headers.get('idempotency-replayed') === 'true',
+      };
+    },
+    async notifyBatch(notifications, { idempotencyKey = crypto.randomUUID() } = {}) {
+      const answer = await call<BatchAccepted>('POST', '/notify/batch', { notifications }, idempotencyKey);
+      return {
+        ...answer.body,
+        idempotencyKey,
+        replayed: answer.headers.get('idempotency-replayed') === 'true',
+      };
+    },
+    async createToken(userId) {
+      return (await call<TokenResponse>('POST', '/tokens', { userId })).body;
+    },
+    async status(id) {
+      try {
+        return (await call<NotificationStatus>('GET', `/notifications/${encodeURIComponent(id)}`)).body;
+      } catch (error) {
+        if (error instanceof HeraldApiError && error.status === 404) return undefined;
+        throw error;
+      }
+    },
+    inbox: {
+      async list(userId, { after, limit } = {}) {
+        const query = new URLSearchParams();
+        if (after !== undefined) query.set('after', after);
+        if (limit !== undefined) query.set('limit', String(limit));
+        const suffix = query.size > 0 ? `?${query}` : '';
+        return (await call<InboxListPage>('GET', `${user(userId)}${suffix}`)).body;
+      },
+      async markRead(userId, selection) {
+        return (
+          await call<{ changed: number; unread: UnreadEvent }>('POST', `${user(userId)}/read`, selection)
+        ).body;
+      },
+    },
+  };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** `Retry-After` in whole seconds (the gateway's), or the body's finer `retryAfterMs`. */
+function retryAfter(header: string | null, bodyMs: number | undefined): number | undefined {
+  if (typeof bodyMs === 'number' && Number.isFinite(bodyMs)) return Math.max(0, bodyMs);
+  if (header === null) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+/** 200 ms, 400 ms, 800 ms … with full jitter, when the gateway gave no `Retry-After`. */
+function backoff(attempt: number): number {
+  return Math.round(Math.random() * 200 * 2 ** attempt);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { refreshDelay, tokenClaims } from './token.js';
+
+const jwt = (payload: object) =>
+  `e30.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.signature`;
+
+describe('token: claims read without verifying, refresh before exp', () => {
+  it('reads sub, tid and exp; garbage gives {}', () => {
+    expect(tokenClaims(jwt({ sub: 'ålice', tid: 'acme', exp: 1_800_000_000 }))).toEqual({
+      sub: 'ålice',
+      tid: 'acme',
+      exp: 1_800_000_000,
+    });
+    expect(tokenClaims('nope')).toEqual({});
+    expect(tokenClaims('a.%%%.c')).toEqual({});
+  });
+
+  it('refreshes at 80 % of the remaining life, at least 5 s before exp, never negative', () => {
+    const now = 1_000_000_000_000;
+    expect(refreshDelay({ exp: now / 1000 + 3600 }, now)).toBe(2_880_000);
+    expect(refreshDelay({ exp: now / 1000 + 10 }, now)).toBe(5000);
+    expect(refreshDelay({ exp: now / 1000 + 2 }, now)).toBe(0);
+    expect(refreshDelay({}, now)).toBeUndefined();
+  });
+});

@@ -1,0 +1,238 @@
+import { waitFor } from '@herald/testing';
+import { afterEach, describe, expect, it } from 'vitest';
+import { HeraldUnauthorizedError } from '../src/index.js';
+import { createHeraldServer } from '../src/server.js';
+import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
+import { API_KEY, appended, connections, notify, randomId, Stack } from './support/stack.js';
+
+describe('createHeraldClient against real realtime servers, worker, gateway and Redis', () => {
+  let stack: Stack | undefined;
+  const clients: Recorded[] = [];
+  afterEach(async () => {
+    for (const recorded of clients.splice(0)) recorded.client.close();
+    await stack?.dispose();
+    stack = undefined;
+  });
+
+  async function startStack(extra: Record<string, string> = {}) {
+    stack = new Stack(extra);
+    const [gateway, a, b] = await Promise.all([
+      stack.start('gateway', 'gateway'),
+      stack.start('realtime', 'rt-a'),
+      stack.start('realtime', 'rt-b'),
+      stack.start('worker', 'worker'),
+    ]);
+    return { stack, gateway, a, b };
+  }
+
+  function client(options: Parameters<typeof record>[0]): Recorded {
+    const recorded = record({ tabs: false, ...options });
+    clients.push(recorded);
+    return recorded;
+  }
+
+  it('loads the inbox, counts exactly, then resumes after a server-side cut on another instance: each once, in order', async () => {
+    const { stack, gateway, a, b } = await startStack();
+    const user = randomId('alice');
+    const before = await notify(gateway, user, 3);
+    await appended(gateway, user, before.at(-1));
+    // Instances in turn, as a load balancer would: the first connection lands on rt-a.
+    const urls = [a.url, b.url];
+    let turn = 0;
+    const alice = client({
+      url: () => urls[turn++ % 2] as string,
+      getToken: () => stack.token(user),
+    });
+    await live(alice);
+    await waitFor(() => itemIds(alice).length === 3, { what: 'snapshot' });
+    expect(itemIds(alice)).toEqual(before);
+    expect(alice.client.getState().unread?.count).toBe(3);
+    expect(alice.resumes[0]).toEqual({
+      recovered: false,
+      wasRecovering: false,
+      replayed: 0,
+      resynced: false,
+    });
+
+    const live1 = await notify(gateway, user, 2, 3);
+    await waitFor(() => itemIds(alice).length === 5, { what: 'live ones' });
+    expect(alice.toasts).toEqual(live1);
+
+    // Cut: rt-a dies without a goodbye; five more are sent while the client is away.
+    await a.stop('SIGKILL');
+    const whileAway = notify(gateway, user, 5, 5);
+    await waitFor(() => alice.resumes.length === 2, { timeoutMs: 30_000, what: 'resumed on rt-b' });
+    const away = await whileAway;
+    await waitFor(() => itemIds(alice).length === 10, { what: 'all ten' });
+    expect(itemIds(alice)).toEqual([...before, ...live1, ...away]);
+    expect(once(alice.notifications)).toBe(true);
+    expect(alice.notifications).toEqual([...live1, ...away]);
+    const resume = alice.resumes[1];
+    expect(resume?.recovered).toBe(true);
+    expect(resume?.wasRecovering).toBe(true);
+    expect(alice.connections).toContain('reconnecting');
+    await waitFor(() => alice.client.getState().unread?.count === 10, { what: 'count 10' });
+    expect(await connections(b)).toBe(1);
+  });
+
+  it('marks read idempotently; the count is always the server’s; list pages by offset', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('bob');
+    const ids = await notify(gateway, user, 4);
+    await appended(gateway, user, ids.at(-1));
+    const bob = client({ url: a.url, getToken: () => stack.token(user) });
+    await live(bob);
+    await waitFor(() => itemIds(bob).length === 4, { what: 'snapshot' });
+
+    expect(await bob.client.markRead([ids[0] as string])).toMatchObject({ changed: 1, unread: { count: 3 } });
+    expect(await bob.client.markRead([ids[0] as string])).toMatchObject({ changed: 0 });
+    expect(bob.client.getState().unread?.count).toBe(3);
+    expect(bob.client.getState().items[0]?.read).toBe(true);
+
+    const first = await bob.client.list({ limit: 2 });
+    expect(first.items.map((item) => item.id)).toEqual(ids.slice(0, 2));
+    expect(first.items[0]?.read).toBe(true);
+    const second = await bob.client.list({ after: first.nextAfter as string, limit: 2 });
+    expect(second.items.map((item) => item.id)).toEqual(ids.slice(2));
+
+    // Acks of what was shown, batched: the gateway then reports them delivered.
+    const api = createHeraldServer({ url: gateway.url, apiKey: API_KEY });
+    expect((await api.status(ids[3] as string))?.status).toBe('queued');
+    bob.client.shown(ids.slice(2));
+    bob.client.shown(ids.slice(2)); // again: nothing more is sent
+    await waitFor(async () => (await api.status(ids[3] as string))?.status === 'delivered', {
+      what: 'delivered',
+    });
+    expect((await api.status(ids[2] as string))?.status).toBe('delivered');
+    expect((await api.status(ids[1] as string))?.status).toBe('queued');
+
+    // Another device of bob marks all read: this client's count follows (version-stamped).
+    const other = client({ url: a.url, getToken: () => stack.token(user) });
+    await live(other);
+    await other.client.markAllRead();
+    await waitFor(() => bob.client.getState().unread?.count === 0, { what: 'count 0 from the other device' });
+  });
+
+  it('refreshes short-lived tokens before they expire, without a gap or a duplicate', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('carol');
+    // 8 s tokens: each is replaced 5 s before its exp (refreshDelay), by a new socket made before
+    // the old one is closed.
+    const carol = client({ url: a.url, getToken: () => stack.token(user, 8) });
+    await live(carol);
+    const sent: string[] = [];
+    await waitFor(
+      async () => {
+        sent.push(...(await notify(gateway, user, 1, sent.length)));
+        return carol.tokens >= 4;
+      },
+      { timeoutMs: 40_000, intervalMs: 300, what: 'three refreshes' },
+    );
+    sent.push(...(await notify(gateway, user, 1, sent.length)));
+    await waitFor(() => itemIds(carol).length === sent.length, { what: 'every notification' });
+    expect(itemIds(carol)).toEqual(sent);
+    expect(once(carol.notifications)).toBe(true);
+    expect(carol.notifications).toEqual(sent);
+    // Never cut: the server's expiry (goodbye HERALD_ERR_TOKEN_EXPIRED) never came.
+    expect(carol.client.getState().error).toBeUndefined();
+    expect(carol.connections.filter((state) => state !== 'live')).toEqual([]);
+  });
+
+  it('resync: an offset trimmed away reloads the snapshot, then continues from its offset', async () => {
+    const { stack, gateway, a } = await startStack({ HERALD_INBOX_MAX_LENGTH: '5' });
+    const user = randomId('dave');
+    await notify(gateway, user, 2);
+    const first = client({ url: a.url, getToken: () => stack.token(user) });
+    await live(first);
+    await waitFor(() => itemIds(first).length === 2, { what: 'snapshot' });
+    const saved = first.client.getState().lastOffset;
+    first.client.close();
+
+    const later = await notify(gateway, user, 12, 2);
+    await appended(gateway, user, later.at(-1));
+    // Saved offset (e.g. sessionStorage) from before: 12 more came meanwhile and the inbox keeps 5.
+    const again = client({
+      url: a.url,
+      getToken: () => stack.token(user),
+      ...(saved ? { lastOffset: saved } : {}),
+    });
+    await live(again);
+    await waitFor(() => itemIds(again).length === 5, { what: 'the 5 kept' });
+    expect(itemIds(again)).toEqual(later.slice(-5));
+    expect(again.resumes.at(-1)).toMatchObject({ recovered: false, wasRecovering: true, resynced: true });
+    const next = await notify(gateway, user, 1, 14);
+    await waitFor(() => itemIds(again).at(-1) === next[0], { what: 'live after the resync' });
+    expect(once(again.notifications)).toBe(true);
+
+    // resync() on demand: same items, read marks from the server.
+    await again.client.markAllRead();
+    await again.client.resync();
+    expect(itemIds(again)).toEqual([...later.slice(-4), ...next]);
+    expect(again.client.getState().items.every((item) => item.read)).toBe(true);
+  });
+
+  it('getToken throwing HeraldUnauthorizedError stops retrying: unauthorized until reconnect()', async () => {
+    const { stack, a } = await startStack();
+    const user = randomId('erin');
+    let allowed = false;
+    const erin = client({
+      url: a.url,
+      backoff: { minMs: 10, maxMs: 20 },
+      getToken: () => {
+        if (!allowed) throw new HeraldUnauthorizedError('signed out');
+        return stack.token(user);
+      },
+    });
+    await waitFor(() => erin.client.getState().connection === 'unauthorized', { what: 'unauthorized' });
+    // With 10 ms backoff, any retry would have called getToken many times by the time another client is live.
+    const other = client({ url: a.url, getToken: () => stack.token(randomId('frank')) });
+    await live(other);
+    expect(erin.tokens).toBe(1);
+    allowed = true;
+    erin.client.reconnect();
+    await live(erin);
+    expect(erin.tokens).toBe(2);
+  });
+
+  it('a refused token is replaced: the server’s HERALD_ERR_TOKEN_EXPIRED leads to a new getToken()', async () => {
+    const { stack, a } = await startStack();
+    const user = randomId('gina');
+    let calls = 0;
+    const gina = client({
+      url: a.url,
+      backoff: { minMs: 10, maxMs: 50 },
+      // The first token is already expired (a clock or a cache gone wrong).
+      getToken: () => (calls++ === 0 ? stack.token(user, -10) : stack.token(user)),
+    });
+    await live(gina);
+    expect(calls).toBe(2);
+  });
+
+  it('the watchdog kills a socket whose server stopped pinging (frozen process), and resumes elsewhere', async () => {
+    const { stack, gateway, a, b } = await startStack({
+      HERALD_PING_INTERVAL_MS: '1000',
+      HERALD_PING_TIMEOUT_MS: '1000',
+    });
+    const user = randomId('hana');
+    const urls = [a.url, b.url];
+    let turn = 0;
+    const hana = client({
+      url: () => urls[turn++ % 2] as string,
+      getToken: () => stack.token(user),
+      watchdogSlackMs: 500,
+    });
+    await live(hana);
+    // The process stops (SIGSTOP): its TCP connections stay open and say nothing, like a sleep/wake zombie.
+    process.kill(a.process.pid as number, 'SIGSTOP');
+    try {
+      const sent = notify(gateway, user, 3);
+      await waitFor(() => hana.resumes.length === 2, { timeoutMs: 30_000, what: 'resumed on rt-b' });
+      const ids = await sent;
+      await waitFor(() => itemIds(hana).length === 3, { what: 'the three' });
+      expect(itemIds(hana)).toEqual(ids);
+      expect(hana.resumes[1]?.recovered).toBe(true);
+    } finally {
+      process.kill(a.process.pid as number, 'SIGCONT');
+    }
+  });
+});

@@ -1,0 +1,119 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { waitFor } from '@herald/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { tokenClaims } from '../src/index.js';
+import { createHeraldServer, HeraldApiError } from '../src/server.js';
+import { API_KEY, randomId, Stack } from './support/stack.js';
+
+describe('@herald/client/server against a real gateway, worker and Redis', () => {
+  const stack = new Stack({ HERALD_RATE_LIMIT_BURST: '1', HERALD_RATE_LIMIT_PER_SECOND: '1' });
+  let url = '';
+  beforeAll(async () => {
+    const [gateway] = await Promise.all([stack.start('gateway', 'gateway'), stack.start('worker', 'worker')]);
+    url = gateway.url;
+  });
+  afterAll(() => stack.dispose());
+
+  it('notify with a generated Idempotency-Key; the same key again is a replay, not a second send', async () => {
+    const herald = createHeraldServer({ url, apiKey: API_KEY });
+    const user = randomId('alice');
+    const sent = await herald.notify({ userId: user, payload: { title: 'Hello' } });
+    expect(sent).toMatchObject({ status: 'queued', replayed: false });
+    expect(sent.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    const again = await herald.notify({
+      userId: user,
+      payload: { title: 'Hello' },
+      idempotencyKey: sent.idempotencyKey,
+    });
+    expect(again).toMatchObject({ id: sent.id, replayed: true });
+
+    await waitFor(async () => (await herald.inbox.list(user)).items.length === 1, { what: 'in the inbox' });
+    const page = await herald.inbox.list(user, { limit: 10 });
+    expect(page.items.map((item) => item.id)).toEqual([sent.id]);
+    expect(page.unread.count).toBe(1);
+    expect(await herald.inbox.markRead(user, { all: true })).toMatchObject({
+      changed: 1,
+      unread: { count: 0 },
+    });
+    expect(await herald.status(sent.id)).toMatchObject({ id: sent.id, userId: user });
+    expect(await herald.status('no-such-notification')).toBeUndefined();
+  });
+
+  it('honours Retry-After on a 429 (the recipient allows 1/s): the retry passes', async () => {
+    const herald = createHeraldServer({ url, apiKey: API_KEY, retries: 2 });
+    const user = randomId('bob');
+    await herald.notify({ userId: user, payload: { n: 1 } });
+    const second = await herald.notify({ userId: user, payload: { n: 2 } });
+    expect(second.status).toBe('queued');
+    const noRetry = createHeraldServer({ url, apiKey: API_KEY, retries: 0 });
+    const refused = await noRetry
+      .notify({ userId: user, payload: { n: 3 } })
+      .catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(HeraldApiError);
+    expect(refused).toMatchObject({ status: 429, code: 'HERALD_ERR_RATE_LIMITED' });
+    expect((refused as HeraldApiError).retryAfterMs).toBeGreaterThan(0);
+  });
+
+  it('notifyBatch, createToken; typed errors carry the gateway’s code', async () => {
+    const herald = createHeraldServer({ url, apiKey: API_KEY });
+    const batch = await herald.notifyBatch([
+      { userId: randomId('c'), payload: { n: 1 } },
+      { userId: 'bad user id with spaces', payload: {} },
+    ]);
+    expect(batch).toMatchObject({ accepted: 1, rejected: 1 });
+    const { token, expiresAt } = await herald.createToken('carol');
+    expect(tokenClaims(token)).toMatchObject({ sub: 'carol', tid: 'default' });
+    expect(Date.parse(expiresAt)).toBeGreaterThan(Date.now());
+
+    const invalid = await herald.notify({ userId: '', payload: {} }).catch((error: unknown) => error);
+    expect(invalid).toMatchObject({ status: 400, code: 'HERALD_ERR_VALIDATION' });
+    const wrongKey = createHeraldServer({ url, apiKey: 'not-a-key-0123456789abcdef0123456789' });
+    expect(await wrongKey.createToken('x').catch((error: unknown) => error)).toMatchObject({
+      status: 401,
+      code: 'HERALD_ERR_UNAUTHORIZED',
+    });
+  });
+
+  it('retries a 503 with Retry-After under the same Idempotency-Key; without retries the error says maybeAccepted', async () => {
+    // A gateway stand-in over real HTTP that answers like a gateway whose Redis stalled twice.
+    const keys: (string | undefined)[] = [];
+    const server = createServer((request, response) => {
+      keys.push(request.headers['idempotency-key'] as string | undefined);
+      request.resume();
+      if (keys.length <= 2) {
+        response.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' });
+        response.end(
+          JSON.stringify({ error: 'Redis slow', code: 'HERALD_ERR_UNAVAILABLE', maybeAccepted: true }),
+        );
+        return;
+      }
+      response.writeHead(202, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ id: 'n-1', status: 'queued' }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const standIn = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const herald = createHeraldServer({ url: standIn, apiKey: API_KEY });
+      const sent = await herald.notify({ userId: 'dave', payload: {} });
+      expect(sent).toMatchObject({ id: 'n-1', replayed: false });
+      expect(keys).toHaveLength(3);
+      expect(new Set(keys)).toEqual(new Set([sent.idempotencyKey]));
+
+      keys.length = 0;
+      const once = createHeraldServer({ url: standIn, apiKey: API_KEY, retries: 0 });
+      const error = await once
+        .notify({ userId: 'dave', payload: {}, idempotencyKey: 'k-1' })
+        .catch((e: unknown) => e);
+      expect(error).toMatchObject({
+        status: 503,
+        code: 'HERALD_ERR_UNAVAILABLE',
+        maybeAccepted: true,
+        idempotencyKey: 'k-1',
+        retryAfterMs: 0,
+      });
+    } finally {
+      server.close();
+    }
+  });
+});
