@@ -300,7 +300,9 @@ describe('fuzz: structure, sizes, numbers and encodings; what is accepted, a rea
       { numRuns: 2000 },
     );
     expect(unexpected).toEqual([]);
-    expect(accepted.size).toBeGreaterThan(100);
+    // Not vacuous: about 5 % of the random bodies are valid (96 to 130 of 2,000 seen); 20 leaves room for
+    // the draw without letting a gateway that refuses everything pass.
+    expect(accepted.size).toBeGreaterThan(20);
 
     await waitFor(
       async () => {
