@@ -21,8 +21,6 @@ import {
   type ReadSelection,
 } from './types.js';
 
-export * from './types.js';
-
 /**
  * One Redis data model for every user's inbox, shared by the worker (append), the realtime servers
  * (replay, acks, read) and the gateway (REST listing, read, status).

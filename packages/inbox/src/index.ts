@@ -1,20 +1,5 @@
 export { InboxError, InboxErrorCode } from './errors.js';
-export {
-  type AppendResult,
-  DEFAULT_INBOX_MAX_AGE_MS,
-  DEFAULT_INBOX_MAX_LENGTH,
-  DEFAULT_INBOX_PREFIX,
-  Inbox,
-  type InboxItem,
-  type InboxListing,
-  type InboxNotification,
-  type InboxOptions,
-  type InboxPage,
-  MAX_PAGE,
-  type NotificationStatus,
-  type ReadResult,
-  type ReadSelection,
-} from './inbox.js';
+export { Inbox } from './inbox.js';
 export {
   assertPrefix,
   escapeTag,
@@ -34,3 +19,4 @@ export {
 } from './offsets.js';
 export { AppendCode } from './scripts.js';
 export { InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';
+export * from './types.js';

@@ -4,7 +4,7 @@ import {
   DEFAULT_INBOX_MAX_LENGTH,
   DEFAULT_INBOX_PREFIX,
   type InboxOptions,
-} from './inbox.js';
+} from './types.js';
 
 /**
  * The environment variables of the inbox, as TypeBox properties to spread into an app's env schema, so
