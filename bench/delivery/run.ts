@@ -28,6 +28,7 @@ import { Emitter } from '@socket.io/redis-emitter';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
+import { barChart, writeReport } from '../report.js';
 
 const require = createRequire(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -452,6 +453,8 @@ function printReport(
     `| bare Socket.IO 4.8 server (1 process) | ${((memory[1]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[1]?.rss ?? 0) / 1024).toFixed(1)} KB |`,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
+  const p99 = rows.map((r) => ({ label: r[0] ?? '', value: Number(r[3]) }));
+  writeReport('delivery', `${lines.join('\n')}\n\n${barChart('p99 latency by scenario', 'ms', p99)}`);
 }
 
 await main();

@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
+import { barChart, writeReport } from '../report.js';
 
 const require = createRequire(import.meta.url);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -220,7 +221,28 @@ const rows = contenders.map((contender) => {
   };
 });
 console.table(rows);
-console.log(`${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}`);
+const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}`;
+console.log(method);
+const columns = Object.keys(rows[0] ?? {});
+writeReport(
+  'gateway',
+  [
+    method,
+    '',
+    `| ${columns.join(' | ')} |`,
+    `| ${columns.map(() => '---').join(' | ')} |`,
+    ...rows.map((row) => `| ${Object.values(row).join(' | ')} |`),
+    '',
+    barChart(
+      'req/s vs bare Fastify (median of rounds)',
+      'ratio',
+      rows.map((row) => ({
+        label: row.contender,
+        value: Number.parseFloat(row['vs bare (median of rounds)']),
+      })),
+    ),
+  ].join('\n'),
+);
 
 for (const server of Object.values(servers)) server.child.kill('SIGTERM');
 const redis = new Redis(REDIS_URL);

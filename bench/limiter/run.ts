@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { batchScriptSource, RateLimiter, scriptSource } from '@herald/rate-limiter';
 import { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
+import { barChart, writeReport } from '../report.js';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -467,31 +468,38 @@ async function main(): Promise<void> {
   const hotVsNormal = roundRatio(N.hot, N.tb);
   const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED');
   const rlfUs = cpu.find((c) => c.name.startsWith('rate-limiter-flexible'))?.usPerCall ?? Number.NaN;
-  console.log(
-    [
-      '',
-      `Herald rate limiter benchmark — ${new Date().toISOString()}`,
-      `node ${process.version}, redis ${redisVersion} at ${new URL(REDIS_URL).host}, ${CONCURRENCY} calls in flight, ${ROUNDS} rounds x ${ROUND_SECONDS} s per contender (rotated order); decisions/s = median of rounds; ratios = median of per-round ratios`,
-      '',
-      ...table,
-      '',
-      `Herald token bucket / rate-limiter-flexible: ${fmt(vsRlf, 2)}x (target >= 1.3x: ${verdict(vsRlf >= 1.3)}); rounds: ${perRound(N.tb, N.rlf)}`,
-      `Herald token bucket / redis-benchmark EVALSHA -P ${PIPELINE}: ${fmt(100 * vsCeiling, 0)}% (target >= 60%: ${verdict(vsCeiling >= 0.6)}); rounds (%): ${perRound(N.tb, N.rbP, 100)}`,
-      `Herald two policies, batched / batchCalls: false: ${fmt(roundRatio(N.tb2, N.tb2Unbatched), 2)}x; rounds: ${perRound(N.tb2, N.tb2Unbatched)}`,
-      `Herald two policies / one policy: ${fmt(roundRatio(N.tb2, N.tb), 2)}x; rounds: ${perRound(N.tb2, N.tb)}`,
-      `Herald denied hot key / normal path: ${fmt(hotVsNormal, 1)}x (target >= 10x: ${verdict(hotVsNormal >= 10)}); rounds: ${perRound(N.hot, N.tb)}`,
-      `Herald GCRA / rate-limiter-flexible: ${fmt(roundRatio(N.gcra, N.rlf), 2)}x; rounds: ${perRound(N.gcra, N.rlf)}`,
-      `For comparison, Herald token bucket / rate-limiter-flexible with the same write coalescing: ${fmt(roundRatio(N.tb, N.rlfCork), 2)}x; rounds: ${perRound(N.tb, N.rlfCork)}`,
-      `Fallback decisions during the run (should be 0): ${fallbacks}`,
-      '',
-      'Redis CPU per decision (INFO commandstats usec_per_call / decisions per call, private redis-server, redis-benchmark -P 16, least of 3 interleaved repetitions):',
-      '',
-      '| script | µs per decision | vs rate-limiter-flexible |',
-      '| --- | --: | --: |',
-      ...cpu.map((c) => `| ${c.name} | ${fmt(c.usPerCall, 2)} | ${fmt(c.usPerCall / rlfUs, 2)}x |`),
-      '',
-      `Whole run: ${fmt((performance.now() - benchStarted) / 1000, 0)} s`,
-    ].join('\n'),
+  const report = [
+    '',
+    `Herald rate limiter benchmark — ${new Date().toISOString()}`,
+    `node ${process.version}, redis ${redisVersion} at ${new URL(REDIS_URL).host}, ${CONCURRENCY} calls in flight, ${ROUNDS} rounds x ${ROUND_SECONDS} s per contender (rotated order); decisions/s = median of rounds; ratios = median of per-round ratios`,
+    '',
+    ...table,
+    '',
+    `Herald token bucket / rate-limiter-flexible: ${fmt(vsRlf, 2)}x (target >= 1.3x: ${verdict(vsRlf >= 1.3)}); rounds: ${perRound(N.tb, N.rlf)}`,
+    `Herald token bucket / redis-benchmark EVALSHA -P ${PIPELINE}: ${fmt(100 * vsCeiling, 0)}% (target >= 60%: ${verdict(vsCeiling >= 0.6)}); rounds (%): ${perRound(N.tb, N.rbP, 100)}`,
+    `Herald two policies, batched / batchCalls: false: ${fmt(roundRatio(N.tb2, N.tb2Unbatched), 2)}x; rounds: ${perRound(N.tb2, N.tb2Unbatched)}`,
+    `Herald two policies / one policy: ${fmt(roundRatio(N.tb2, N.tb), 2)}x; rounds: ${perRound(N.tb2, N.tb)}`,
+    `Herald denied hot key / normal path: ${fmt(hotVsNormal, 1)}x (target >= 10x: ${verdict(hotVsNormal >= 10)}); rounds: ${perRound(N.hot, N.tb)}`,
+    `Herald GCRA / rate-limiter-flexible: ${fmt(roundRatio(N.gcra, N.rlf), 2)}x; rounds: ${perRound(N.gcra, N.rlf)}`,
+    `For comparison, Herald token bucket / rate-limiter-flexible with the same write coalescing: ${fmt(roundRatio(N.tb, N.rlfCork), 2)}x; rounds: ${perRound(N.tb, N.rlfCork)}`,
+    `Fallback decisions during the run (should be 0): ${fallbacks}`,
+    '',
+    'Redis CPU per decision (INFO commandstats usec_per_call / decisions per call, private redis-server, redis-benchmark -P 16, least of 3 interleaved repetitions):',
+    '',
+    '| script | µs per decision | vs rate-limiter-flexible |',
+    '| --- | --: | --: |',
+    ...cpu.map((c) => `| ${c.name} | ${fmt(c.usPerCall, 2)} | ${fmt(c.usPerCall / rlfUs, 2)}x |`),
+    '',
+    `Whole run: ${fmt((performance.now() - benchStarted) / 1000, 0)} s`,
+  ].join('\n');
+  console.log(report);
+  writeReport(
+    'limiter',
+    `${report}\n\n${barChart(
+      'decisions/s vs rate-limiter-flexible (median of per-round ratios)',
+      'ratio',
+      rows.map((r) => ({ label: r.name, value: r.vsRlf })),
+    )}`,
   );
 }
 

@@ -1,0 +1,39 @@
+// Writes a benchmark's figures into bench/README.md, between `<!-- bench:<name> -->` and
+// `<!-- /bench:<name> -->`: the README is the report the benchmarks write (its history is git's).
+import { readFileSync, writeFileSync } from 'node:fs';
+
+const README = new URL('./README.md', import.meta.url);
+
+/** A Mermaid bar chart (GitHub renders it) of `values` by `labels`. */
+export function barChart(title: string, axis: string, bars: { label: string; value: number }[]): string {
+  const shown = bars.filter((bar) => Number.isFinite(bar.value));
+  const top = Math.max(1, ...shown.map((bar) => bar.value));
+  return [
+    '```mermaid',
+    'xychart-beta',
+    `  title "${title}"`,
+    `  x-axis [${shown.map((bar) => `"${bar.label.replace(/"/g, "'")}"`).join(', ')}]`,
+    `  y-axis "${axis}" 0 --> ${Number((top * 1.15).toPrecision(2))}`,
+    `  bar [${shown.map((bar) => Number(bar.value.toPrecision(3))).join(', ')}]`,
+    '```',
+  ].join('\n');
+}
+
+/**
+ * Replaces section `name` of bench/README.md with `markdown`, stamped with the command and the time.
+ * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).
+ */
+export function writeReport(name: 'limiter' | 'gateway' | 'delivery', markdown: string): void {
+  if (process.env.BENCH_WRITE_README === '0') return;
+  const open = `<!-- bench:${name} -->`;
+  const close = `<!-- /bench:${name} -->`;
+  const text = readFileSync(README, 'utf8');
+  const start = text.indexOf(open);
+  const end = text.indexOf(close);
+  if (start < 0 || end < start) throw new Error(`bench/README.md has no ${open} … ${close} section`);
+  const stamp = `_Written by \`npx pnpm@12.4.2 bench:${name}\` on ${new Date().toISOString()}._`;
+  writeFileSync(
+    README,
+    `${text.slice(0, start + open.length)}\n${stamp}\n\n${markdown.trim()}\n${text.slice(end)}`,
+  );
+}
