@@ -66,6 +66,14 @@ export interface HeraldRateLimitOptions {
    * `key` and `cost` can read the body; a rejected body costs nothing).
    */
   hook?: 'onRequest' | 'preValidation' | 'preHandler';
+  /**
+   * Answers a denied call itself, instead of the plugin throwing a {@link RateLimitedError} for the
+   * app's error handler: `reply` already carries the `RateLimit-Policy` and `RateLimit` headers; the
+   * function sends the answer (status, `Retry-After`, body). For apps whose error handler owns the error
+   * JSON, pass the same function it uses for a thrown `RateLimitedError`: a denied flood then costs no
+   * Error object, no rejected promise and no trip through Fastify's error path.
+   */
+  onDenied?: (reply: FastifyReply, error: RateLimitedError) => void;
 }
 
 /**
@@ -208,17 +216,11 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       }
       return header;
     };
-    /** The error refusing `request` when `limiter`'s deny cache refuses one of `ids`, else null. */
-    const deniedEarly = (
-      limiter: RateLimiter,
-      ids: Readonly<Record<string, string>>,
-      reply: FastifyReply,
-    ): RateLimitedError | null => {
-      const result = limiter.deniedLocally(ids);
-      if (result === undefined) return null;
-      reply.header('RateLimit-Policy', policyHeaderOf(limiter));
-      reply.header('RateLimit', rateLimitHeader(result));
-      return RateLimitedError.of(result);
+    /** Refuses a denied call: through `onDenied` when given (the hook must then not call `done`), else `done(error)`. */
+    const deny = (reply: FastifyReply, result: RateLimitResult, done: (error?: Error) => void): void => {
+      const error = RateLimitedError.of(result);
+      if (options.onDenied === undefined) done(error);
+      else options.onDenied(reply, error);
     };
     /** Route `preParsing` hook of routes with a `precheck` (callback style: no promise per request). */
     const precheck = (
@@ -233,12 +235,19 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
         done(null, payload);
         return;
       }
+      const early = (limiter: RateLimiter): void => {
+        const result = limiter.deniedLocally(ids);
+        if (result === undefined) {
+          done(null, payload);
+          return;
+        }
+        reply.header('RateLimit-Policy', policyHeaderOf(limiter));
+        reply.header('RateLimit', rateLimitHeader(result));
+        deny(reply, result, (error) => done(error ?? null, payload));
+      };
       const limiter = limiterOf(request, route);
-      if (limiter instanceof Promise) {
-        limiter.then((resolved) => done(deniedEarly(resolved, ids, reply), payload), done);
-      } else {
-        done(deniedEarly(limiter, ids, reply), payload);
-      }
+      if (limiter instanceof Promise) limiter.then(early, done);
+      else early(limiter);
     };
     app.addHook('onRoute', (routeOptions) => {
       const route = routeOptions.config?.rateLimit;
@@ -250,20 +259,48 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       ];
     });
 
-    app.addHook(options.hook ?? 'preHandler', async (request: FastifyRequest, reply: FastifyReply) => {
-      const route = request.routeOptions.config.rateLimit;
-      if (route === undefined) return;
-      const limiter = await limiterOf(request, route);
+    const decide = (
+      limiter: RateLimiter,
+      key: RateLimitKey,
+      cost: RateLimitCost,
+      reply: FastifyReply,
+      done: (error?: Error) => void,
+    ): void => {
       reply.header('RateLimit-Policy', policyHeaderOf(limiter));
-
-      // A cost over capacity and an outage under failure mode `throw` reach the error handler as the
-      // limiter threw them.
-      const key = await route.key(request);
-      const cost = route.cost === undefined ? 1 : await route.cost(request);
-      const result = await limiter.consume(key, cost);
-      reply.header('RateLimit', rateLimitHeader(result));
-      if (!result.allowed) throw RateLimitedError.of(result);
-    });
+      limiter.consume(key, cost).then((result) => {
+        reply.header('RateLimit', rateLimitHeader(result));
+        if (result.allowed) done();
+        else deny(reply, result, done);
+      }, done);
+    };
+    // Callback style, and with no promise but the limiter's own when the route's `limiter`, `key` and
+    // `cost` are plain values (they are on Herald's routes): a denied flood pays one promise a request.
+    // A throwing `key` or `cost`, a cost over capacity and an outage under failure mode `throw` reach the
+    // error handler as they were thrown.
+    const hook = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void => {
+      const route = request.routeOptions.config.rateLimit;
+      if (route === undefined) {
+        done();
+        return;
+      }
+      let limiter: RateLimiter | Promise<RateLimiter>;
+      let key: RateLimitKey | Promise<RateLimitKey>;
+      let cost: RateLimitCost | Promise<RateLimitCost>;
+      try {
+        limiter = limiterOf(request, route);
+        key = route.key(request);
+        cost = route.cost === undefined ? 1 : route.cost(request);
+      } catch (error) {
+        done(error as Error);
+        return;
+      }
+      if (limiter instanceof Promise || key instanceof Promise || cost instanceof Promise) {
+        Promise.all([limiter, key, cost]).then(([l, k, c]) => decide(l, k, c, reply, done), done);
+      } else {
+        decide(limiter, key, cost, reply, done);
+      }
+    };
+    app.addHook(options.hook ?? 'preHandler', hook);
   },
   { fastify: '5.x', name: '@herald/rate-limiter' },
 );

@@ -293,3 +293,86 @@ describe('precheck and deniedLocally: a denied caller is refused before its body
     await fastify.close();
   });
 });
+
+describe('onDenied: the app answers denials itself, with no error thrown', () => {
+  it('answers through onDenied in preHandler and in the precheck, with the draft-11 headers, never reaching the error handler', async () => {
+    const fastify = Fastify();
+    let errorHandlerCalls = 0;
+    fastify.setErrorHandler((error, _request, reply) => {
+      errorHandlerCalls++;
+      return reply.send(error);
+    });
+    const denied: RateLimitedError[] = [];
+    const limiter = new RateLimiter({
+      redis,
+      keyPrefix: randomPrefix(),
+      policies: [{ name: 'apiKey', capacity: 1, ratePerSecond: 0.001 }],
+    });
+    await fastify.register(heraldRateLimit, {
+      limiter,
+      onDenied: (reply, error) => {
+        denied.push(error);
+        void reply.code(error.statusCode).header('Retry-After', String(error.retryAfterSeconds)).send({
+          refused: error.result.policy,
+        });
+      },
+    });
+    const keyOf = (request: FastifyRequest) => String(request.headers['x-api-key']);
+    fastify.post(
+      '/notify',
+      { config: { rateLimit: { key: keyOf, precheck: (request) => ({ apiKey: keyOf(request) }) } } },
+      async (_request, reply) => reply.code(202).send({ status: 'queued' }),
+    );
+    const send = (payload: string) =>
+      fastify.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { 'x-api-key': 'flood', 'content-type': 'application/json' },
+        payload,
+      });
+
+    expect((await send('{"userId":"u"}')).statusCode).toBe(202);
+    // Denied by Redis in preHandler: onDenied answers.
+    const late = await send('{"userId":"u"}');
+    expect(late.statusCode).toBe(429);
+    expect(late.json()).toEqual({ refused: 'apiKey' });
+    expect(late.headers['ratelimit-policy']).toBe('"apiKey";q=1;w=1000');
+    expect(late.headers.ratelimit).toMatch(/^"apiKey";r=0;t=\d+$/);
+    expect(Number(late.headers['retry-after'])).toBeGreaterThan(900);
+    // Denied by the deny cache in preParsing: onDenied answers, and the malformed body is never parsed.
+    const early = await send('{"userId": not json');
+    expect(early.statusCode).toBe(429);
+    expect(early.json()).toEqual({ refused: 'apiKey' });
+    expect(early.headers.ratelimit).toMatch(/^"apiKey";r=0;t=\d+$/);
+    expect(denied.map((error) => error.statusCode)).toEqual([429, 429]);
+    expect(errorHandlerCalls).toBe(0);
+    await fastify.close();
+  });
+
+  it('hands a throwing key function to the error handler, synchronously or asynchronously', async () => {
+    const fastify = appWithErrorHandler();
+    await fastify.register(heraldRateLimit, { limiter: limiter() });
+    for (const [url, key] of [
+      [
+        '/sync',
+        () => {
+          throw new Error('no key');
+        },
+      ],
+      [
+        '/async',
+        async () => {
+          throw new Error('no key');
+        },
+      ],
+    ] as const) {
+      fastify.get(url, { config: { rateLimit: { key } } }, async () => ({ ok: true }));
+    }
+    for (const url of ['/sync', '/async']) {
+      const response = await fastify.inject({ method: 'GET', url });
+      expect(response.statusCode).toBe(500);
+      expect(response.json()).toMatchObject({ message: 'no key' });
+    }
+    await fastify.close();
+  });
+});

@@ -15,25 +15,34 @@ const FASTIFY_CODES: Record<string, ErrorCode> = {
   FST_ERR_CTP_INVALID_JSON_BODY: ErrorCode.VALIDATION,
 };
 
+/**
+ * The answer to a denied call: 429 (503 when the limiter's Redis was away and the failure mode denied)
+ * with `Retry-After`. The limiter plugin calls it directly (`onDenied`), and the error handler for a
+ * `RateLimitedError` thrown anywhere else: one shape either way.
+ */
+export function sendRateLimited(reply: FastifyReply, error: RateLimitedError): void {
+  reply.code(error.statusCode).header('Retry-After', String(error.retryAfterSeconds));
+  const { policy, retryAfterMs } = error.result;
+  if (error.statusCode === 503) {
+    void reply.send({
+      error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+      code: ErrorCode.UNAVAILABLE,
+      retryAfterMs,
+    });
+  } else {
+    void reply.send({
+      error: ERRORS.RATE_LIMITED.message,
+      code: ErrorCode.RATE_LIMITED,
+      policy,
+      retryAfterMs,
+    });
+  }
+}
+
 /** The rate limiter's refusals (`@herald/rate-limiter/fastify` throws them and writes no body). */
 function limiterAnswer(error: unknown, reply: FastifyReply): boolean {
   if (error instanceof RateLimitedError) {
-    reply.code(error.statusCode).header('Retry-After', String(error.retryAfterSeconds));
-    const { policy, retryAfterMs } = error.result;
-    if (error.statusCode === 503) {
-      void reply.send({
-        error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
-        code: ErrorCode.UNAVAILABLE,
-        retryAfterMs,
-      });
-    } else {
-      void reply.send({
-        error: ERRORS.RATE_LIMITED.message,
-        code: ErrorCode.RATE_LIMITED,
-        policy,
-        retryAfterMs,
-      });
-    }
+    sendRateLimited(reply, error);
     return true;
   }
   if (error instanceof CostExceedsCapacityError) {

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { BODY_MAX_DEPTH } from '@herald/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -22,44 +23,72 @@ const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}�
  * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level 1
  * when it is one), a number beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity),
  * a string or key that is not well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
- * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack.
+ * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack. It runs
+ * on every request body, so it allocates no object or string per value: the stack is three parallel
+ * arrays, and a value's field name (`body.payload.a.0`) is spelled out only for the one with a problem,
+ * from the path of keys kept beside the stack.
  */
 export function jsonProblem(value: unknown, root: string, maxDepth: number): JsonProblem | undefined {
-  const stack: { value: unknown; field: string; depth: number }[] = [{ value, field: root, depth: 0 }];
-  for (let next = stack.pop(); next !== undefined; next = stack.pop()) {
-    const { value: v, field, depth } = next;
+  const values: unknown[] = [value];
+  const depths: number[] = [0];
+  /** Per stack entry, its node in the path tree (-1: the root). */
+  const nodes: number[] = [-1];
+  /** The path tree: node i is key `keys[i]` of node `parents[i]`. */
+  const parents: number[] = [];
+  const keys: (string | number)[] = [];
+  const fieldOf = (node: number): string => {
+    const path: (string | number)[] = [];
+    for (let at = node; at >= 0; at = parents[at] as number) path.push(keys[at] as string | number);
+    let field = root;
+    for (let i = path.length - 1; i >= 0; i--) {
+      const key = path[i] as string | number;
+      field += `.${typeof key === 'string' ? shown(key) : key}`;
+    }
+    return field;
+  };
+  const push = (child: unknown, node: number, key: string | number, depth: number): number => {
+    parents.push(node);
+    keys.push(key);
+    values.push(child);
+    depths.push(depth);
+    nodes.push(parents.length - 1);
+    return parents.length - 1;
+  };
+  while (values.length > 0) {
+    const v = values.pop();
+    const depth = depths.pop() as number;
+    const node = nodes.pop() as number;
     if (typeof v === 'number') {
-      // Beyond ±(2^53 - 1) JSON.parse has already rounded (2^53 + 1 reads as 2^53), and the msgpack of
-      // the Socket.IO Redis adapter corrupts whole numbers outside int64/uint64 (1e21 arrives as
-      // 3875820019684212700, 1e300 as 0); 1e400 parses to Infinity, which JSON carries as null.
-      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) return { field, message: NUMBER_RANGE };
+      // Beyond ±(2^53 - 1) JSON.parse has already rounded (2^53 + 1 reads as 2^53), and msgpack
+      // corrupts whole numbers outside int64/uint64 (1e21 arrives as 3875820019684212700, 1e300 as 0);
+      // 1e400 parses to Infinity, which JSON carries as null.
+      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) return { field: fieldOf(node), message: NUMBER_RANGE };
       continue;
     }
     if (typeof v === 'string') {
       if (LONE_SURROGATE.test(v))
-        return { field, message: 'must be well-formed Unicode (it has a lone surrogate)' };
+        return { field: fieldOf(node), message: 'must be well-formed Unicode (it has a lone surrogate)' };
       continue;
     }
     if (typeof v !== 'object' || v === null) continue;
     if (depth >= maxDepth)
-      return { field, message: `nests deeper than ${maxDepth} levels of objects and arrays` };
+      return { field: fieldOf(node), message: `nests deeper than ${maxDepth} levels of objects and arrays` };
     if (Array.isArray(v)) {
-      for (let i = v.length - 1; i >= 0; i--)
-        stack.push({ value: v[i], field: `${field}.${i}`, depth: depth + 1 });
+      for (let i = v.length - 1; i >= 0; i--) push(v[i], node, i, depth + 1);
       continue;
     }
     const record = v as Record<string, unknown>;
-    const keys = Object.keys(record);
-    for (let i = keys.length - 1; i >= 0; i--) {
-      const key = keys[i] as string;
+    const names = Object.keys(record);
+    for (let i = names.length - 1; i >= 0; i--) {
+      const key = names[i] as string;
       const child = record[key];
-      const at = `${field}.${shown(key)}`;
-      if (LONE_SURROGATE.test(key)) return { field: at, message: 'is a key that is not well-formed Unicode' };
-      if (key === '__proto__') return { field: at, message: 'is not an accepted key' };
+      const at = push(child, node, key, depth + 1);
+      if (LONE_SURROGATE.test(key))
+        return { field: fieldOf(at), message: 'is a key that is not well-formed Unicode' };
+      if (key === '__proto__') return { field: fieldOf(at), message: 'is not an accepted key' };
       if (key === 'constructor' && typeof child === 'object' && child !== null && 'prototype' in child) {
-        return { field: `${at}.prototype`, message: 'is not an accepted key' };
+        return { field: `${fieldOf(at)}.prototype`, message: 'is not an accepted key' };
       }
-      stack.push({ value: child, field: at, depth: depth + 1 });
     }
   }
   return undefined;
@@ -73,7 +102,6 @@ export function invalid(problem: JsonProblem): HttpError {
 }
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
-const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Replaces Fastify's JSON parser with one that says exactly what is wrong, as a 400 naming the field:
@@ -96,22 +124,27 @@ export default fp(
         );
         return;
       }
-      let text: string;
-      try {
-        text = utf8.decode(body);
-      } catch {
+      // isUtf8 (native, vectorised) then toString: several times cheaper than a fatal TextDecoder.
+      if (!isUtf8(body)) {
         done(invalid({ field: 'body', message: 'is not valid UTF-8' }));
         return;
       }
-      if (text.trim() === '') {
-        done(invalid({ field: 'body', message: 'is empty: send a JSON object' }));
-        return;
-      }
+      // A leading BOM is ignored, as RFC 8259 allows (toString keeps it; JSON.parse would refuse it).
+      const text =
+        body[0] === 0xef && body[1] === 0xbb && body[2] === 0xbf
+          ? body.toString('utf8', 3)
+          : body.toString('utf8');
       let value: unknown;
       try {
         value = JSON.parse(text);
       } catch (error) {
-        done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+        done(
+          invalid(
+            text.trim() === ''
+              ? { field: 'body', message: 'is empty: send a JSON object' }
+              : { field: 'body', message: `is not valid JSON (${(error as Error).message})` },
+          ),
+        );
         return;
       }
       const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
 import { Limits, RECIPIENT_POLICY, SENDER_POLICY } from '../../limits.js';
+import { sendRateLimited } from './errors.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -85,7 +86,7 @@ export default fp(
       } satisfies RateLimitRouteConfig;
     });
 
-    await app.register(heraldRateLimit, { limiter: limits.defaults() });
+    await app.register(heraldRateLimit, { limiter: limits.defaults(), onDenied: sendRateLimited });
   },
   { name: 'limits', dependencies: ['config', 'redis', 'metrics', 'api-keys'], fastify: '5.x' },
 );
