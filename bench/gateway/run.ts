@@ -6,11 +6,14 @@
 //             "flood from one denied key": refused before its body is read, no Redis call), and under a
 //             flood to one recipient that is being denied (its id is in the body, so the body is parsed
 //             and validated first; still no Redis call)
+//   baseline  with BENCH_BASELINE=<a built checkout of an older commit>: that commit's gateway, under the
+//             same three loads, in the same rounds (the "no worse than before" check of a change)
 // Each server is its own process; autocannon runs here. Rounds interleave the contenders (in an order
 // rotated each round) so that a noisy neighbour hurts all of them alike; the ratios are medians of
 // per-round ratios.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +31,8 @@ const WARMUP_SECONDS = 2;
 const runId = randomUUID().slice(0, 8);
 const queueName = `bench-${runId}`;
 const tsx = require.resolve('tsx/cli');
+/** A built checkout of an older commit whose gateway runs beside this one (`BENCH_BASELINE`). */
+const BASELINE = process.env.BENCH_BASELINE;
 
 interface Server {
   name: string;
@@ -95,6 +100,14 @@ const env = {
   HERALD_SENDER_RATE_LIMIT_BURST: '1000000000',
   HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000000',
 };
+/** The short commit of a checkout, for the report. */
+function baselineCommit(dir: string): string {
+  try {
+    return execFileSync('git', ['-C', dir, 'log', '-1', '--format=%h'], { encoding: 'utf8' }).trim();
+  } catch {
+    return dir;
+  }
+}
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 // The operator CLI's `herald` bin (@herald/cli).
 const heraldBin = join(dirname(require.resolve('@herald/cli/package.json')), 'dist', 'bin.js');
@@ -108,28 +121,49 @@ const servers = {
 const auth = { authorization: `Bearer ${API_KEY}` };
 // A stored API key with a sender limit of 1 notification, then 1 per 1,000 s: created with the
 // operator CLI, as a user would; its first request passes, every later one is denied.
-const created = execFileSync(
-  process.execPath,
-  [
-    heraldBin,
-    'keys',
-    'create',
-    '--name',
-    'flood',
-    '--tenant',
-    'bench',
-    '--sender-burst',
-    '1',
-    '--sender-rate',
-    '0.001',
-  ],
-  { env: { ...process.env, ...env }, encoding: 'utf8' },
-);
-const floodKey = /key:\s+(\S+)/.exec(created)?.[1];
-if (floodKey === undefined) throw new Error(`could not create the flood's API key: ${created}`);
+/**
+ * Creates, with `bin` (a `herald` CLI), a stored API key of tenant `bench` with a sender limit of 1
+ * notification, then 1 per 1,000 s: its first request passes, every later one is denied.
+ */
+function createFloodKey(bin: string, keyEnv: Record<string, string>): string {
+  const created = execFileSync(
+    process.execPath,
+    [
+      bin,
+      'keys',
+      'create',
+      '--name',
+      'flood',
+      '--tenant',
+      'bench',
+      '--sender-burst',
+      '1',
+      '--sender-rate',
+      '0.001',
+    ],
+    { env: { ...process.env, ...keyEnv }, encoding: 'utf8' },
+  );
+  const key = /key:\s+(\S+)/.exec(created)?.[1];
+  if (key === undefined) throw new Error(`could not create the flood's API key: ${created}`);
+  return key;
+}
+// Created with the operator CLI, as a user would.
+const floodKey = createFloodKey(heraldBin, env);
 let n = 0;
 const fresh = () => `u${runId}-${n++}`;
-const contenders = [
+/** The baseline contender of each Herald contender it is compared with (`BENCH_BASELINE`). */
+const BASELINE_OF: Record<string, string> = {
+  'Herald full gateway': 'baseline: full gateway',
+  'Herald gateway, denied flood (one API key)': 'baseline: denied flood (one API key)',
+  'Herald gateway, denied flood (one recipient)': 'baseline: denied flood (one recipient)',
+};
+interface Contender {
+  name: string;
+  port: number;
+  userId: () => string;
+  headers: Record<string, string>;
+}
+const contenders: Contender[] = [
   { name: 'bare Fastify (peer)', port: servers.bare.port, userId: fresh, headers: {} },
   { name: 'Herald limiter only', port: servers.limiter.port, userId: fresh, headers: auth },
   { name: 'Herald full gateway', port: servers.gateway.port, userId: fresh, headers: auth },
@@ -157,7 +191,39 @@ const contenders = [
     userId: () => `hot-${runId}`,
     headers: auth,
   },
-] as const;
+];
+if (BASELINE !== undefined) {
+  // Its own prefixes and queue: the two gateways share nothing but Redis.
+  const baselineEnv = {
+    ...env,
+    HERALD_QUEUE_NAME: `${queueName}-base`,
+    HERALD_RATE_LIMIT_PREFIX: `bench-${runId}-base:`,
+    HERALD_KEY_PREFIX: `bench-${runId}-base:`,
+  };
+  const baseline = await start('baseline', [join(BASELINE, 'apps/gateway/dist/server.js')], baselineEnv);
+  // Its own CLI: @herald/cli where the commit has it, else the older scripts/herald.mjs.
+  const cli = [join(BASELINE, 'apps/cli/dist/bin.js'), join(BASELINE, 'scripts/herald.mjs')].find((file) =>
+    existsSync(file),
+  );
+  if (cli === undefined)
+    throw new Error(`${BASELINE} has no herald CLI (apps/cli/dist/bin.js or scripts/herald.mjs)`);
+  const baselineFlood = createFloodKey(cli, baselineEnv);
+  contenders.push(
+    { name: BASELINE_OF['Herald full gateway'], port: baseline.port, userId: fresh, headers: auth },
+    {
+      name: BASELINE_OF['Herald gateway, denied flood (one API key)'],
+      port: baseline.port,
+      userId: fresh,
+      headers: { authorization: `Bearer ${baselineFlood}` },
+    },
+    {
+      name: BASELINE_OF['Herald gateway, denied flood (one recipient)'],
+      port: baseline.port,
+      userId: () => `hot-${runId}`,
+      headers: auth,
+    },
+  );
+}
 
 // Warm-up: every contender once, unrecorded, so that no round measures the JIT compiling a code path.
 for (const contender of contenders)
@@ -169,7 +235,7 @@ for (let round = 1; round <= ROUNDS; round++) {
   // Each round starts one contender later (as bench/limiter does), so no contender always runs right
   // after the same neighbour or always first.
   for (let k = 0; k < contenders.length; k++) {
-    const contender = contenders[(k + round - 1) % contenders.length] as (typeof contenders)[number];
+    const contender = contenders[(k + round - 1) % contenders.length] as Contender;
     const result = await load(contender.port, contender.userId, contender.headers);
     const statuses: Record<string, number> = {};
     for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count.count;
@@ -189,7 +255,7 @@ const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
 };
-const bare = samples.get(contenders[0].name) ?? [];
+const bare = samples.get(contenders[0]?.name ?? '') ?? [];
 const targets: Record<string, string> = {
   'Herald limiter only': '≥ 0.8×',
   'Herald full gateway': '≥ 0.5×',
@@ -207,6 +273,14 @@ function vsReference(name: string): string {
   const theirs = samples.get(reference) ?? [];
   return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
 }
+/** Herald against the older commit's gateway under the same load, median of per-round ratios. */
+function vsBaseline(name: string): string {
+  const baseline = BASELINE_OF[name];
+  if (baseline === undefined) return '';
+  const own = samples.get(name) ?? [];
+  const theirs = samples.get(baseline) ?? [];
+  return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
+}
 const rows = contenders.map((contender) => {
   const own = samples.get(contender.name) ?? [];
   const ratios = own.map((sample, i) => sample.rps / (bare[i]?.rps ?? Number.NaN));
@@ -218,10 +292,11 @@ const rows = contenders.map((contender) => {
     'vs bare (median of rounds)': `${median(ratios).toFixed(2)}×`,
     target: targets[contender.name] ?? '',
     'vs its reference': vsReference(contender.name),
+    ...(BASELINE === undefined ? {} : { 'vs baseline': vsBaseline(contender.name) }),
   };
 });
 console.table(rows);
-const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}`;
+const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}${BASELINE === undefined ? '' : `; baseline: the gateway of ${baselineCommit(BASELINE)}`}`;
 console.log(method);
 const columns = Object.keys(rows[0] ?? {});
 writeReport(
@@ -244,9 +319,14 @@ writeReport(
   ].join('\n'),
 );
 
-for (const server of Object.values(servers)) server.child.kill('SIGTERM');
+for (const child of children) child.kill('SIGTERM');
 const redis = new Redis(REDIS_URL);
-for (const pattern of [`bench-${runId}:*`, `{herald}:${queueName}:*`, `{herald}:${queueName}-peer:*`]) {
+for (const pattern of [
+  `bench-${runId}*`,
+  `{herald}:${queueName}-base:*`,
+  `{herald}:${queueName}:*`,
+  `{herald}:${queueName}-peer:*`,
+]) {
   let cursor = '0';
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
