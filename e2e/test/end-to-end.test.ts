@@ -1,8 +1,8 @@
 import { type NotificationEvent, signUserToken } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, entries, SECRET, stackEnv } from './support/stack.js';
+import { API_KEY, SECRET, stackEnv, startApps } from './support/stack.js';
 
 describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → two realtime instances', () => {
   const processes: AppProcess[] = [];
@@ -13,16 +13,15 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
 
   beforeAll(async () => {
     const env = stackEnv(redisUrl());
-    [gateway, realtimeA, realtimeB] = await Promise.all([
-      startApp({ name: 'gateway', entry: entries.gateway, env }),
-      startApp({ name: 'realtime-a', entry: entries.realtime, env }),
-      startApp({ name: 'realtime-b', entry: entries.realtime, env }),
-      startApp({ name: 'worker', entry: entries.worker, env }).then((worker) => {
-        processes.push(worker);
-        return worker;
-      }),
-    ]);
-    processes.push(gateway, realtimeA, realtimeB);
+    ({
+      gateway,
+      'realtime-a': realtimeA,
+      'realtime-b': realtimeB,
+    } = await startApps(
+      env,
+      { gateway: 'gateway', 'realtime-a': 'realtime', 'realtime-b': 'realtime', worker: 'worker' },
+      processes,
+    ));
   });
 
   afterAll(async () => {

@@ -1,8 +1,8 @@
 import { type NotificationEvent, PAYLOAD_MAX_DEPTH } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, entries, stackEnv } from './support/stack.js';
+import { API_KEY, stackEnv, startApps, TRIO } from './support/stack.js';
 
 const nest = (depth: number, open: string, close: string, leaf: string) =>
   `${open.repeat(depth)}${leaf}${close.repeat(depth)}`;
@@ -44,13 +44,7 @@ describe('hostile but valid payloads reach a real client through the worker and 
 
   beforeAll(async () => {
     const env = stackEnv(redisUrl(), { HERALD_RATE_LIMIT_BURST: '1000' });
-    const started = await Promise.all([
-      startApp({ name: 'gateway', entry: entries.gateway, env }),
-      startApp({ name: 'realtime', entry: entries.realtime, env }),
-      startApp({ name: 'worker', entry: entries.worker, env }),
-    ]);
-    processes.push(...started);
-    [gateway, realtime] = started as [AppProcess, AppProcess, AppProcess];
+    ({ gateway, realtime } = await startApps(env, TRIO, processes));
   });
   afterAll(async () => {
     socket?.disconnect();

@@ -1,9 +1,9 @@
 import type { CommandReply, NotificationEvent } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey } from './support/cli.js';
-import { entries, stackEnv } from './support/stack.js';
+import { stackEnv, startApps, TRIO } from './support/stack.js';
 
 // Per-API-key and per-socket/user budgets the flood overruns many times over; the calm tenant's whole
 // run (ROUNDS of each request; list and mark-read share the inbox bucket, so 2 × ROUNDS there) fits in
@@ -58,13 +58,7 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
     [FLOOD_KEY, CALM_KEY] = (await Promise.all([createKey(env, 'flood'), createKey(env, 'calm')])).map(
       (created) => created.key,
     ) as [string, string];
-    const started = await Promise.all([
-      startApp({ name: 'gateway', entry: entries.gateway, env }),
-      startApp({ name: 'realtime', entry: entries.realtime, env }),
-      startApp({ name: 'worker', entry: entries.worker, env }),
-    ]);
-    processes.push(...started);
-    [gateway, realtime] = started as [AppProcess, AppProcess, AppProcess];
+    ({ gateway, realtime } = await startApps(env, TRIO, processes));
   });
 
   afterAll(async () => {

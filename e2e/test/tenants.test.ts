@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
-import { API_KEY, entries, stackEnv } from './support/stack.js';
+import { API_KEY, entries, stackEnv, startApps, TRIO } from './support/stack.js';
 
 /** The stack's `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
 const DEFAULT_KEY = API_KEY;
@@ -35,15 +35,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
   beforeAll(async () => {
     redis = new Redis(redisUrl());
     [a, b] = await Promise.all([createKey(env, 'tenant-a'), createKey(env, 'tenant-b')]);
-    [gateway, realtime] = await Promise.all([
-      startApp({ name: 'gateway', entry: entries.gateway, env }),
-      startApp({ name: 'realtime', entry: entries.realtime, env }),
-      startApp({ name: 'worker', entry: entries.worker, env }).then((worker) => {
-        processes.push(worker);
-        return worker;
-      }),
-    ]);
-    processes.push(gateway, realtime);
+    ({ gateway, realtime } = await startApps(env, TRIO, processes));
   });
 
   afterAll(async () => {

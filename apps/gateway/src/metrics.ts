@@ -1,5 +1,6 @@
+import { queueDepthGauge } from '@herald/config/metrics';
 import type { PolicyCounters } from '@herald/rate-limiter';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, type Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * Requests answered, counted in plain numbers per (method, route, status) and handed to prom-client on
@@ -58,20 +59,7 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
       registers: [registry],
     }),
-    queueDepth: new Gauge({
-      name: 'herald_queue_jobs',
-      help: 'Jobs in the notification queue by state (read on scrape)',
-      labelNames: ['state'],
-      registers: [registry],
-      async collect() {
-        try {
-          const counts = await queueCounts();
-          for (const [state, count] of Object.entries(counts)) this.set({ state }, count);
-        } catch {
-          // Redis down: the scrape still answers, with the last known depth.
-        }
-      },
-    }),
+    queueDepth: queueDepthGauge(registry, queueCounts),
   };
   new Counter({
     name: 'herald_http_requests_total',

@@ -1,6 +1,7 @@
 import { createServer, type Server } from 'node:http';
+import { queueDepthGauge } from '@herald/config/metrics';
 import { operationsHandler } from '@herald/config/operations';
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
 /** The worker's Prometheus metrics, in a registry of its own. */
 export interface WorkerMetrics {
@@ -18,20 +19,7 @@ export interface WorkerMetrics {
 export function createMetrics(queueCounts: () => Promise<Record<string, number>>): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'herald_worker_' });
-  new Gauge({
-    name: 'herald_queue_jobs',
-    help: 'Jobs in the notification queue by state (read on scrape)',
-    labelNames: ['state'],
-    registers: [registry],
-    async collect() {
-      try {
-        const counts = await queueCounts();
-        for (const [state, count] of Object.entries(counts)) this.set({ state }, count);
-      } catch {
-        // Redis down: the scrape still answers, with the last known depth.
-      }
-    },
-  });
+  queueDepthGauge(registry, queueCounts);
   return {
     registry,
     jobs: new Counter({

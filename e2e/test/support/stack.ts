@@ -41,6 +41,34 @@ export function stackEnv(redisUrl: string, extra: Record<string, string> = {}): 
   };
 }
 
+/** One gateway, one realtime server and one worker, for {@link startApps}. */
+export const TRIO = { gateway: 'gateway', realtime: 'realtime', worker: 'worker' } as const;
+
+/**
+ * Starts `apps` (name → which app) on `env`, each its own OS process, all at once, and answers them by
+ * name. Each is added to `processes` as soon as it is up, so that `afterAll` stops every one started,
+ * even when another failed to start.
+ *
+ * @example
+ * ```ts
+ * ({ gateway, realtime } = await startApps(env, { gateway: 'gateway', realtime: 'realtime', worker: 'worker' }, processes));
+ * ```
+ */
+export async function startApps<Name extends string>(
+  env: Record<string, string>,
+  apps: Record<Name, keyof typeof entries>,
+  processes: AppProcess[],
+): Promise<Record<Name, AppProcess>> {
+  const started = await Promise.all(
+    (Object.entries(apps) as [Name, keyof typeof entries][]).map(async ([name, kind]) => {
+      const app = await startApp({ name, entry: entries[kind], env });
+      processes.push(app);
+      return [name, app] as const;
+    }),
+  );
+  return Object.fromEntries(started) as Record<Name, AppProcess>;
+}
+
 /** The processes, queue and inbox of one test: start what you need, `dispose()` stops it all. */
 export class Stack {
   readonly env: Record<string, string>;
@@ -73,7 +101,7 @@ export class Stack {
   }
 
   async start(
-    kind: 'worker' | 'realtime',
+    kind: keyof typeof entries,
     name: string,
     env: Record<string, string> = {},
   ): Promise<AppProcess> {
@@ -103,6 +131,18 @@ export class Stack {
       jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
     );
     return jobs.map((job) => job.id);
+  }
+
+  /** A user token like `POST /tokens` mints (signed here, so that tests can pick short lifetimes). */
+  async token(userId: string, ttlSeconds = 3600): Promise<string> {
+    const { token } = await signUserToken({
+      tenantId: 'default',
+      keyId: 'test-key',
+      userId,
+      secret: SECRET,
+      ttlSeconds,
+    });
+    return token;
   }
 
   client(userId: string, options: { ttlSeconds?: number; now?: Date; tenantId?: string } = {}): TestClient {
@@ -255,6 +295,49 @@ export class TestClient {
   #takeUnread(event: UnreadEvent): void {
     if (this.unread === undefined || event.version > this.unread.version) this.unread = event;
   }
+}
+
+/** Sends `count` notifications to `userId` through the gateway; answers their ids in order. */
+export async function notify(
+  gateway: AppProcess,
+  userId: string,
+  count: number,
+  from = 0,
+): Promise<string[]> {
+  const ids: string[] = [];
+  for (let n = from; n < from + count; n++) {
+    const response = await fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId, payload: { n } }),
+    });
+    if (response.status !== 202) throw new Error(`notify: ${response.status} ${await response.text()}`);
+    ids.push(((await response.json()) as { id: string }).id);
+  }
+  return ids;
+}
+
+/** Waits until the worker has appended `id` to `userId`'s inbox (a 202 only says queued). */
+export async function appended(gateway: AppProcess, userId: string, id: string | undefined): Promise<void> {
+  await waitFor(
+    async () => {
+      const response = await fetch(
+        `${gateway.url}/users/${encodeURIComponent(userId)}/notifications?limit=1000`,
+        {
+          headers: { authorization: `Bearer ${API_KEY}` },
+        },
+      );
+      const page = (await response.json()) as { items: { id: string }[] };
+      return page.items.some((item) => item.id === id);
+    },
+    { what: `${id} appended` },
+  );
+}
+
+/** The realtime instance's open sockets (its `/healthz`). */
+export async function connections(realtime: AppProcess): Promise<number> {
+  const response = await fetch(`${realtime.url}/healthz`);
+  return ((await response.json()) as { connections: number }).connections;
 }
 
 export { randomId, waitFor };
