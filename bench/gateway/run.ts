@@ -266,19 +266,12 @@ const references: Record<string, string> = {
   'Herald limiter only': 'reference: bare + one Redis GET (auto-pipelined)',
   'Herald full gateway': 'reference: bare + one BullMQ queue.add',
 };
-function vsReference(name: string): string {
-  const reference = references[name];
-  if (reference === undefined) return '';
+/** `name` against its counterpart in `counterparts` (if any): the median of per-round req/s ratios. */
+function versus(name: string, counterparts: Record<string, string>): string {
+  const counterpart = counterparts[name];
+  if (counterpart === undefined) return '';
   const own = samples.get(name) ?? [];
-  const theirs = samples.get(reference) ?? [];
-  return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
-}
-/** Herald against the older commit's gateway under the same load, median of per-round ratios. */
-function vsBaseline(name: string): string {
-  const baseline = BASELINE_OF[name];
-  if (baseline === undefined) return '';
-  const own = samples.get(name) ?? [];
-  const theirs = samples.get(baseline) ?? [];
+  const theirs = samples.get(counterpart) ?? [];
   return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
 }
 const rows = contenders.map((contender) => {
@@ -291,8 +284,8 @@ const rows = contenders.map((contender) => {
     'p99 ms': median(own.map((s) => s.p99)),
     'vs bare (median of rounds)': `${median(ratios).toFixed(2)}×`,
     target: targets[contender.name] ?? '',
-    'vs its reference': vsReference(contender.name),
-    ...(BASELINE === undefined ? {} : { 'vs baseline': vsBaseline(contender.name) }),
+    'vs its reference': versus(contender.name, references),
+    ...(BASELINE === undefined ? {} : { 'vs baseline': versus(contender.name, BASELINE_OF) }),
   };
 });
 console.table(rows);

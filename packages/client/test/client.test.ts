@@ -1,35 +1,18 @@
 import { waitFor } from '@herald/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HeraldUnauthorizedError } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { API_KEY, appended, connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, appended, connections, notify, perTest, randomId } from './support/stack.js';
 
 describe('createHeraldClient against real realtime servers, worker, gateway and Redis', () => {
-  let stack: Stack | undefined;
-  const clients: Recorded[] = [];
-  afterEach(async () => {
-    for (const recorded of clients.splice(0)) recorded.client.close();
-    await stack?.dispose();
-    stack = undefined;
-  });
-
+  const each = perTest();
   async function startStack(extra: Record<string, string> = {}) {
-    stack = new Stack(extra);
-    const [gateway, a, b] = await Promise.all([
-      stack.start('gateway', 'gateway'),
-      stack.start('realtime', 'rt-a'),
-      stack.start('realtime', 'rt-b'),
-      stack.start('worker', 'worker'),
-    ]);
-    return { stack, gateway, a, b };
+    const started = await each.start(['gateway', 'rt-a', 'rt-b', 'worker'], extra);
+    return { stack: started.stack, gateway: started.gateway, a: started['rt-a'], b: started['rt-b'] };
   }
-
-  function client(options: Parameters<typeof record>[0]): Recorded {
-    const recorded = record({ tabs: false, ...options });
-    clients.push(recorded);
-    return recorded;
-  }
+  const client = (options: Parameters<typeof record>[0]): Recorded =>
+    each.track(record({ tabs: false, ...options }));
 
   it('loads the inbox, counts exactly, then resumes after a server-side cut on another instance: each once, in order', async () => {
     const { stack, gateway, a, b } = await startStack();

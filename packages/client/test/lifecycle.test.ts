@@ -1,8 +1,8 @@
 import { waitFor } from '@herald/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { PageLike } from '../src/index.js';
-import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { connections, notify, randomId, Stack } from './support/stack.js';
+import { itemIds, live, once, record } from './support/recorder.js';
+import { connections, notify, perTest, randomId } from './support/stack.js';
 
 /** A page as the client sees it: `window` events, `document` visibility and focus, `navigator.onLine`. */
 function fakePage(): PageLike & EventTarget & { navigator: { onLine: boolean } } {
@@ -11,26 +11,13 @@ function fakePage(): PageLike & EventTarget & { navigator: { onLine: boolean } }
 }
 
 describe('page lifecycle: back/forward cache, online', () => {
-  let stack: Stack | undefined;
-  const clients: Recorded[] = [];
-  afterEach(async () => {
-    for (const recorded of clients.splice(0)) recorded.client.close();
-    await stack?.dispose();
-    stack = undefined;
-  });
+  const each = perTest();
 
   it('closes the socket on pagehide (bfcache-eligible) and resumes from the last offset on pageshow', async () => {
-    stack = new Stack();
-    const s = stack;
-    const [gateway, a] = await Promise.all([
-      s.start('gateway', 'gateway'),
-      s.start('realtime', 'rt-a'),
-      s.start('worker', 'worker'),
-    ]);
+    const { stack: s, gateway, 'rt-a': a } = await each.start(['gateway', 'rt-a', 'worker']);
     const user = randomId('alice');
     const page = fakePage();
-    const alice = record({ url: a.url, tabs: false, page, getToken: () => s.token(user) });
-    clients.push(alice);
+    const alice = each.track(record({ url: a.url, tabs: false, page, getToken: () => s.token(user) }));
     await live(alice);
     const first = await notify(gateway, user, 1);
     await waitFor(() => itemIds(alice).length === 1, { what: 'first' });
@@ -54,22 +41,21 @@ describe('page lifecycle: back/forward cache, online', () => {
   });
 
   it('retries at once on `online` instead of waiting out the backoff', async () => {
-    stack = new Stack();
-    const s = stack;
-    const [a, b] = await Promise.all([s.start('realtime', 'rt-a'), s.start('realtime', 'rt-b')]);
+    const { stack: s, 'rt-a': a, 'rt-b': b } = await each.start(['rt-a', 'rt-b']);
     const user = randomId('bob');
     const page = fakePage();
     const urls = [a.url, b.url];
     let turn = 0;
-    const bob = record({
-      url: () => urls[turn++ % 2] as string,
-      tabs: false,
-      page,
-      // Every retry would wait 20 s: only `online` can bring it back within the deadline below.
-      backoff: { minMs: 20_000, maxMs: 20_000 },
-      getToken: () => s.token(user),
-    });
-    clients.push(bob);
+    const bob = each.track(
+      record({
+        url: () => urls[turn++ % 2] as string,
+        tabs: false,
+        page,
+        // Every retry would wait 20 s: only `online` can bring it back within the deadline below.
+        backoff: { minMs: 20_000, maxMs: 20_000 },
+        getToken: () => s.token(user),
+      }),
+    );
     await live(bob);
     page.navigator.onLine = false;
     await a.stop('SIGKILL');

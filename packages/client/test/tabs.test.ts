@@ -1,36 +1,20 @@
 import { waitFor } from '@herald/testing';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ChannelLike } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
 import { MemoryLocks } from './support/memory-locks.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
-import { API_KEY, appended, connections, notify, randomId, Stack } from './support/stack.js';
+import { API_KEY, appended, connections, notify, perTest, randomId } from './support/stack.js';
 
 // Node 20 has BroadcastChannel (each client here is a tab) but no Web Locks: MemoryLocks plays them.
 describe('one socket per browser and user: a Web Lock leader, BroadcastChannel followers', () => {
-  let stack: Stack | undefined;
-  const tabs: Recorded[] = [];
-  afterEach(async () => {
-    for (const tab of tabs.splice(0)) tab.client.close();
-    await stack?.dispose();
-    stack = undefined;
-  });
-
+  const each = perTest();
   async function startStack() {
-    stack = new Stack();
-    const [gateway, a] = await Promise.all([
-      stack.start('gateway', 'gateway'),
-      stack.start('realtime', 'rt-a'),
-      stack.start('worker', 'worker'),
-    ]);
-    return { stack, gateway, a };
+    const started = await each.start(['gateway', 'rt-a', 'worker']);
+    return { stack: started.stack, gateway: started.gateway, a: started['rt-a'] };
   }
-
-  function tab(options: Parameters<typeof record>[0]): Recorded {
-    const recorded = record({ heartbeatMs: 300, leaderTimeoutMs: 1500, ...options });
-    tabs.push(recorded);
-    return recorded;
-  }
+  const tab = (options: Parameters<typeof record>[0]): Recorded =>
+    each.track(record({ heartbeatMs: 300, leaderTimeoutMs: 1500, ...options }));
 
   const leaders = (list: Recorded[]) => list.filter((t) => t.client.getState().role === 'leader');
 

@@ -1,5 +1,7 @@
 import { Stack as ProcessStack } from '@herald/e2e/support';
-import { redisUrl } from '@herald/testing';
+import { type AppProcess, redisUrl } from '@herald/testing';
+import { afterEach } from 'vitest';
+import type { Recorded } from './recorder.js';
 
 export { API_KEY, appended, connections, notify, randomId } from '@herald/e2e/support';
 
@@ -18,4 +20,53 @@ export class Stack extends ProcessStack {
       ...extra,
     });
   }
+}
+
+/**
+ * The stack and clients of each test of a `describe`, stopped and closed after each test
+ * (`afterEach`). `start(apps, extra)` starts the named apps of a new stack (`'rt-a'`/`'rt-b'` are
+ * realtime instances); `track(recorded)` closes a recorded client after the test.
+ *
+ * @example
+ * ```ts
+ * const each = perTest();
+ * it('…', async () => {
+ *   const { stack, gateway, 'rt-a': a } = await each.start(['gateway', 'rt-a', 'worker']);
+ *   const alice = each.track(record({ url: a.url, getToken: () => stack.token('alice') }));
+ * });
+ * ```
+ */
+export function perTest(): {
+  start<App extends 'gateway' | 'worker' | 'rt-a' | 'rt-b'>(
+    apps: App[],
+    extra?: Record<string, string>,
+  ): Promise<{ stack: Stack } & Record<App, AppProcess>>;
+  track<T extends Recorded>(recorded: T): T;
+} {
+  let stack: Stack | undefined;
+  const clients: Recorded[] = [];
+  afterEach(async () => {
+    for (const recorded of clients.splice(0)) recorded.client.close();
+    await stack?.dispose();
+    stack = undefined;
+  });
+  return {
+    async start(apps, extra = {}) {
+      const started = new Stack(extra);
+      stack = started;
+      const processes = await Promise.all(
+        apps.map((app) =>
+          started.start(app.startsWith('rt-') ? 'realtime' : (app as 'gateway' | 'worker'), app),
+        ),
+      );
+      return Object.assign(
+        { stack: started },
+        Object.fromEntries(apps.map((app, i) => [app, processes[i]])),
+      ) as never;
+    },
+    track(recorded) {
+      clients.push(recorded);
+      return recorded;
+    },
+  };
 }
