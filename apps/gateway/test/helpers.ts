@@ -41,6 +41,16 @@ export async function disposeTestApp(app: FastifyInstance): Promise<void> {
 
 export const auth = { authorization: `Bearer ${API_KEY}` };
 
+/** `POST /notify` of `payload` as it is (a string: not re-serialised), authenticated, as `contentType`. */
+export async function postRaw(app: FastifyInstance, payload: string, contentType = 'application/json') {
+  return await app.inject({
+    method: 'POST',
+    url: '/notify',
+    headers: { ...auth, 'content-type': contentType },
+    payload,
+  });
+}
+
 /**
  * A gateway on a `redis-server` of its own (for outages the test causes), built in `beforeAll` and
  * disposed in `afterAll` (a frozen Redis is resumed first). Read `.app` and `.redis` inside tests.

@@ -169,42 +169,32 @@ describe('bodies', () => {
 });
 
 describe('slow and endless requests are cut off', () => {
-  it('headers that never finish get a 408 in JSON and the connection is closed', async () => {
-    const socket = await open(port);
-    const received: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => received.push(chunk));
-    socket.on('error', () => {});
-    let closed = false;
-    socket.once('close', () => {
-      closed = true;
-    });
-    socket.write('POST /notify HTTP/1.1\r\nHost: x\r\n');
-    const drip = setInterval(() => socket.writable && socket.write('X-Drip: 1\r\n'), 500);
-    try {
-      await waitFor(() => closed, { timeoutMs: 30_000, what: 'the gateway to close a slowloris connection' });
-    } finally {
-      clearInterval(drip);
-    }
-    const answer = parseAnswer(Buffer.concat(received).toString());
-    expect(answer?.status).toBe(408);
-    expectHeraldError(answer?.body ?? '', 'HERALD_ERR_REQUEST_TIMEOUT');
-  });
-
-  it('a body that trickles in gets a 408 in JSON and the connection is closed', async () => {
-    const socket = await open(port);
-    const received: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => received.push(chunk));
-    socket.on('error', () => {});
-    let closed = false;
-    socket.once('close', () => {
-      closed = true;
-    });
-    socket.write(
+  it.each([
+    [
+      'headers that never finish',
+      'POST /notify HTTP/1.1\r\nHost: x\r\n',
+      'X-Drip: 1\r\n',
+      'a slowloris connection',
+    ],
+    [
+      'a body that trickles in',
       `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
-    );
-    const drip = setInterval(() => socket.writable && socket.write(' '), 500);
+      ' ',
+      'a trickling body',
+    ],
+  ])('%s: a 408 in JSON and the connection is closed', async (_case, start, drop, what) => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    let closed = false;
+    socket.once('close', () => {
+      closed = true;
+    });
+    socket.write(start);
+    const drip = setInterval(() => socket.writable && socket.write(drop), 500);
     try {
-      await waitFor(() => closed, { timeoutMs: 30_000, what: 'the gateway to close a trickling body' });
+      await waitFor(() => closed, { timeoutMs: 30_000, what: `the gateway to close ${what}` });
     } finally {
       clearInterval(drip);
     }

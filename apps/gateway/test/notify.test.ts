@@ -1,7 +1,7 @@
 import { verifyUserToken } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp, JWT_SECRET } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp, JWT_SECRET, postRaw } from './helpers.js';
 
 let app: FastifyInstance;
 beforeEach(async () => {
@@ -89,20 +89,10 @@ describe('POST /notify', () => {
   });
 
   it('answers 400 for malformed JSON and 415 for another content type', async () => {
-    const malformed = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { ...auth, 'content-type': 'application/json' },
-      payload: '{"userId": ',
-    });
+    const malformed = await postRaw(app, '{"userId": ');
     expect(malformed.statusCode).toBe(400);
     expect(malformed.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
-    const text = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { ...auth, 'content-type': 'application/xml' },
-      payload: '<hello/>',
-    });
+    const text = await postRaw(app, '<hello/>', 'application/xml');
     expect(text.statusCode).toBe(415);
     expect(text.json()).toMatchObject({ code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE' });
   });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, postRaw } from './helpers.js';
 
 let app: FastifyInstance;
 beforeAll(async () => {
@@ -53,23 +53,16 @@ describe('validation: every problem is a 4xx naming the field', () => {
   it('__proto__ and constructor keys in a payload change nothing', async () => {
     const raw =
       '{"userId":"proto-user","payload":{"__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}},"ok":1}}';
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { ...auth, 'content-type': 'application/json' },
-      payload: raw,
-    });
+    const response = await postRaw(app, raw);
     // Fastify's secure JSON parser refuses prototype poisoning outright.
     expect(response.statusCode).toBe(400);
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     expect((Object.prototype as Record<string, unknown>).polluted).toBeUndefined();
 
-    const constructorOnly = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { ...auth, 'content-type': 'application/json' },
-      payload: '{"userId":"proto-user","payload":{"constructor":{"name":"x"},"toString":"y"}}',
-    });
+    const constructorOnly = await postRaw(
+      app,
+      '{"userId":"proto-user","payload":{"constructor":{"name":"x"},"toString":"y"}}',
+    );
     expect(constructorOnly.statusCode).toBe(202);
     const job = await app.queue.getJob(constructorOnly.json<{ id: string }>().id);
     expect(job?.data.payload).toEqual({ constructor: { name: 'x' }, toString: 'y' });
@@ -77,28 +70,18 @@ describe('validation: every problem is a 4xx naming the field', () => {
   });
 
   it('carries every option to the job, and BullMQ priority and delay are set', async () => {
-    const response = await post({
-      userId: 'opts',
-      payload: { a: 1 },
+    const options = {
       priority: 3,
       delayMs: 60_000,
       ttlMs: 120_000,
       dedupeKey: 'order-42',
       topic: 'orders',
       type: 'order.shipped',
-    });
+    };
+    const response = await post({ userId: 'opts', payload: { a: 1 }, ...options });
     expect(response.statusCode).toBe(202);
     const job = await app.queue.getJob(response.json<{ id: string }>().id);
-    expect(job?.data).toMatchObject({
-      userId: 'opts',
-      priority: 3,
-      delayMs: 60_000,
-      ttlMs: 120_000,
-      dedupeKey: 'order-42',
-      topic: 'orders',
-      type: 'order.shipped',
-      tenantId: 'default',
-    });
+    expect(job?.data).toMatchObject({ userId: 'opts', ...options, tenantId: 'default' });
     expect(job?.opts.priority).toBe(3);
     expect(job?.opts.delay).toBe(60_000);
     expect(await job?.getState()).toBe('delayed');
