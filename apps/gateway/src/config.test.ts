@@ -1,25 +1,18 @@
 import { HERALD_VARIABLES } from '@herald/config';
 import { DEV_JWT_SECRET } from '@herald/protocol';
+import { refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
+import { DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
 
 const SECRET = 'gw-unit-secret-7Qp2vX9mB4nR8sT1wY6z';
 const KEY = 'gw-unit-key-k7Qp2vX9mB4nR8sT1wY6zA3c';
 const production = { HERALD_JWT_SECRET: SECRET, HERALD_API_KEYS: KEY };
 
-function refusal(env: Record<string, string | undefined>): string {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return (error as Error).message;
-  }
-  throw new Error('expected the gateway to refuse this configuration');
-}
+const refusedBy = (env: Record<string, string | undefined>): string => refusal(() => loadConfig(env));
 
 describe('gateway configuration', () => {
   it('unset: production refuses to start and says exactly what to set', () => {
-    const message = refusal({});
+    const message = refusedBy({});
     expect(message).toMatch(/^Invalid gateway configuration \(2 problems\)/);
     expect(message).toContain('HERALD_JWT_SECRET is not set: set it to 32+ random bytes');
     expect(message).toContain('or to `none` and create keys with `herald keys create`');
@@ -27,7 +20,7 @@ describe('gateway configuration', () => {
   });
 
   it('empty counts as unset (what docker compose writes for an unset VAR in "VAR: $VAR")', () => {
-    expect(refusal({ HERALD_JWT_SECRET: '', HERALD_API_KEYS: '', HERALD_DEV_MODE: '' })).toContain(
+    expect(refusedBy({ HERALD_JWT_SECRET: '', HERALD_API_KEYS: '', HERALD_DEV_MODE: '' })).toContain(
       'HERALD_JWT_SECRET is not set',
     );
     const config = loadConfig({ ...production, PORT: '', HERALD_TOKEN_TTL_SECONDS: '', REDIS_URL: '' });
@@ -52,11 +45,13 @@ describe('gateway configuration', () => {
   });
 
   it('production refuses the development key and secret, and weak secrets', () => {
-    const message = refusal({ HERALD_JWT_SECRET: DEV_JWT_SECRET, HERALD_API_KEYS: `${DEV_API_KEY},short` });
+    const message = refusedBy({ HERALD_JWT_SECRET: DEV_JWT_SECRET, HERALD_API_KEYS: `${DEV_API_KEY},short` });
     expect(message).toContain('HERALD_JWT_SECRET is the public development secret');
     expect(message).toContain('HERALD_API_KEYS key #1 is the public development key "dev-key"');
     expect(message).toContain('HERALD_API_KEYS key #2 is shorter than 32 bytes');
-    expect(refusal({ ...production, HERALD_JWT_SECRET: 'z'.repeat(48) })).toContain('one character repeated');
+    expect(refusedBy({ ...production, HERALD_JWT_SECRET: 'z'.repeat(48) })).toContain(
+      'one character repeated',
+    );
   });
 
   it('development mode: dev-key and the development secret, with loud warnings', () => {
@@ -74,14 +69,14 @@ describe('gateway configuration', () => {
       expect.stringMatching(/HERALD_API_KEYS: accepting the public development key "dev-key"/),
     ]);
     // Explicit values are still checked in development mode.
-    expect(refusal({ HERALD_DEV_MODE: 'true', HERALD_API_KEYS: 'test-key-1' })).toContain(
+    expect(refusedBy({ HERALD_DEV_MODE: 'true', HERALD_API_KEYS: 'test-key-1' })).toContain(
       'HERALD_API_KEYS key #1 is shorter than 32 bytes',
     );
-    expect(refusal({ ...production, HERALD_DEV_MODE: 'yes' })).toContain('HERALD_DEV_MODE must be boolean');
+    expect(refusedBy({ ...production, HERALD_DEV_MODE: 'yes' })).toContain('HERALD_DEV_MODE must be boolean');
   });
 
   it('invalid values and Infinity: every problem in one message', () => {
-    const message = refusal({
+    const message = refusedBy({
       ...production,
       PORT: '65536',
       HERALD_RATE_LIMIT_PER_SECOND: 'Infinity',
@@ -109,7 +104,7 @@ describe('gateway configuration', () => {
       'HERALD_TOKEN_TTL_SECOND is not a Herald setting and is ignored: did you mean HERALD_TOKEN_TTL_SECONDS?',
     ]);
     // A mistyped secret: the refusal explains why the real one looks unset.
-    expect(refusal({ HERALD_API_KEYS: KEY, HERALD_JWT_SECRETT: SECRET })).toContain(
+    expect(refusedBy({ HERALD_API_KEYS: KEY, HERALD_JWT_SECRETT: SECRET })).toContain(
       'HERALD_JWT_SECRETT is not a Herald setting and is ignored: did you mean HERALD_JWT_SECRET?',
     );
   });

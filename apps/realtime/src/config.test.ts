@@ -1,24 +1,17 @@
 import { HERALD_VARIABLES } from '@herald/config';
 import { DEV_JWT_SECRET } from '@herald/protocol';
+import { refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { EnvSchema, loadConfig } from './config.js';
 
 const SECRET = 'rt-unit-secret-7Qp2vX9mB4nR8sT1wY6z';
 
-function refusal(env: Record<string, string | undefined>): string {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect((error as { code?: string }).code).toBe('HERALD_ERR_CONFIG');
-    return (error as Error).message;
-  }
-  throw new Error('expected the realtime server to refuse this configuration');
-}
+const refusedBy = (env: Record<string, string | undefined>): string => refusal(() => loadConfig(env));
 
 describe('realtime configuration', () => {
   it('unset or empty secret: production refuses to start and says what to set', () => {
     for (const env of [{}, { HERALD_JWT_SECRET: '' }]) {
-      const message = refusal(env);
+      const message = refusedBy(env);
       expect(message).toMatch(/^Invalid realtime configuration \(1 problem\)/);
       expect(message).toContain('HERALD_JWT_SECRET is not set: set it to 32+ random bytes');
     }
@@ -38,9 +31,9 @@ describe('realtime configuration', () => {
   });
 
   it('refuses the development secret in production and weak secrets always', () => {
-    expect(refusal({ HERALD_JWT_SECRET: DEV_JWT_SECRET })).toContain('public development secret');
-    expect(refusal({ HERALD_JWT_SECRET: 'sixteen-chars-ok' })).toContain('shorter than 32 bytes');
-    expect(refusal({ HERALD_DEV_MODE: 'true', HERALD_JWT_SECRET: '#'.repeat(32) })).toContain(
+    expect(refusedBy({ HERALD_JWT_SECRET: DEV_JWT_SECRET })).toContain('public development secret');
+    expect(refusedBy({ HERALD_JWT_SECRET: 'sixteen-chars-ok' })).toContain('shorter than 32 bytes');
+    expect(refusedBy({ HERALD_DEV_MODE: 'true', HERALD_JWT_SECRET: '#'.repeat(32) })).toContain(
       'one character repeated',
     );
   });
@@ -52,7 +45,7 @@ describe('realtime configuration', () => {
   });
 
   it('invalid values and Infinity', () => {
-    const message = refusal({
+    const message = refusedBy({
       HERALD_JWT_SECRET: SECRET,
       HERALD_PING_INTERVAL_MS: 'Infinity',
       HERALD_ALLOW_POLLING: 'maybe',

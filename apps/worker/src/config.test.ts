@@ -1,16 +1,9 @@
 import { HERALD_VARIABLES } from '@herald/config';
+import { refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { EnvSchema, loadConfig } from './config.js';
 
-function refusal(env: Record<string, string | undefined>): string {
-  try {
-    loadConfig(env);
-  } catch (error) {
-    expect((error as { code?: string }).code).toBe('HERALD_ERR_CONFIG');
-    return (error as Error).message;
-  }
-  throw new Error('expected the worker to refuse this configuration');
-}
+const refusedBy = (env: Record<string, string | undefined>): string => refusal(() => loadConfig(env));
 
 describe('worker configuration', () => {
   it('unset or empty: the defaults (the worker holds no secret, so it needs none)', () => {
@@ -27,7 +20,7 @@ describe('worker configuration', () => {
   });
 
   it('invalid values and Infinity: every problem in one message', () => {
-    const message = refusal({
+    const message = refusedBy({
       HERALD_WORKER_CONCURRENCY: 'Infinity',
       HERALD_WORKER_LOCK_MS: '10',
       PORT: '-1',

@@ -1,0 +1,20 @@
+/**
+ * The message of the error `run` throws, which must carry `code` (default `HERALD_ERR_CONFIG`, a
+ * configuration refusal); fails when `run` returns, or throws an error without that code.
+ *
+ * @example
+ * ```ts
+ * expect(refusal(() => loadConfig({ PORT: '-1' }))).toContain('PORT must be >= 0');
+ * ```
+ */
+export function refusal(run: () => unknown, code = 'HERALD_ERR_CONFIG'): string {
+  try {
+    run();
+  } catch (error) {
+    const got = (error as { code?: unknown }).code;
+    if (got !== code)
+      throw new Error(`expected an error with code ${code}, got ${String(got)}: ${String(error)}`);
+    return (error as Error).message;
+  }
+  throw new Error(`expected an error with code ${code}, but nothing was thrown`);
+}
