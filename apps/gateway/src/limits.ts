@@ -1,4 +1,4 @@
-import { type PolicyCounters, RateLimiter } from '@herald/rate-limiter';
+import { type PolicyCounters, RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
 import type { RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -30,11 +30,19 @@ export class Limits {
   readonly #log: FastifyBaseLogger;
   readonly #limiters = new Map<string, RateLimiter>();
   readonly #byIdentity = new WeakMap<ApiKeyIdentity, RateLimiter>();
+  readonly #onDecision: ((result: RateLimitResult) => void) | undefined;
 
-  constructor(redis: Redis, config: GatewayConfig, log: FastifyBaseLogger) {
+  /** `onDecision` sees every decision of every limiter (the admin API's per-second tally). */
+  constructor(
+    redis: Redis,
+    config: GatewayConfig,
+    log: FastifyBaseLogger,
+    onDecision?: (result: RateLimitResult) => void,
+  ) {
     this.#redis = redis;
     this.#config = config;
     this.#log = log;
+    this.#onDecision = onDecision;
   }
 
   /** The limiter of the gateway's default limits (for routes that name none). */
@@ -79,6 +87,7 @@ export class Limits {
           expectedInstances: defaults.expectedInstances,
         },
         logger: this.#log,
+        ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
       });
       // The map's other ids are `<burst>/<rate>/…`: no clash.
       this.#limiters.set(policy, limiter);
@@ -130,6 +139,7 @@ export class Limits {
           expectedInstances: defaults.expectedInstances,
         },
         logger: this.#log,
+        ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
       });
       this.#limiters.set(id, limiter);
     }
