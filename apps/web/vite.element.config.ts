@@ -5,19 +5,21 @@ import { shared } from './vite.shared.js';
 /**
  * `<herald-inbox>`: one self-contained ES module (Preact, the SDK and the styles inside, nothing
  * shared with the pages' chunks) at `dist/public/element/herald-inbox.js`, for any page to embed.
+ * An app build with a script entry rather than library mode: library mode keeps an ES bundle's
+ * whitespace for the embedding app's bundler, and this file is served as it is.
  */
 export default defineConfig({
   ...shared,
-  // Library mode does not replace it by itself: Preact's debug branches go when it reads "production".
-  define: { 'process.env.NODE_ENV': '"production"' },
   build: {
     ...shared.build,
     outDir: 'dist/public/element',
     emptyOutDir: false,
-    lib: {
-      entry: fileURLToPath(new URL('./src/element/herald-inbox.tsx', import.meta.url)),
-      formats: ['es'],
-      fileName: () => 'herald-inbox.js',
+    modulePreload: false,
+    rolldownOptions: {
+      input: fileURLToPath(new URL('./src/element/herald-inbox.tsx', import.meta.url)),
+      output: { entryFileNames: 'herald-inbox.js', inlineDynamicImports: true },
+      // Keep the element's class exported (embedders may subclass it or use its `tokenFrom`).
+      preserveEntrySignatures: 'exports-only',
     },
   },
 });

@@ -1,13 +1,9 @@
-import { createHeraldClient } from '@herald/client';
-import { render } from 'preact';
-import { Inbox } from '../inbox/inbox.js';
+// The demo inbox page: `<herald-inbox>` for the user named by `?user=` (default: the server's demo
+// user), with tokens from the development-only route `POST /dev/token`.
+import '../element/herald-inbox.js';
 
-const client = createHeraldClient({
-  url: location.origin,
-  getToken: async () => {
-    const response = await fetch('/dev/token', { method: 'POST' });
-    return ((await response.json()) as { token: string }).token;
-  },
-});
-const root = document.getElementById('app');
-if (root) render(<Inbox client={client} />, root);
+const user = new URLSearchParams(location.search).get('user');
+const inbox = document.querySelector('herald-inbox');
+if (inbox && user) inbox.setAttribute('user', user);
+const who = document.getElementById('who');
+if (who) who.textContent = user ?? 'the demo user';

@@ -19,7 +19,7 @@ describe('web server configuration', () => {
     expect(
       loadConfig({
         HERALD_DEV_MODE: 'true',
-        HERALD_DEMO_API_KEY: 'k'.repeat(8) + 'x',
+        HERALD_DEMO_API_KEY: `${'k'.repeat(8)}x`,
         HERALD_DEMO_USER: 'bob',
       }).demo,
     ).toEqual({ apiKey: 'kkkkkkkkx', userId: 'bob' });
