@@ -69,7 +69,8 @@ export function Feed({ client, items, busy, now, format }: FeedProps) {
       <div
         ref={list}
         class="feed"
-        role="feed"
+        // An empty feed is no feed (it must contain articles): a plain region until the first arrives.
+        role={visible.length > 0 ? 'feed' : undefined}
         aria-label="Notifications"
         aria-busy={busy ? 'true' : 'false'}
         onScroll={(event) => setScrolled((event.currentTarget as HTMLElement).scrollTop > 4)}
@@ -105,9 +106,9 @@ function Entry(props: {
   const { title, body } = describe(item);
   const key = item.offset.replace(/[^0-9a-z]/gi, '-');
   return (
-    // biome-ignore lint/a11y/noNoninteractiveTabindex: the ARIA feed pattern makes each article focusable (Page Down / Page Up move between them)
     <article
       class={item.read ? 'entry' : 'entry unread'}
+      // biome-ignore lint/a11y/noNoninteractiveTabindex: the ARIA feed pattern makes each article focusable (Page Down / Page Up move between them)
       tabIndex={0}
       aria-posinset={index + 1}
       aria-setsize={size}
