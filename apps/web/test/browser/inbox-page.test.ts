@@ -1,0 +1,199 @@
+import { createRequire } from 'node:module';
+import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InboxPage, screenshotPath } from '../support/inbox-page.js';
+import { WebStack } from '../support/stack.js';
+
+const require = createRequire(import.meta.url);
+
+/** The focused element, looking through shadow roots: `TAG "accessible text"`. */
+function focused(page: Page): Promise<string> {
+  return page.evaluate(() => {
+    let element = document.activeElement;
+    while (element?.shadowRoot?.activeElement) element = element.shadowRoot.activeElement;
+    if (!element) return 'nothing';
+    const text = element.getAttribute('aria-label') ?? element.textContent ?? '';
+    return `${element.tagName} ${text.trim().replace(/\s+/g, ' ').slice(0, 80)}`;
+  });
+}
+
+describe('the inbox page, in Chromium, against the stack as processes', () => {
+  let stack: WebStack;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    [stack, browser] = await Promise.all([new WebStack(redisUrl()).start(), launchChromium()]);
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await stack?.dispose();
+  });
+
+  it('a notification sent over HTTP appears as a toast and in the list, and the badge goes up by one', async () => {
+    const user = randomId('alice');
+    const context = await browser.newContext({ viewport: { width: 900, height: 700 } });
+    const inbox = await InboxPage.open(context, stack.url, user);
+    expect(await inbox.unread()).toBe(0);
+    expect(await inbox.badge()).toBe('');
+
+    const sentAt = Date.now();
+    const id = await stack.notify(user, {
+      title: 'Your order has shipped',
+      body: 'Parcel 4411 is on its way.',
+    });
+    await waitFor(async () => (await inbox.toasts.count()) === 1, { what: 'the toast' });
+    const toastMs = Date.now() - sentAt;
+    await waitFor(async () => (await inbox.shownIds()).length === 1, { what: 'the article' });
+    const listedMs = Date.now() - sentAt;
+    console.log(`HTTP POST /notify → toast on screen: ${toastMs} ms; in the list: ${listedMs} ms`);
+
+    expect(await inbox.toasts.first().textContent()).toContain('Your order has shipped');
+    expect(await inbox.shownIds()).toEqual([id]);
+    await waitFor(async () => (await inbox.unread()) === 1, { what: 'the badge at 1' });
+    expect(await inbox.badge()).toBe('1');
+    expect(await inbox.articles.first().getAttribute('class')).toContain('unread');
+
+    // Two more, for the screenshot of the README (docs/inbox.png is a copy of this one).
+    await stack.notify(user, { title: 'Maya commented on your post', body: '“Great write-up, thanks!”' });
+    await stack.notify(user, { title: 'Build #212 passed', body: 'main · 4 m 12 s' });
+    await waitFor(async () => (await inbox.unread()) === 3, { what: 'the badge at 3' });
+    await inbox.articles
+      .nth(2)
+      .getByRole('button', { name: /^Mark read/ })
+      .click();
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+    await inbox.page.screenshot({ path: screenshotPath('inbox') });
+    await context.close();
+  });
+
+  it('a reload keeps the inbox, its read marks and the count', async () => {
+    const user = randomId('reload');
+    const context = await browser.newContext();
+    const inbox = await InboxPage.open(context, stack.url, user);
+    for (const title of ['one', 'two', 'three']) await stack.notify(user, { title });
+    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'three articles' });
+    await inbox.articles
+      .filter({ hasText: 'two' })
+      .getByRole('button', { name: /^Mark read/ })
+      .click();
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+
+    await inbox.page.reload();
+    await inbox.waitForState('live');
+    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'the inbox after the reload' });
+    expect(await inbox.titles()).toEqual(['three', 'two', 'one']);
+    expect(await inbox.unread()).toBe(2);
+    expect(await inbox.articles.filter({ hasText: 'two' }).getAttribute('class')).not.toContain('unread');
+    expect(await stack.unread(user)).toBe(2);
+    await context.close();
+  });
+
+  it('two users in two browser contexts see only their own notifications and counts', async () => {
+    const [ana, ben] = [randomId('ana'), randomId('ben')];
+    const [contextA, contextB] = await Promise.all([browser.newContext(), browser.newContext()]);
+    const [inboxA, inboxB] = await Promise.all([
+      InboxPage.open(contextA, stack.url, ana),
+      InboxPage.open(contextB, stack.url, ben),
+    ]);
+    await stack.notify(ana, { title: 'for ana 1' });
+    await stack.notify(ben, { title: 'for ben' });
+    await stack.notify(ana, { title: 'for ana 2' });
+    await waitFor(async () => (await inboxA.unread()) === 2 && (await inboxB.unread()) === 1, {
+      what: 'both badges',
+    });
+    await waitFor(async () => (await inboxA.titles()).length === 2 && (await inboxB.titles()).length === 1, {
+      what: 'both lists',
+    });
+    expect(await inboxA.titles()).toEqual(['for ana 2', 'for ana 1']);
+    expect(await inboxB.titles()).toEqual(['for ben']);
+    // Each toast stayed with its own user.
+    expect(await inboxB.toasts.allTextContents()).toEqual([expect.stringContaining('for ben')]);
+    await Promise.all([contextA.close(), contextB.close()]);
+  });
+
+  it('has no accessibility violations (axe-core, WCAG 2.x A and AA), before and after notifications arrive', async () => {
+    const user = randomId('axe');
+    const context = await browser.newContext();
+    const inbox = await InboxPage.open(context, stack.url, user);
+    const axe = async () => {
+      await inbox.page.addScriptTag({ path: require.resolve('axe-core/axe.min.js') });
+      return inbox.page.evaluate(async () => {
+        const result = await (
+          window as unknown as {
+            axe: { run(context: Document, options: unknown): Promise<{ violations: unknown[] }> };
+          }
+        ).axe.run(document, {
+          runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
+        });
+        return result.violations.map((violation) => {
+          const { id, impact, help, nodes } = violation as {
+            id: string;
+            impact: string;
+            help: string;
+            nodes: { target: unknown }[];
+          };
+          return { id, impact, help, targets: nodes.map((node) => node.target) };
+        });
+      });
+    };
+    expect(await axe()).toEqual([]);
+    await stack.notify(user, { title: 'Read me', body: 'An unread notification' });
+    await stack.notify(user, { title: 'And me' });
+    await waitFor(async () => (await inbox.unread()) === 2 && (await inbox.toasts.count()) > 0, {
+      what: 'two notifications and a toast',
+    });
+    expect(await axe()).toEqual([]);
+    await context.close();
+  });
+
+  it('works with the keyboard alone: the bell, the feed (Page Down / Page Up), mark read, mark all read', async () => {
+    const user = randomId('keys');
+    const context = await browser.newContext();
+    const inbox = await InboxPage.open(context, stack.url, user);
+    for (const title of ['first', 'second', 'third']) await stack.notify(user, { title });
+    await waitFor(async () => (await inbox.unread()) === 3 && (await inbox.titles()).length === 3, {
+      what: 'three unread',
+    });
+    const { page } = inbox;
+
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe(`BUTTON Notifications, 3 unread`);
+    // The bell closes and opens the panel.
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.bell.getAttribute('aria-expanded')) === 'false', {
+      what: 'closed',
+    });
+    expect(await inbox.feed.isVisible()).toBe(false);
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.bell.getAttribute('aria-expanded')) === 'true', { what: 'open' });
+
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('BUTTON Mark all read');
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: third/);
+    await page.keyboard.press('PageDown');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: second/);
+    await page.keyboard.press('PageDown');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: first/);
+    await page.keyboard.press('PageUp');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: second/);
+
+    // Into the article: its "Mark read" button, pressed with Enter.
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('BUTTON Mark read: second');
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+
+    // Back to "Mark all read" (Shift+Tab through what precedes), pressed with Space.
+    for (let i = 0; i < 10 && (await focused(page)) !== 'BUTTON Mark all read'; i++) {
+      await page.keyboard.press('Shift+Tab');
+    }
+    expect(await focused(page)).toBe('BUTTON Mark all read');
+    await page.keyboard.press('Space');
+    await waitFor(async () => (await inbox.unread()) === 0, { what: 'the badge at 0' });
+    expect(await inbox.badge()).toBe('');
+    expect(await stack.unread(user)).toBe(0);
+    await context.close();
+  });
+});
