@@ -149,6 +149,10 @@ async function answers(url) {
       `    -H 'Authorization: Bearer dev-key' -H 'Content-Type: application/json' \\`,
       `    -d '{"userId":"${user}","payload":{"title":"Hello","body":"from Herald"}}'`,
       '',
+      `The operator dashboard: http://localhost:${ports.web}/dashboard (admin key: ${
+        process.env.HERALD_ADMIN_KEY ? 'your HERALD_ADMIN_KEY' : '"dev-admin-key", in development mode only'
+      })`,
+      '',
     ].join('\n'),
   );
 })();

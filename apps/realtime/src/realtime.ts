@@ -86,7 +86,6 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   });
   fingerprint.start();
   const stats = new RealtimeStats(pub, config, () => io.engine.clientsCount, log);
-  stats.start();
   const http = createServer(
     httpHandler({
       instanceId: config.instanceId,
@@ -360,6 +359,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         http.once('error', reject);
         http.listen(config.port, config.host, () => resolve());
       });
+      stats.start();
       const address = http.address();
       return typeof address === 'object' && address ? address.port : config.port;
     },
