@@ -11,8 +11,15 @@ const DENIED = '#c92a2a';
 const HEIGHT = 220;
 
 /** The time axis as clock times (`11:45:40`), not uPlot's default two-line date labels. */
-const clock = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+const clock = new Intl.DateTimeFormat(undefined, {
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+  hourCycle: 'h23',
+});
 const TIME_AXIS = {
+  // At least 80 px between ticks: labels never overlap, whatever the width.
+  space: 80,
   values: (_u: uPlot, splits: number[]) => splits.map((second) => clock.format(second * 1000)),
 };
 

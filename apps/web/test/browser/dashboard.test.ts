@@ -4,6 +4,7 @@ import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { axeViolations } from '../support/axe.js';
 import { DashboardPage } from '../support/dashboard-page.js';
 import { InboxPage, screenshotPath } from '../support/inbox-page.js';
 import { API_KEY, WebStack } from '../support/stack.js';
@@ -20,10 +21,10 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
     [stack, browser] = await Promise.all([
       new WebStack(redisUrl(), {
         HERALD_ADMIN_KEY: ADMIN_KEY,
-        // A burst of 10 refilled at 2 tokens a second: a flood drains it in a few seconds and it
-        // visibly refills in five.
+        // A burst of 10 refilled at 1 token a second: a flood drains it in a few seconds and it
+        // visibly refills, step by step, in the next ten.
         HERALD_RATE_LIMIT_BURST: '10',
-        HERALD_RATE_LIMIT_PER_SECOND: '2',
+        HERALD_RATE_LIMIT_PER_SECOND: '1',
       }).start(),
       launchChromium(),
     ]);
@@ -58,6 +59,7 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
     const dashboard = await DashboardPage.open(context, stack.url);
+    expect(await axeViolations(dashboard.page)).toEqual([]);
     await dashboard.signIn(API_KEY);
     expect(await dashboard.problem()).toContain('Not the admin key');
     await dashboard.signIn(ADMIN_KEY);
@@ -74,17 +76,21 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
     await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
     for (let i = 0; i < 3; i++) expect(await send(other)).toBe(202);
 
-    // Flood: 5 notifications per snapshot against a refill of 2 a second, until the bucket is empty.
+    // Flood: 6 notifications per snapshot against a refill of 1 a second, until the bucket is drained.
+    // The level is read (peeked) at most ~1.25 s after a round's sends: drained reads as 2 or less.
     const falling: number[] = [];
-    for (let round = 0; round < 12; round++) {
-      for (let i = 0; i < 5; i++) await send(flooded);
+    let sendNow = true;
+    for (let round = 0; round < 15; round++) {
+      if (sendNow) for (let i = 0; i < 6; i++) await send(flooded);
       await dashboard.waitForSnapshotAfter(Date.now());
       const level = await dashboard.tokensOf(flooded);
+      // Not listed yet (its second not flushed when the snapshot was read): read the next one first.
+      sendNow = level !== undefined;
       if (level === undefined) continue;
       falling.push(level);
-      if (level <= 1) break;
+      if (level <= 2) break;
     }
-    // Then nothing: it refills at 2 a second.
+    // Then nothing: it refills at 1 a second.
     const refilling: number[] = [];
     await waitFor(
       async () => {
@@ -98,7 +104,7 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
     console.log(
       `token levels on the dashboard: falling ${falling.join(' → ')}, refilling ${refilling.join(' → ')}`,
     );
-    expect(Math.min(...falling)).toBeLessThanOrEqual(1);
+    expect(Math.min(...falling)).toBeLessThanOrEqual(2);
     expect(
       falling.filter((level, i) => i > 0 && level < (falling[i - 1] ?? 0)).length,
     ).toBeGreaterThanOrEqual(1);
@@ -126,6 +132,7 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
     const row = dashboard.page.locator(`tr[data-job="${failedId}"]`);
     await row.waitFor({ timeout: 10_000 });
     await dashboard.page.screenshot({ path: screenshotPath('dashboard'), fullPage: true });
+    expect(await axeViolations(dashboard.page)).toEqual([]);
     const firstFailure = (await queue.getJob(failedId))?.finishedOn ?? 0;
     await row.getByRole('button', { name: `Retry ${failedId}` }).click();
     await waitFor(async () => (await row.getByRole('status').textContent()) === 'retried', {
