@@ -5,7 +5,7 @@ import styles from '../inbox/styles.css?inline';
 
 /**
  * A user token from `endpoint` (POST, answering `{ token }`): your backend's route, which knows who is
- * signed in. 401 and 403 mean signed out, which stops the client's retries.
+ * signed in. 401, 403 and 404 mean no token for this page, which stops the client's retries.
  */
 export function tokenFrom(endpoint: string, userId?: string): () => Promise<string> {
   return async () => {
@@ -15,8 +15,10 @@ export function tokenFrom(endpoint: string, userId?: string): () => Promise<stri
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(userId ? { userId } : {}),
     });
-    if (response.status === 401 || response.status === 403)
-      throw new HeraldUnauthorizedError(`${endpoint} answered ${response.status}`);
+    // Signed out (401, 403), or no such route (404: e.g. the demo route outside development mode):
+    // retrying will not help, so the client stops until reconnect().
+    if (response.status === 401 || response.status === 403 || response.status === 404)
+      throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${response.status}`);
     if (!response.ok) throw new Error(`${endpoint} answered ${response.status}`);
     return ((await response.json()) as { token: string }).token;
   };
