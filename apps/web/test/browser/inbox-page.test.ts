@@ -36,6 +36,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const inbox = await InboxPage.open(context, stack.url, user);
     expect(await inbox.unread()).toBe(0);
     expect(await inbox.badge()).toBe('');
+    // The page says whose inbox it is: the user the demo token route minted for.
+    expect(await inbox.page.locator('#who').textContent()).toBe(user);
 
     const sentAt = Date.now();
     const id = await stack.notify(user, {
