@@ -5,9 +5,14 @@ import styles from '../inbox/styles.css?inline';
 
 /**
  * A user token from `endpoint` (POST, answering `{ token }`): your backend's route, which knows who is
- * signed in. 401 and 403 mean signed out, which stops the client's retries.
+ * signed in. 401, 403 and 404 mean no token for this page, which stops the client's retries. `onAnswer`
+ * sees each whole answer (the demo route's names its user).
  */
-export function tokenFrom(endpoint: string, userId?: string): () => Promise<string> {
+export function tokenFrom(
+  endpoint: string,
+  userId?: string,
+  onAnswer?: (body: Record<string, unknown>) => void,
+): () => Promise<string> {
   return async () => {
     const response = await fetch(endpoint, {
       method: 'POST',
@@ -15,10 +20,14 @@ export function tokenFrom(endpoint: string, userId?: string): () => Promise<stri
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(userId ? { userId } : {}),
     });
-    if (response.status === 401 || response.status === 403)
-      throw new HeraldUnauthorizedError(`${endpoint} answered ${response.status}`);
+    // Signed out (401, 403), or no such route (404: e.g. the demo route outside development mode):
+    // retrying will not help, so the client stops until reconnect().
+    if (response.status === 401 || response.status === 403 || response.status === 404)
+      throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${response.status}`);
     if (!response.ok) throw new Error(`${endpoint} answered ${response.status}`);
-    return ((await response.json()) as { token: string }).token;
+    const body = (await response.json()) as { token: string };
+    onAnswer?.(body);
+    return body.token;
   };
 }
 
@@ -36,13 +45,29 @@ export function tokenFrom(endpoint: string, userId?: string): () => Promise<stri
  * ```
  */
 export class HeraldInboxElement extends HTMLElement {
-  /** A client to use instead of one the element makes. */
-  client: HeraldClient | undefined;
-  /** Where the element's own client gets tokens, instead of `token-url`. */
-  getToken: (() => string | Promise<string>) | undefined;
+  #client: HeraldClient | undefined;
+  #getToken: (() => string | Promise<string>) | undefined;
   #own: HeraldClient | undefined;
   #root: ShadowRoot | undefined;
   #mount: HTMLElement | undefined;
+
+  /** A client to use instead of one the element makes. */
+  get client(): HeraldClient | undefined {
+    return this.#client;
+  }
+  set client(client: HeraldClient | undefined) {
+    this.#client = client;
+    queueMicrotask(() => this.#render());
+  }
+
+  /** Where the element's own client gets tokens, instead of `token-url`. */
+  get getToken(): (() => string | Promise<string>) | undefined {
+    return this.#getToken;
+  }
+  set getToken(getToken: (() => string | Promise<string>) | undefined) {
+    this.#getToken = getToken;
+    queueMicrotask(() => this.#render());
+  }
 
   connectedCallback(): void {
     if (!this.#root) {
@@ -67,7 +92,7 @@ export class HeraldInboxElement extends HTMLElement {
 
   #render(): void {
     if (!this.isConnected || !this.#mount) return;
-    const client = this.client ?? this.#ownClient();
+    const client = this.#client ?? this.#ownClient();
     if (!client) return;
     render(
       <Inbox

@@ -65,30 +65,38 @@ export function Feed({ client, items, busy, now, format }: FeedProps) {
           </button>
         ) : null}
       </div>
-      {visible.length === 0 && !busy ? <p class="empty">No notifications yet.</p> : null}
       <div
         ref={list}
         class="feed"
-        // An empty feed is no feed (it must contain articles): a plain region until the first arrives.
-        role={visible.length > 0 ? 'feed' : undefined}
-        aria-label="Notifications"
-        aria-busy={busy ? 'true' : 'false'}
         onScroll={(event) => setScrolled((event.currentTarget as HTMLElement).scrollTop > 4)}
-        onFocusIn={() => setFocusInside(true)}
-        onFocusOut={(event) => setFocusInside(list.current?.contains(event.relatedTarget as Node) ?? false)}
-        onKeyDown={onKeyDown}
       >
-        {visible.map((item, index) => (
-          <Entry
-            key={item.offset}
-            client={client}
-            item={item}
-            index={index}
-            size={visible.length}
-            now={now}
-            format={format}
-          />
-        ))}
+        {visible.length > 0 ? (
+          <div
+            role="feed"
+            aria-label="Notifications"
+            aria-busy={busy ? 'true' : 'false'}
+            onFocusIn={() => setFocusInside(true)}
+            onFocusOut={(event) =>
+              setFocusInside(list.current?.contains(event.relatedTarget as Node) ?? false)
+            }
+            onKeyDown={onKeyDown}
+          >
+            {visible.map((item, index) => (
+              <Entry
+                key={item.offset}
+                client={client}
+                item={item}
+                index={index}
+                size={visible.length}
+                now={now}
+                format={format}
+              />
+            ))}
+          </div>
+        ) : (
+          // A feed must contain articles: until the first arrives, a note instead.
+          <p class="empty">{busy ? 'Loading…' : 'No notifications yet.'}</p>
+        )}
       </div>
     </div>
   );

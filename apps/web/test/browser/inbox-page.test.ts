@@ -36,6 +36,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const inbox = await InboxPage.open(context, stack.url, user);
     expect(await inbox.unread()).toBe(0);
     expect(await inbox.badge()).toBe('');
+    // The page says whose inbox it is: the user the demo token route minted for.
+    expect(await inbox.page.locator('#who').textContent()).toBe(user);
 
     const sentAt = Date.now();
     const id = await stack.notify(user, {
@@ -110,6 +112,52 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     // Each toast stayed with its own user.
     expect(await inboxB.toasts.allTextContents()).toEqual([expect.stringContaining('for ben')]);
     await Promise.all([contextA.close(), contextB.close()]);
+  });
+
+  it('<herald-inbox> embeds in any page: the page’s styles stay out of it and its styles stay in', async () => {
+    const user = randomId('embed');
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    // A hostile host page on the web server's origin (so that the element's token-url is same-origin),
+    // built over a real response from it: Chromium's local network access checks block a page that
+    // `route.fulfill` made up (no address space) from opening a WebSocket to 127.0.0.1.
+    const inbox = new InboxPage(page);
+    await page.goto(`${stack.url}/healthz`);
+    await page.evaluate((userId) => {
+      document.head.innerHTML = `<title>Host page</title><style>
+        * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
+        button { display: none !important; }
+        p.badge { background: rgb(0, 255, 0); }
+      </style>`;
+      document.body.innerHTML = `<p class="badge">the host's own .badge</p>
+        <herald-inbox token-url="/dev/token" user="${userId}"></herald-inbox>`;
+      const script = document.createElement('script');
+      script.type = 'module';
+      script.src = '/element/herald-inbox.js';
+      document.head.append(script);
+    }, user);
+    await inbox.waitForState('live');
+    // Closed behind the bell by default; the page's `button { display: none }` does not reach it.
+    expect(await inbox.bell.isVisible()).toBe(true);
+    expect(await inbox.bell.getAttribute('aria-expanded')).toBe('false');
+    await inbox.bell.click();
+    await stack.notify(user, { title: 'Embedded' });
+    await waitFor(async () => (await inbox.unread()) === 1 && (await inbox.titles()).length === 1, {
+      what: 'the notification in the embed',
+    });
+    const inside = await page.locator('.entry-title').evaluate((title) => {
+      const style = getComputedStyle(title);
+      return { color: style.color, font: style.fontFamily };
+    });
+    expect(inside.color).not.toBe('rgb(255, 0, 0)');
+    expect(inside.font).toContain('system-ui');
+    // The element's `.badge` (absolute, red) does not style the page's `.badge`.
+    const outside = await page.locator('p.badge').evaluate((badge) => {
+      const style = getComputedStyle(badge);
+      return { position: style.position, background: style.backgroundColor };
+    });
+    expect(outside).toEqual({ position: 'static', background: 'rgb(0, 255, 0)' });
+    await context.close();
   });
 
   it('has no accessibility violations (axe-core, WCAG 2.x A and AA), before and after notifications arrive', async () => {
