@@ -129,8 +129,21 @@ describe('docker-compose.yml', () => {
     const realtime = all.realtime?.environment ?? {};
     expect(gateway.HERALD_DEV_MODE).toBeUndefined();
     expect(realtime.HERALD_DEV_MODE).toBeUndefined();
-    expect(resolveSecrets(gateway, { apiKeys: true }).problems).toEqual([]);
+    expect(resolveSecrets(gateway, { apiKeys: true, adminKey: true })).toMatchObject({
+      problems: [],
+      // No HERALD_ADMIN_KEY: the admin API and the dashboard are off.
+      adminKey: undefined,
+    });
     expect(resolveSecrets(realtime, { apiKeys: false }).problems).toEqual([]);
     expect(realtime.HERALD_JWT_SECRET).toBe(gateway.HERALD_JWT_SECRET);
+  });
+
+  it('passes HERALD_ADMIN_KEY to the gateway when it is set (the admin API and the dashboard on)', () => {
+    const adminKey = 'Yb3nQ8vK2mX7pL4tW9sD1fG6hJ0aZ5cE';
+    const gateway = services({ ...SECRETS, HERALD_ADMIN_KEY: adminKey }).services.gateway?.environment ?? {};
+    expect(resolveSecrets(gateway, { apiKeys: true, adminKey: true })).toMatchObject({
+      problems: [],
+      adminKey,
+    });
   });
 });
