@@ -1,4 +1,9 @@
-import { type PolicyCounters, RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
+import {
+  type PolicyCounters,
+  type PolicyOptions,
+  RateLimiter,
+  type RateLimitResult,
+} from '@herald/rate-limiter';
 import type { RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -70,25 +75,15 @@ export class Limits {
     if (limiter === undefined) {
       const defaults = this.#config.rateLimit;
       const bucket = policy === TOKENS_POLICY ? defaults.tokens : defaults.inbox;
-      limiter = new RateLimiter({
-        redis: this.#redis,
-        // ratelimit:tokens:{<api key id>}, ratelimit:inbox:{<api key id>}
-        policies: [
-          {
-            name: policy,
-            capacity: bucket.burst,
-            ratePerSecond: bucket.perSecond,
-            keyPrefix: `${defaults.keyPrefix}${policy}:`,
-          },
-        ],
-        failure: {
-          mode: defaults.failure,
-          timeoutMs: LIMITER_TIMEOUT_MS,
-          expectedInstances: defaults.expectedInstances,
+      // ratelimit:tokens:{<api key id>}, ratelimit:inbox:{<api key id>}
+      limiter = this.#limiter([
+        {
+          name: policy,
+          capacity: bucket.burst,
+          ratePerSecond: bucket.perSecond,
+          keyPrefix: `${defaults.keyPrefix}${policy}:`,
         },
-        logger: this.#log,
-        ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
-      });
+      ]);
       // The map's other ids are `<burst>/<rate>/…`: no clash.
       this.#limiters.set(policy, limiter);
     }
@@ -115,35 +110,41 @@ export class Limits {
     const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}`;
     let limiter = this.#limiters.get(id);
     if (limiter === undefined) {
-      limiter = new RateLimiter({
-        redis: this.#redis,
-        policies: [
-          // ratelimit:sender:{<api key id>}
-          {
-            name: SENDER_POLICY,
-            capacity: senderBurst,
-            ratePerSecond: senderRate,
-            keyPrefix: `${defaults.keyPrefix}sender:`,
-          },
-          // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
-          {
-            name: RECIPIENT_POLICY,
-            capacity: recipientBurst,
-            ratePerSecond: recipientRate,
-            keyPrefix: defaults.keyPrefix,
-          },
-        ],
-        failure: {
-          mode: defaults.failure,
-          timeoutMs: LIMITER_TIMEOUT_MS,
-          expectedInstances: defaults.expectedInstances,
+      limiter = this.#limiter([
+        // ratelimit:sender:{<api key id>}
+        {
+          name: SENDER_POLICY,
+          capacity: senderBurst,
+          ratePerSecond: senderRate,
+          keyPrefix: `${defaults.keyPrefix}sender:`,
         },
-        logger: this.#log,
-        ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
-      });
+        // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
+        {
+          name: RECIPIENT_POLICY,
+          capacity: recipientBurst,
+          ratePerSecond: recipientRate,
+          keyPrefix: defaults.keyPrefix,
+        },
+      ]);
       this.#limiters.set(id, limiter);
     }
     return limiter;
+  }
+
+  /** A limiter of `policies` with the gateway's failure mode, logger and decision tally. */
+  #limiter(policies: PolicyOptions[]): RateLimiter {
+    const defaults = this.#config.rateLimit;
+    return new RateLimiter({
+      redis: this.#redis,
+      policies,
+      failure: {
+        mode: defaults.failure,
+        timeoutMs: LIMITER_TIMEOUT_MS,
+        expectedInstances: defaults.expectedInstances,
+      },
+      logger: this.#log,
+      ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
+    });
   }
 
   /**

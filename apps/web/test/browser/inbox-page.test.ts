@@ -1,11 +1,9 @@
-import { createRequire } from 'node:module';
 import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { axeViolations } from '../support/axe.js';
 import { InboxPage, screenshotPath } from '../support/inbox-page.js';
 import { WebStack } from '../support/stack.js';
-
-const require = createRequire(import.meta.url);
 
 /** The focused element, looking through shadow roots: `TAG "accessible text"`. */
 function focused(page: Page): Promise<string> {
@@ -164,27 +162,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const user = randomId('axe');
     const context = await browser.newContext();
     const inbox = await InboxPage.open(context, stack.url, user);
-    const axe = async () => {
-      await inbox.page.addScriptTag({ path: require.resolve('axe-core/axe.min.js') });
-      return inbox.page.evaluate(async () => {
-        const result = await (
-          window as unknown as {
-            axe: { run(context: Document, options: unknown): Promise<{ violations: unknown[] }> };
-          }
-        ).axe.run(document, {
-          runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa', 'best-practice'] },
-        });
-        return result.violations.map((violation) => {
-          const { id, impact, help, nodes } = violation as {
-            id: string;
-            impact: string;
-            help: string;
-            nodes: { target: unknown }[];
-          };
-          return { id, impact, help, targets: nodes.map((node) => node.target) };
-        });
-      });
-    };
+    const axe = () => axeViolations(inbox.page);
     expect(await axe()).toEqual([]);
     await stack.notify(user, { title: 'Read me', body: 'An unread notification' });
     await stack.notify(user, { title: 'And me' });

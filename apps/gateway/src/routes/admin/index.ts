@@ -12,13 +12,15 @@ const ADMIN_ERRORS = { 401: ErrorResponse, 404: ErrorResponse, 503: ErrorRespons
  * writes its figures once per second.
  */
 const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const snapshot = async () => {
+  /** `call()`, or a 503 naming `what` when Redis fails or outlives `HERALD_REDIS_TIMEOUT_MS`. */
+  const fromRedis = async <T>(what: string, call: () => Promise<T>): Promise<T> => {
     try {
-      return await app.adminSnapshot();
+      return await app.withRedisTimeout(call());
     } catch (error) {
-      throw unavailable('Redis', error);
+      throw unavailable(what, error);
     }
   };
+  const snapshot = () => fromRedis('Redis', () => app.adminSnapshot());
 
   app.get(
     '/admin/snapshot',
@@ -87,13 +89,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: FailedJobs, 400: ErrorResponse, ...ADMIN_ERRORS },
       },
     },
-    async (request) => {
-      try {
-        return await app.withRedisTimeout(failedJobs(app.queue, request.query.limit));
-      } catch (error) {
-        throw unavailable('The queue (Redis)', error);
-      }
-    },
+    (request) => fromRedis('The queue (Redis)', () => failedJobs(app.queue, request.query.limit)),
   );
 
   app.post(
@@ -109,12 +105,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { id } = request.params;
-      let outcome: Awaited<ReturnType<typeof retryFailed>>;
-      try {
-        outcome = await app.withRedisTimeout(retryFailed(app.queue, id));
-      } catch (error) {
-        throw unavailable('The queue (Redis)', error);
-      }
+      const outcome = await fromRedis('The queue (Redis)', () => retryFailed(app.queue, id));
       if (outcome.retried) return { id, status: 'retried' as const };
       if (outcome.state === 'missing') {
         throw new HttpError(ErrorCode.NOT_FOUND, `No notification ${id} in the queue.`);
