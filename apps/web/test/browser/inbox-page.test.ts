@@ -22,7 +22,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
   const env = stackAndBrowser();
 
   it('a notification sent over HTTP appears as a toast and in the list, and the badge goes up by one', async () => {
-    const user = randomId('alice');
+    // The stack's inbox prefix is its own: a plain name is alone here (and reads well in the screenshot).
+    const user = 'alice';
     const context = await env.browser.newContext({ viewport: { width: 900, height: 700 } });
     const inbox = await InboxPage.open(context, env.stack.url, user);
     expect(await inbox.unread()).toBe(0);
@@ -57,6 +58,46 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
       .click();
     await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
     await inbox.page.screenshot({ path: screenshotPath('inbox') });
+    await context.close();
+  });
+
+  it('scrolled down in the list, new notifications wait behind "N new" and nothing on the page shifts', async () => {
+    const user = randomId('scroll');
+    const context = await env.browser.newContext({ viewport: { width: 800, height: 480 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (let i = 1; i <= 8; i++)
+      await env.stack.notify(user, { title: `older ${i}`, body: 'a line of text' });
+    await waitFor(async () => (await inbox.titles()).length === 8, { what: 'eight articles' });
+    await inbox.page.locator('.feed').evaluate((feed) => {
+      feed.scrollTop = 150;
+    });
+    await waitFor(async () => (await inbox.page.locator('.feed').evaluate((feed) => feed.scrollTop)) > 100, {
+      what: 'the feed scrolled',
+    });
+    const topBefore = await inbox.articles.first().boundingBox();
+    // Layout shifts from now on (the Layout Instability API), none expected.
+    await inbox.page.evaluate(() => {
+      const shifts: number[] = [];
+      (window as unknown as { shifts: number[] }).shifts = shifts;
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) shifts.push((entry as unknown as { value: number }).value);
+      }).observe({ type: 'layout-shift' });
+    });
+
+    await env.stack.notify(user, { title: 'newest' });
+    const button = inbox.page.getByRole('button', { name: '1 new' });
+    await waitFor(() => button.isVisible(), { what: 'the "1 new" button' });
+    await waitFor(async () => (await inbox.unread()) === 9 && (await inbox.toasts.count()) > 0, {
+      what: 'the badge at 9 and the toast',
+    });
+    expect(await inbox.titles()).not.toContain('newest');
+    expect(await inbox.articles.first().boundingBox()).toEqual(topBefore);
+    expect(await inbox.page.evaluate(() => (window as unknown as { shifts: number[] }).shifts)).toEqual([]);
+
+    await button.click();
+    await waitFor(async () => (await inbox.titles())[0] === 'newest', { what: 'the newest on top' });
+    expect(await inbox.titles()).toHaveLength(9);
+    expect(await button.isVisible()).toBe(false);
     await context.close();
   });
 
