@@ -2,55 +2,50 @@ import type { HeraldClient, HeraldItem } from '@herald/client';
 import { useEffect, useState } from 'preact/hooks';
 import { describe } from './format.js';
 
-/** Toasts on screen at once (older ones leave first), and how long one stays. */
-const MAX_TOASTS = 3;
+/** How long a toast stays after the last notification it shows. */
 const TOAST_MS = 6000;
 
 /**
- * New live notifications as toasts, in one tab of the browser only (the SDK's `toast` event: the
+ * New live notifications as a toast, in one tab of the browser only (the SDK's `toast` event: the
  * focused tab, else the leader), inside a polite live region that exists from the first render (a
- * region added together with its text is not announced by every screen reader). Fixed in a corner, so
- * a toast never moves the page.
+ * region added together with its text is not announced by every screen reader). One slot, fixed in a
+ * corner: a newer notification replaces the text ("and 2 more" counts those it replaced) instead of
+ * stacking, so that no toast ever pushes another, or anything else, out of place.
  */
 export function Toasts({ client }: { client: HeraldClient }) {
-  const [toasts, setToasts] = useState<HeraldItem[]>([]);
+  const [toast, setToast] = useState<{ item: HeraldItem; more: number } | undefined>(undefined);
   useEffect(() => {
-    const timers = new Set<ReturnType<typeof setTimeout>>();
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const off = client.on('toast', (item) => {
-      setToasts((shown) => [...shown, item].slice(-MAX_TOASTS));
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        setToasts((shown) => shown.filter((toast) => toast.id !== item.id));
-      }, TOAST_MS);
-      timers.add(timer);
+      setToast((shown) => ({ item, more: shown ? shown.more + 1 : 0 }));
+      clearTimeout(timer);
+      timer = setTimeout(() => setToast(undefined), TOAST_MS);
     });
     return () => {
       off();
-      for (const timer of timers) clearTimeout(timer);
+      clearTimeout(timer);
     };
   }, [client]);
-  const dismiss = (id: string) => setToasts((shown) => shown.filter((toast) => toast.id !== id));
+  const shown = toast ? describe(toast.item) : undefined;
   return (
     <div class="toasts" role="status" aria-live="polite" aria-label="New notifications" part="toasts">
-      {toasts.map((item) => {
-        const { title, body } = describe(item);
-        return (
-          <div class="toast" key={item.id} data-id={item.id}>
-            <div class="toast-text">
-              <strong>{title}</strong>
-              {body ? <span> {body}</span> : null}
-            </div>
-            <button
-              type="button"
-              class="icon-button"
-              aria-label={`Dismiss: ${title}`}
-              onClick={() => dismiss(item.id)}
-            >
-              ×
-            </button>
+      {toast && shown ? (
+        <div class="toast" key={toast.item.id} data-id={toast.item.id}>
+          <div class="toast-text">
+            <strong>{shown.title}</strong>
+            {shown.body ? <span> {shown.body}</span> : null}
+            {toast.more > 0 ? <span class="toast-more"> (and {toast.more} more)</span> : null}
           </div>
-        );
-      })}
+          <button
+            type="button"
+            class="icon-button"
+            aria-label={`Dismiss: ${shown.title}`}
+            onClick={() => setToast(undefined)}
+          >
+            ×
+          </button>
+        </div>
+      ) : null}
     </div>
   );
 }

@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { DEV_API_KEY, DevModeEnv, LogEnv, type LogSettings, logSettings, readEnv } from '@herald/config';
+import { USER_ID_MAX_LENGTH, USER_ID_PATTERN } from '@herald/protocol';
 import Type from 'typebox';
 
 export { ConfigError } from '@herald/config';
@@ -13,7 +14,11 @@ export const EnvSchema = Type.Object({
   HERALD_REALTIME_URL: Type.String({ pattern: '^https?://', default: 'http://127.0.0.1:3001' }),
   // Development only (HERALD_DEV_MODE=true): what the demo token route mints tokens with.
   HERALD_DEMO_API_KEY: Type.Optional(Type.String({ minLength: 1 })),
-  HERALD_DEMO_USER: Type.String({ pattern: '^[A-Za-z0-9_.:@+=|/~-]{1,256}$', default: 'alice' }),
+  HERALD_DEMO_USER: Type.String({
+    pattern: USER_ID_PATTERN,
+    maxLength: USER_ID_MAX_LENGTH,
+    default: 'alice',
+  }),
   ...LogEnv,
 });
 

@@ -1,47 +1,38 @@
 import { randomUUID } from 'node:crypto';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
-import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
+import { randomId, redisUrl, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { axeViolations } from '../support/axe.js';
 import { DashboardPage } from '../support/dashboard-page.js';
 import { InboxPage, screenshotPath } from '../support/inbox-page.js';
-import { API_KEY, WebStack } from '../support/stack.js';
+import { API_KEY, stackAndBrowser } from '../support/stack.js';
 
 // 32+ bytes, and none of the API keys.
 const ADMIN_KEY = 'web-tests-admin-0123456789abcdef0123456789';
 
 describe('the operator dashboard, in Chromium, against the stack as processes', () => {
-  let stack: WebStack;
-  let browser: Browser;
+  const env = stackAndBrowser({
+    HERALD_ADMIN_KEY: ADMIN_KEY,
+    // A burst of 10 refilled at 1 token a second: a flood drains it in a few seconds and it
+    // visibly refills, step by step, in the next ten.
+    HERALD_RATE_LIMIT_BURST: '10',
+    HERALD_RATE_LIMIT_PER_SECOND: '1',
+  });
   let queue: Queue<NotificationJob>;
-
-  beforeAll(async () => {
-    [stack, browser] = await Promise.all([
-      new WebStack(redisUrl(), {
-        HERALD_ADMIN_KEY: ADMIN_KEY,
-        // A burst of 10 refilled at 1 token a second: a flood drains it in a few seconds and it
-        // visibly refills, step by step, in the next ten.
-        HERALD_RATE_LIMIT_BURST: '10',
-        HERALD_RATE_LIMIT_PER_SECOND: '1',
-      }).start(),
-      launchChromium(),
-    ]);
-    queue = new Queue(stack.env.HERALD_QUEUE_NAME ?? '', {
+  beforeAll(() => {
+    queue = new Queue(env.stack.env.HERALD_QUEUE_NAME ?? '', {
       prefix: '{herald}',
       connection: { url: redisUrl(), maxRetriesPerRequest: null },
     });
   });
   afterAll(async () => {
     await queue?.close();
-    await browser?.close();
-    await stack?.dispose();
   });
 
   /** POST /notify through the web server; answers the status (202, or 429 once the bucket is empty). */
   async function send(userId: string): Promise<number> {
-    const response = await fetch(`${stack.url}/api/notify`, {
+    const response = await fetch(`${env.stack.url}/api/notify`, {
       method: 'POST',
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
       body: JSON.stringify({ userId, payload: { title: 'flood' } }),
@@ -54,11 +45,11 @@ describe('the operator dashboard, in Chromium, against the stack as processes', 
     const flooded = randomId('flooded');
     const other = randomId('bob');
     // The flooded user has the inbox open: one connection, and acks for the latency figures.
-    const inboxContext = await browser.newContext();
-    const inbox = await InboxPage.open(inboxContext, stack.url, flooded);
+    const inboxContext = await env.browser.newContext();
+    const inbox = await InboxPage.open(inboxContext, env.stack.url, flooded);
 
-    const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
-    const dashboard = await DashboardPage.open(context, stack.url);
+    const context = await env.browser.newContext({ viewport: { width: 1280, height: 1000 } });
+    const dashboard = await DashboardPage.open(context, env.stack.url);
     expect(await axeViolations(dashboard.page)).toEqual([]);
     await dashboard.signIn(API_KEY);
     expect(await dashboard.problem()).toContain('Not the admin key');

@@ -1,9 +1,9 @@
-import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
-import type { Browser, Page } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomId, waitFor } from '@herald/testing';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
 import { axeViolations } from '../support/axe.js';
 import { InboxPage, screenshotPath } from '../support/inbox-page.js';
-import { WebStack } from '../support/stack.js';
+import { stackAndBrowser } from '../support/stack.js';
 
 /** The focused element, looking through shadow roots: `TAG "accessible text"`. */
 function focused(page: Page): Promise<string> {
@@ -17,28 +17,20 @@ function focused(page: Page): Promise<string> {
 }
 
 describe('the inbox page, in Chromium, against the stack as processes', () => {
-  let stack: WebStack;
-  let browser: Browser;
-
-  beforeAll(async () => {
-    [stack, browser] = await Promise.all([new WebStack(redisUrl()).start(), launchChromium()]);
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await stack?.dispose();
-  });
+  const env = stackAndBrowser();
 
   it('a notification sent over HTTP appears as a toast and in the list, and the badge goes up by one', async () => {
-    const user = randomId('alice');
-    const context = await browser.newContext({ viewport: { width: 900, height: 700 } });
-    const inbox = await InboxPage.open(context, stack.url, user);
+    // The stack's inbox prefix is its own: a plain name is alone here (and reads well in the screenshot).
+    const user = 'alice';
+    const context = await env.browser.newContext({ viewport: { width: 900, height: 700 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
     expect(await inbox.unread()).toBe(0);
     expect(await inbox.badge()).toBe('');
     // The page says whose inbox it is: the user the demo token route minted for.
     expect(await inbox.page.locator('#who').textContent()).toBe(user);
 
     const sentAt = Date.now();
-    const id = await stack.notify(user, {
+    const id = await env.stack.notify(user, {
       title: 'Your order has shipped',
       body: 'Parcel 4411 is on its way.',
     });
@@ -55,8 +47,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await inbox.articles.first().getAttribute('class')).toContain('unread');
 
     // Two more, for the screenshot of the README (docs/inbox.png is a copy of this one).
-    await stack.notify(user, { title: 'Maya commented on your post', body: '“Great write-up, thanks!”' });
-    await stack.notify(user, { title: 'Build #212 passed', body: 'main · 4 m 12 s' });
+    await env.stack.notify(user, { title: 'Maya commented on your post', body: '“Great write-up, thanks!”' });
+    await env.stack.notify(user, { title: 'Build #212 passed', body: 'main · 4 m 12 s' });
     await waitFor(async () => (await inbox.unread()) === 3, { what: 'the badge at 3' });
     await inbox.articles
       .nth(2)
@@ -67,11 +59,51 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('scrolled down in the list, new notifications wait behind "N new" and nothing on the page shifts', async () => {
+    const user = randomId('scroll');
+    const context = await env.browser.newContext({ viewport: { width: 800, height: 480 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (let i = 1; i <= 8; i++)
+      await env.stack.notify(user, { title: `older ${i}`, body: 'a line of text' });
+    await waitFor(async () => (await inbox.titles()).length === 8, { what: 'eight articles' });
+    await inbox.page.locator('.feed').evaluate((feed) => {
+      feed.scrollTop = 150;
+    });
+    await waitFor(async () => (await inbox.page.locator('.feed').evaluate((feed) => feed.scrollTop)) > 100, {
+      what: 'the feed scrolled',
+    });
+    const topBefore = await inbox.articles.first().boundingBox();
+    // Layout shifts from now on (the Layout Instability API), none expected.
+    await inbox.page.evaluate(() => {
+      const shifts: number[] = [];
+      (window as unknown as { shifts: number[] }).shifts = shifts;
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) shifts.push((entry as unknown as { value: number }).value);
+      }).observe({ type: 'layout-shift' });
+    });
+
+    await env.stack.notify(user, { title: 'newest' });
+    const button = inbox.page.getByRole('button', { name: '1 new' });
+    await waitFor(() => button.isVisible(), { what: 'the "1 new" button' });
+    await waitFor(async () => (await inbox.unread()) === 9 && (await inbox.toasts.count()) > 0, {
+      what: 'the badge at 9 and the toast',
+    });
+    expect(await inbox.titles()).not.toContain('newest');
+    expect(await inbox.articles.first().boundingBox()).toEqual(topBefore);
+    expect(await inbox.page.evaluate(() => (window as unknown as { shifts: number[] }).shifts)).toEqual([]);
+
+    await button.click();
+    await waitFor(async () => (await inbox.titles())[0] === 'newest', { what: 'the newest on top' });
+    expect(await inbox.titles()).toHaveLength(9);
+    expect(await button.isVisible()).toBe(false);
+    await context.close();
+  });
+
   it('a reload keeps the inbox, its read marks and the count', async () => {
     const user = randomId('reload');
-    const context = await browser.newContext();
-    const inbox = await InboxPage.open(context, stack.url, user);
-    for (const title of ['one', 'two', 'three']) await stack.notify(user, { title });
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (const title of ['one', 'two', 'three']) await env.stack.notify(user, { title });
     await waitFor(async () => (await inbox.titles()).length === 3, { what: 'three articles' });
     await inbox.articles
       .filter({ hasText: 'two' })
@@ -85,20 +117,20 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await inbox.titles()).toEqual(['three', 'two', 'one']);
     expect(await inbox.unread()).toBe(2);
     expect(await inbox.articles.filter({ hasText: 'two' }).getAttribute('class')).not.toContain('unread');
-    expect(await stack.unread(user)).toBe(2);
+    expect(await env.stack.unread(user)).toBe(2);
     await context.close();
   });
 
   it('two users in two browser contexts see only their own notifications and counts', async () => {
     const [ana, ben] = [randomId('ana'), randomId('ben')];
-    const [contextA, contextB] = await Promise.all([browser.newContext(), browser.newContext()]);
+    const [contextA, contextB] = await Promise.all([env.browser.newContext(), env.browser.newContext()]);
     const [inboxA, inboxB] = await Promise.all([
-      InboxPage.open(contextA, stack.url, ana),
-      InboxPage.open(contextB, stack.url, ben),
+      InboxPage.open(contextA, env.stack.url, ana),
+      InboxPage.open(contextB, env.stack.url, ben),
     ]);
-    await stack.notify(ana, { title: 'for ana 1' });
-    await stack.notify(ben, { title: 'for ben' });
-    await stack.notify(ana, { title: 'for ana 2' });
+    await env.stack.notify(ana, { title: 'for ana 1' });
+    await env.stack.notify(ben, { title: 'for ben' });
+    await env.stack.notify(ana, { title: 'for ana 2' });
     await waitFor(async () => (await inboxA.unread()) === 2 && (await inboxB.unread()) === 1, {
       what: 'both badges',
     });
@@ -114,13 +146,13 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
 
   it('<herald-inbox> embeds in any page: the page’s styles stay out of it and its styles stay in', async () => {
     const user = randomId('embed');
-    const context = await browser.newContext();
+    const context = await env.browser.newContext();
     const page = await context.newPage();
     // A hostile host page on the web server's origin (so that the element's token-url is same-origin),
     // built over a real response from it: Chromium's local network access checks block a page that
     // `route.fulfill` made up (no address space) from opening a WebSocket to 127.0.0.1.
     const inbox = new InboxPage(page);
-    await page.goto(`${stack.url}/healthz`);
+    await page.goto(`${env.stack.url}/healthz`);
     await page.evaluate((userId) => {
       document.head.innerHTML = `<title>Host page</title><style>
         * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
@@ -139,7 +171,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await inbox.bell.isVisible()).toBe(true);
     expect(await inbox.bell.getAttribute('aria-expanded')).toBe('false');
     await inbox.bell.click();
-    await stack.notify(user, { title: 'Embedded' });
+    await env.stack.notify(user, { title: 'Embedded' });
     await waitFor(async () => (await inbox.unread()) === 1 && (await inbox.titles()).length === 1, {
       what: 'the notification in the embed',
     });
@@ -160,12 +192,12 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
 
   it('has no accessibility violations (axe-core, WCAG 2.x A and AA), before and after notifications arrive', async () => {
     const user = randomId('axe');
-    const context = await browser.newContext();
-    const inbox = await InboxPage.open(context, stack.url, user);
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
     const axe = () => axeViolations(inbox.page);
     expect(await axe()).toEqual([]);
-    await stack.notify(user, { title: 'Read me', body: 'An unread notification' });
-    await stack.notify(user, { title: 'And me' });
+    await env.stack.notify(user, { title: 'Read me', body: 'An unread notification' });
+    await env.stack.notify(user, { title: 'And me' });
     await waitFor(async () => (await inbox.unread()) === 2 && (await inbox.toasts.count()) > 0, {
       what: 'two notifications and a toast',
     });
@@ -175,9 +207,9 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
 
   it('works with the keyboard alone: the bell, the feed (Page Down / Page Up), mark read, mark all read', async () => {
     const user = randomId('keys');
-    const context = await browser.newContext();
-    const inbox = await InboxPage.open(context, stack.url, user);
-    for (const title of ['first', 'second', 'third']) await stack.notify(user, { title });
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (const title of ['first', 'second', 'third']) await env.stack.notify(user, { title });
     await waitFor(async () => (await inbox.unread()) === 3 && (await inbox.titles()).length === 3, {
       what: 'three unread',
     });
@@ -219,7 +251,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await page.keyboard.press('Space');
     await waitFor(async () => (await inbox.unread()) === 0, { what: 'the badge at 0' });
     expect(await inbox.badge()).toBe('');
-    expect(await stack.unread(user)).toBe(0);
+    expect(await env.stack.unread(user)).toBe(0);
     await context.close();
   });
 });

@@ -1,8 +1,7 @@
-import { launchChromium, randomId, redisUrl, waitFor } from '@herald/testing';
-import type { Browser } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { randomId, waitFor } from '@herald/testing';
+import { describe, expect, it } from 'vitest';
 import { InboxPage } from '../support/inbox-page.js';
-import { WebStack } from '../support/stack.js';
+import { stackAndBrowser } from '../support/stack.js';
 
 /** Fails unless every tab shows exactly `ids`, each once, newest first. */
 async function expectEveryTabShows(tabs: readonly InboxPage[], ids: readonly string[]): Promise<void> {
@@ -18,28 +17,19 @@ async function expectEveryTabShows(tabs: readonly InboxPage[], ids: readonly str
 }
 
 describe('one user, several tabs, a server-side cut (Chromium, the stack as processes)', () => {
-  let stack: WebStack;
-  let browser: Browser;
-
-  beforeAll(async () => {
-    [stack, browser] = await Promise.all([new WebStack(redisUrl()).start(), launchChromium()]);
-  });
-  afterAll(async () => {
-    await browser?.close();
-    await stack?.dispose();
-  });
+  const env = stackAndBrowser();
 
   it('three tabs share one WebSocket; all show what arrives, a read in one clears every badge, and a closed leader hands over with nothing lost or repeated', async () => {
     const user = randomId('tabs');
-    const context = await browser.newContext();
+    const context = await env.browser.newContext();
     const tabs: InboxPage[] = [];
-    for (let i = 0; i < 3; i++) tabs.push(await InboxPage.open(context, stack.url, user));
+    for (let i = 0; i < 3; i++) tabs.push(await InboxPage.open(context, env.stack.url, user));
     const sockets = () => tabs.reduce((sum, tab) => sum + tab.openSockets(), 0);
     await waitFor(() => sockets() === 1, { what: 'one open WebSocket' });
     // Exactly one was ever opened across the three tabs: the leader's.
     expect(tabs.map((tab) => tab.sockets.length).reduce((a, b) => a + b)).toBe(1);
 
-    const first = await stack.notify(user, { title: 'to every tab' });
+    const first = await env.stack.notify(user, { title: 'to every tab' });
     await expectEveryTabShows(tabs, [first]);
     await waitFor(async () => (await Promise.all(tabs.map((tab) => tab.unread()))).every((n) => n === 1), {
       what: 'every badge at 1',
@@ -65,28 +55,28 @@ describe('one user, several tabs, a server-side cut (Chromium, the stack as proc
     const leader = tabs.find((tab) => tab.openSockets() === 1);
     if (!leader) throw new Error('no leader tab');
     const rest = tabs.filter((tab) => tab !== leader);
-    const before = await stack.notify(user, { title: 'just before the leader closes' });
+    const before = await env.stack.notify(user, { title: 'just before the leader closes' });
     await leader.page.close();
     const during = [];
     for (let i = 1; i <= 3; i++)
-      during.push(await stack.notify(user, { title: `during the hand-over ${i}` }));
+      during.push(await env.stack.notify(user, { title: `during the hand-over ${i}` }));
     await waitFor(() => rest.reduce((sum, tab) => sum + tab.openSockets(), 0) === 1, {
       what: 'a new leader with its socket',
     });
-    const after = await stack.notify(user, { title: 'after the hand-over' });
+    const after = await env.stack.notify(user, { title: 'after the hand-over' });
     await expectEveryTabShows(rest, [first, before, ...during, after]);
     await waitFor(async () => (await Promise.all(rest.map((tab) => tab.unread()))).every((n) => n === 5), {
       what: 'both badges at 5',
     });
-    expect(await stack.unread(user)).toBe(5);
+    expect(await env.stack.unread(user)).toBe(5);
     await context.close();
   });
 
   it('the realtime server is killed and another starts: the 5 sent meanwhile appear once, in order, and the indicator goes reconnecting → live', async () => {
     const user = randomId('cut');
-    const context = await browser.newContext();
-    const tab = await InboxPage.open(context, stack.url, user);
-    const earlier = await stack.notify(user, { title: 'before the cut' });
+    const context = await env.browser.newContext();
+    const tab = await InboxPage.open(context, env.stack.url, user);
+    const earlier = await env.stack.notify(user, { title: 'before the cut' });
     await waitFor(async () => (await tab.shownIds()).length === 1, { what: 'the first notification' });
     // Every state the indicator shows from now on, in order.
     await tab.page.evaluate(() => {
@@ -100,11 +90,11 @@ describe('one user, several tabs, a server-side cut (Chromium, the stack as proc
       }).observe(indicator, { attributes: true, attributeFilter: ['data-state'] });
     });
 
-    await stack.killRealtime();
+    await env.stack.killRealtime();
     await tab.waitForState('reconnecting');
     const missed = [];
-    for (let i = 1; i <= 5; i++) missed.push(await stack.notify(user, { title: `missed ${i}` }));
-    await stack.startRealtime('rt-2');
+    for (let i = 1; i <= 5; i++) missed.push(await env.stack.notify(user, { title: `missed ${i}` }));
+    await env.stack.startRealtime('rt-2');
     await tab.waitForState('live', 60_000);
 
     await expectEveryTabShows([tab], [earlier, ...missed]);

@@ -1,6 +1,16 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { type AppProcess, freePort, isolatedEnv, randomId, startApp } from '@herald/testing';
+import {
+  type AppProcess,
+  freePort,
+  isolatedEnv,
+  launchChromium,
+  randomId,
+  redisUrl,
+  startApp,
+} from '@herald/testing';
+import type { Browser } from 'playwright-core';
+import { afterAll, beforeAll } from 'vitest';
 
 const require = createRequire(import.meta.url);
 /** The apps, started as processes (`node <entry>`), the web server from this package's build. */
@@ -122,4 +132,26 @@ export class WebStack {
     this.processes.push(app);
     return app;
   }
+}
+
+/**
+ * One stack and one Chromium for a test file (the browser tests' budget: one browser per file, a
+ * context per simulated person), started before its tests and stopped after them.
+ */
+export function stackAndBrowser(extra: Record<string, string> = {}): {
+  readonly stack: WebStack;
+  readonly browser: Browser;
+} {
+  const handle = {} as { stack: WebStack; browser: Browser };
+  beforeAll(async () => {
+    [handle.stack, handle.browser] = await Promise.all([
+      new WebStack(redisUrl(), extra).start(),
+      launchChromium(),
+    ]);
+  });
+  afterAll(async () => {
+    await handle.browser?.close();
+    await handle.stack?.dispose();
+  });
+  return handle;
 }
