@@ -1,5 +1,6 @@
 #!/usr/bin/env node
-// Starts the whole Herald stack in one terminal: gateway, worker and realtime, with prefixed logs.
+// Starts the whole Herald stack in one terminal: gateway, worker, realtime and the web server (the
+// inbox page), with prefixed logs; once every app is ready it prints the page's URL and a curl to try.
 // When nothing answers at REDIS_URL (default redis://127.0.0.1:6379) and it points at this machine,
 // it starts an embedded redis-server (data in a temp folder, stopped with the stack) and says so.
 import { spawn, spawnSync } from 'node:child_process';
@@ -89,14 +90,21 @@ if (env.HERALD_DEV_MODE === 'true') {
   );
 }
 // Each app on its own port (a PORT in this shell would otherwise send all three to one port).
-const app = (name, color, port) => ({
+const app = (name, color, port, entry = join('dist', 'server.js')) => ({
   name,
   prefixColor: color,
-  command: `node ${JSON.stringify(join(root, 'apps', name, 'dist', 'server.js'))}`,
+  command: `node ${JSON.stringify(join(root, 'apps', name, entry))}`,
   env: { ...env, PORT: String(port) },
 });
+const ports = { gateway: 3000, realtime: 3001, worker: 3002, web: 3003 };
 const { result } = concurrently(
-  [app('gateway', 'cyan', 3000), app('worker', 'magenta', 3002), app('realtime', 'green', 3001)],
+  [
+    app('gateway', 'cyan', ports.gateway),
+    app('worker', 'magenta', ports.worker),
+    app('realtime', 'green', ports.realtime),
+    // The web server sends /api to the gateway and /socket.io to realtime (its defaults: the ports above).
+    app('web', 'yellow', ports.web, join('dist', 'server', 'server.js')),
+  ],
   {
     prefix: '{name}',
     padPrefix: true,
@@ -105,6 +113,49 @@ const { result } = concurrently(
     handleInput: false,
   },
 );
+
+/** True when `url` answers 200 within a second. */
+async function answers(url) {
+  try {
+    const response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    await response.body?.cancel();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+// Once every app answers /readyz (at most 60 s), say where to look and what to send.
+(async () => {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const ready = await Promise.all(
+      Object.values(ports).map((port) => answers(`http://127.0.0.1:${port}/readyz`)),
+    );
+    if (ready.every(Boolean)) break;
+    if (Date.now() > deadline) {
+      say('an app is still not ready after 60 s: see its log lines above');
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  const user = process.env.HERALD_DEMO_USER || 'alice';
+  say(
+    [
+      `ready. Open the inbox of ${user}: http://localhost:${ports.web}/`,
+      `then send ${user} a notification (in development mode the API key is "dev-key"):`,
+      '',
+      `  curl -i -X POST http://localhost:${ports.gateway}/notify \\`,
+      `    -H 'Authorization: Bearer dev-key' -H 'Content-Type: application/json' \\`,
+      `    -d '{"userId":"${user}","payload":{"title":"Hello","body":"from Herald"}}'`,
+      '',
+      `The operator dashboard: http://localhost:${ports.web}/dashboard (admin key: ${
+        process.env.HERALD_ADMIN_KEY ? 'your HERALD_ADMIN_KEY' : '"dev-admin-key", in development mode only'
+      })`,
+      '',
+    ].join('\n'),
+  );
+})();
 
 const stopRedis = () => {
   if (embedded && embedded.exitCode === null) embedded.kill('SIGTERM');

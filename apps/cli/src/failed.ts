@@ -1,4 +1,5 @@
 import { withoutPassword } from '@herald/config';
+import { failedJobs, retryFailed } from '@herald/gateway/operator';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
@@ -75,23 +76,13 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
 }
 
 async function list(queue: Queue<NotificationJob>, limit: number, io: CliIo): Promise<number> {
-  const count = await queue.getFailedCount();
-  const jobs = await queue.getFailed(0, limit - 1);
+  const { count, jobs } = await failedJobs(queue, limit);
   io.out(
     `${count} failed notification(s) in queue "${queue.name}"${count > jobs.length ? `, showing ${jobs.length}` : ''}`,
   );
   if (jobs.length > 0) io.out(['id', 'userId', 'attempts', 'failedAt', 'reason'].join('\t'));
   for (const job of jobs) {
-    const failedAt = job.finishedOn ? new Date(job.finishedOn).toISOString() : '-';
-    io.out(
-      [
-        job.id,
-        job.data.userId,
-        job.attemptsMade,
-        failedAt,
-        (job.failedReason ?? '').replace(/\s+/g, ' '),
-      ].join('\t'),
-    );
+    io.out([job.id, job.userId, job.attempts, job.failedAt ?? '-', job.reason].join('\t'));
   }
   return 0;
 }
@@ -105,16 +96,14 @@ async function retry(queue: Queue<NotificationJob>, ids: string[], io: CliIo): P
   }
   let code = 0;
   for (const id of ids) {
-    const job = await queue.getJob(id);
-    const state = job ? await job.getState() : undefined;
-    if (!job || state !== 'failed') {
+    const outcome = await retryFailed(queue, id);
+    if (!outcome.retried) {
       io.err(
-        `${id}: ${job ? `not failed (it is ${state})` : 'no such notification in this queue'}; nothing done`,
+        `${id}: ${outcome.state === 'missing' ? 'no such notification in this queue' : `not failed (it is ${outcome.state})`}; nothing done`,
       );
       code = 1;
       continue;
     }
-    await job.retry('failed');
     io.out(`retried ${id}`);
   }
   return code;

@@ -1,7 +1,9 @@
+import { fastifySSE } from '@fastify/sse';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { loggerOptions } from '@herald/config';
 import Fastify, { type FastifyInstance, LogController } from 'fastify';
 import type { GatewayConfig } from './config.js';
+import admin from './plugins/app/admin.js';
 import apiKeys from './plugins/app/api-keys.js';
 import configPlugin from './plugins/app/config.js';
 import deployment from './plugins/app/deployment.js';
@@ -18,6 +20,7 @@ import queue from './plugins/app/queue.js';
 import redis from './plugins/app/redis.js';
 import validation from './plugins/app/validation.js';
 import openApi from './plugins/external/openapi.js';
+import adminRoutes from './routes/admin/index.js';
 import healthRoutes from './routes/health/index.js';
 import notificationRoutes from './routes/notifications/index.js';
 import notifyRoutes from './routes/notify/index.js';
@@ -60,6 +63,8 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
 
   // External plugins, before any route they document.
   await app.register(openApi);
+  // Server-Sent Events for GET /admin/stream (@fastify/sse: the Fastify team's, with backpressure).
+  await app.register(fastifySSE);
 
   // Herald's plugins, each naming the plugins it needs.
   await app.register(jsonBody);
@@ -71,6 +76,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(metrics);
   await app.register(apiKeys);
   await app.register(idempotency);
+  await app.register(admin);
   await app.register(limits);
   await app.register(inbox);
   await app.register(live);
@@ -81,5 +87,6 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(notificationRoutes);
   await app.register(tokenRoutes);
   await app.register(userRoutes);
+  await app.register(adminRoutes);
   return app;
 }

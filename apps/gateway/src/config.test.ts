@@ -2,7 +2,7 @@ import { HERALD_VARIABLES } from '@herald/config';
 import { DEV_JWT_SECRET } from '@herald/protocol';
 import { refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
+import { DEV_ADMIN_KEY, DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
 
 const SECRET = 'gw-unit-secret-7Qp2vX9mB4nR8sT1wY6z';
 const KEY = 'gw-unit-key-k7Qp2vX9mB4nR8sT1wY6zA3c';
@@ -39,6 +39,9 @@ describe('gateway configuration', () => {
       host: '0.0.0.0',
       rateLimit: { perSecond: 10, burst: 10, senderPerSecond: 100, senderBurst: 200, failure: 'closed' },
       warnings: [],
+      // No HERALD_ADMIN_KEY in production: the admin API is off.
+      adminKey: undefined,
+      usingDevAdminKey: false,
     });
     expect(Object.isFrozen(config)).toBe(true);
     expect(loadConfig({ ...production, HERALD_API_KEYS: 'none' }).apiKeys).toEqual([]);
@@ -52,6 +55,14 @@ describe('gateway configuration', () => {
     expect(refusedBy({ ...production, HERALD_JWT_SECRET: 'z'.repeat(48) })).toContain(
       'one character repeated',
     );
+    expect(refusedBy({ ...production, HERALD_ADMIN_KEY: DEV_ADMIN_KEY })).toContain(
+      'HERALD_ADMIN_KEY is the public development admin key',
+    );
+    expect(refusedBy({ ...production, HERALD_ADMIN_KEY: KEY })).toContain(
+      'HERALD_ADMIN_KEY is also one of HERALD_API_KEYS',
+    );
+    // The key itself never appears in a message.
+    expect(refusedBy({ ...production, HERALD_ADMIN_KEY: KEY })).not.toContain(KEY);
   });
 
   it('development mode: dev-key and the development secret, with loud warnings', () => {
@@ -67,7 +78,9 @@ describe('gateway configuration', () => {
       expect.stringMatching(/^DEVELOPMENT MODE/),
       expect.stringMatching(/HERALD_JWT_SECRET: using the public development secret/),
       expect.stringMatching(/HERALD_API_KEYS: accepting the public development key "dev-key"/),
+      expect.stringMatching(/HERALD_ADMIN_KEY: accepting the public development admin key "dev-admin-key"/),
     ]);
+    expect(config).toMatchObject({ adminKey: DEV_ADMIN_KEY, usingDevAdminKey: true });
     // Explicit values are still checked in development mode.
     expect(refusedBy({ HERALD_DEV_MODE: 'true', HERALD_API_KEYS: 'test-key-1' })).toContain(
       'HERALD_API_KEYS key #1 is shorter than 32 bytes',

@@ -15,7 +15,7 @@ import {
 import { InboxEnv, inboxSettings } from '@herald/inbox';
 import Type from 'typebox';
 
-export { ConfigError, DEV_API_KEY } from '@herald/config';
+export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
 
 /** Every variable the gateway reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
@@ -23,6 +23,7 @@ export const EnvSchema = Type.Object({
   ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
+  HERALD_ADMIN_KEY: Type.Optional(Type.String()),
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
   HERALD_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 3600 }),
   HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 10 }),
@@ -63,6 +64,13 @@ export interface GatewayConfig {
   apiKeys: readonly string[];
   /** True when `dev-key` is accepted (development mode only). */
   usingDevApiKey: boolean;
+  /**
+   * `HERALD_ADMIN_KEY`: the operator's key for the admin API (`/admin/*`); undefined (the admin API is
+   * off) when unset in production, `dev-admin-key` when unset in development mode.
+   */
+  adminKey: string | undefined;
+  /** True when `dev-admin-key` is accepted (development mode only). */
+  usingDevAdminKey: boolean;
   /** `HERALD_DEV_MODE=true`: development secrets are accepted (see the README's security model). */
   devMode: boolean;
   jwtSecret: string;
@@ -121,7 +129,7 @@ export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   options: { secrets?: boolean } = {},
 ): GatewayConfig {
-  const secrets = resolveSecrets(env, { apiKeys: true });
+  const secrets = resolveSecrets(env, { apiKeys: true, adminKey: true });
   const problems = options.secrets === false ? [] : secrets.problems;
   const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
   if (parsed.HERALD_REDIS_CLUSTER_NODES !== undefined) {
@@ -135,6 +143,8 @@ export function loadConfig(
     redisUrl: parsed.REDIS_URL,
     apiKeys: secrets.apiKeys,
     usingDevApiKey: secrets.usingDevApiKey,
+    adminKey: secrets.adminKey,
+    usingDevAdminKey: secrets.usingDevAdminKey,
     devMode: secrets.devMode,
     jwtSecret: secrets.jwtSecret,
     usingDevJwtSecret: secrets.usingDevJwtSecret,

@@ -1,4 +1,9 @@
-import { type PolicyCounters, RateLimiter } from '@herald/rate-limiter';
+import {
+  type PolicyCounters,
+  type PolicyOptions,
+  RateLimiter,
+  type RateLimitResult,
+} from '@herald/rate-limiter';
 import type { RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -30,11 +35,19 @@ export class Limits {
   readonly #log: FastifyBaseLogger;
   readonly #limiters = new Map<string, RateLimiter>();
   readonly #byIdentity = new WeakMap<ApiKeyIdentity, RateLimiter>();
+  readonly #onDecision: ((result: RateLimitResult) => void) | undefined;
 
-  constructor(redis: Redis, config: GatewayConfig, log: FastifyBaseLogger) {
+  /** `onDecision` sees every decision of every limiter (the admin API's per-second tally). */
+  constructor(
+    redis: Redis,
+    config: GatewayConfig,
+    log: FastifyBaseLogger,
+    onDecision?: (result: RateLimitResult) => void,
+  ) {
     this.#redis = redis;
     this.#config = config;
     this.#log = log;
+    this.#onDecision = onDecision;
   }
 
   /** The limiter of the gateway's default limits (for routes that name none). */
@@ -62,24 +75,15 @@ export class Limits {
     if (limiter === undefined) {
       const defaults = this.#config.rateLimit;
       const bucket = policy === TOKENS_POLICY ? defaults.tokens : defaults.inbox;
-      limiter = new RateLimiter({
-        redis: this.#redis,
-        // ratelimit:tokens:{<api key id>}, ratelimit:inbox:{<api key id>}
-        policies: [
-          {
-            name: policy,
-            capacity: bucket.burst,
-            ratePerSecond: bucket.perSecond,
-            keyPrefix: `${defaults.keyPrefix}${policy}:`,
-          },
-        ],
-        failure: {
-          mode: defaults.failure,
-          timeoutMs: LIMITER_TIMEOUT_MS,
-          expectedInstances: defaults.expectedInstances,
+      // ratelimit:tokens:{<api key id>}, ratelimit:inbox:{<api key id>}
+      limiter = this.#limiter([
+        {
+          name: policy,
+          capacity: bucket.burst,
+          ratePerSecond: bucket.perSecond,
+          keyPrefix: `${defaults.keyPrefix}${policy}:`,
         },
-        logger: this.#log,
-      });
+      ]);
       // The map's other ids are `<burst>/<rate>/…`: no clash.
       this.#limiters.set(policy, limiter);
     }
@@ -106,34 +110,41 @@ export class Limits {
     const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}`;
     let limiter = this.#limiters.get(id);
     if (limiter === undefined) {
-      limiter = new RateLimiter({
-        redis: this.#redis,
-        policies: [
-          // ratelimit:sender:{<api key id>}
-          {
-            name: SENDER_POLICY,
-            capacity: senderBurst,
-            ratePerSecond: senderRate,
-            keyPrefix: `${defaults.keyPrefix}sender:`,
-          },
-          // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
-          {
-            name: RECIPIENT_POLICY,
-            capacity: recipientBurst,
-            ratePerSecond: recipientRate,
-            keyPrefix: defaults.keyPrefix,
-          },
-        ],
-        failure: {
-          mode: defaults.failure,
-          timeoutMs: LIMITER_TIMEOUT_MS,
-          expectedInstances: defaults.expectedInstances,
+      limiter = this.#limiter([
+        // ratelimit:sender:{<api key id>}
+        {
+          name: SENDER_POLICY,
+          capacity: senderBurst,
+          ratePerSecond: senderRate,
+          keyPrefix: `${defaults.keyPrefix}sender:`,
         },
-        logger: this.#log,
-      });
+        // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
+        {
+          name: RECIPIENT_POLICY,
+          capacity: recipientBurst,
+          ratePerSecond: recipientRate,
+          keyPrefix: defaults.keyPrefix,
+        },
+      ]);
       this.#limiters.set(id, limiter);
     }
     return limiter;
+  }
+
+  /** A limiter of `policies` with the gateway's failure mode, logger and decision tally. */
+  #limiter(policies: PolicyOptions[]): RateLimiter {
+    const defaults = this.#config.rateLimit;
+    return new RateLimiter({
+      redis: this.#redis,
+      policies,
+      failure: {
+        mode: defaults.failure,
+        timeoutMs: LIMITER_TIMEOUT_MS,
+        expectedInstances: defaults.expectedInstances,
+      },
+      logger: this.#log,
+      ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
+    });
   }
 
   /**

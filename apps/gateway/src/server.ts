@@ -1,36 +1,7 @@
-import closeWithGrace from 'close-with-grace';
+import { configOrExit, serveHttp } from '@herald/config/serve';
 import { buildApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { loadConfig } from './config.js';
 
-/** Most time a graceful shutdown may take before the process exits anyway. */
-const SHUTDOWN_GRACE_MS = 10_000;
-
-let config: ReturnType<typeof loadConfig>;
-try {
-  config = loadConfig();
-} catch (error) {
-  process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`);
-  process.exit(1);
-}
-
-const app = await buildApp(config);
-for (const warning of config.warnings) app.log.warn(warning);
-
+const config = configOrExit(() => loadConfig());
 // SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the queue and Redis; exit within the grace.
-closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
-  if (err) app.log.error({ err }, 'fatal error; shutting down');
-  else app.log.info({ signal }, 'shutting down');
-  // close() lets in-flight requests finish but closes idle keep-alive connections only once; a
-  // connection that goes idle afterwards would hold the shutdown for the keep-alive timeout (72 s).
-  const closeIdle = setInterval(() => app.server.closeIdleConnections(), 50);
-  try {
-    await app.close();
-  } finally {
-    clearInterval(closeIdle);
-  }
-});
-
-await app.listen({ port: config.port, host: config.host });
-const address = app.server.address();
-const port = typeof address === 'object' && address ? address.port : config.port;
-app.log.info({ port, service: 'gateway' }, 'listening');
+await serveHttp(await buildApp(config), { ...config, service: 'gateway' });

@@ -67,4 +67,24 @@ describe('graceful shutdown', () => {
     expect(queuedLines.every((line) => /"reqId":"[^"]+"/.test(line))).toBe(true);
     expect(gateway.lines.some((line) => line.includes('"msg":"shutting down"'))).toBe(true);
   });
+
+  it('SIGTERM with an admin stream open: the stream is ended, the gateway exits 0 (an SSE answer never holds it)', async () => {
+    const adminKey = 'admin-key-0123456789abcdef0123456789abcdef';
+    const gateway = await startApp({ name: 'gateway', entry, env: { ...env, HERALD_ADMIN_KEY: adminKey } });
+    const response = await fetch(`${gateway.url}/admin/stream`, {
+      headers: { authorization: `Bearer ${adminKey}` },
+    });
+    expect(response.status).toBe(200);
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    expect((await reader.read()).done).toBe(false);
+    const [exitCode] = await Promise.all([
+      gateway.stop('SIGTERM', 15_000),
+      // Read until the server ends the stream.
+      (async () => {
+        while (!(await reader.read().catch(() => ({ done: true }))).done);
+      })(),
+    ]);
+    // closeWithGrace exits 1 when the grace period runs out: 0 means every connection closed in time.
+    expect(exitCode).toBe(0);
+  });
 });

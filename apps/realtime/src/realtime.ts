@@ -26,6 +26,8 @@ import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
 import { listPage } from './list.js';
+import { checkRevocations } from './revocation.js';
+import { RealtimeStats } from './stats.js';
 import { userKeyOf } from './user-key.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -83,6 +85,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     settings: config.deployment.settings,
   });
   fingerprint.start();
+  const stats = new RealtimeStats(pub, config, () => io.engine.clientsCount, log);
   const http = createServer(
     httpHandler({
       instanceId: config.instanceId,
@@ -203,16 +206,25 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       return;
     }
     socket.use(abuse.events(userKey, socket.id));
+    const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
+    const seen = stats.connection(lastOffset);
     const delivery = new Delivery(
       userId,
       userInbox,
       {
         notification: (event) => {
           metrics.delivered.inc();
+          seen.notification(event);
           socket.emit(SocketEvent.NOTIFICATION, event);
         },
-        synced: (event) => socket.emit(SocketEvent.SYNCED, event),
-        resync: (event) => socket.emit(SocketEvent.RESYNC, event),
+        synced: (event) => {
+          seen.synced(event);
+          socket.emit(SocketEvent.SYNCED, event);
+        },
+        resync: (event) => {
+          seen.resync();
+          socket.emit(SocketEvent.RESYNC, event);
+        },
       },
       { gapWaitMs: config.gapWaitMs, replayPage: config.replayPage },
       log,
@@ -236,9 +248,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
 
     socket.on(SocketEvent.ACK, (...args) => {
       const [body, reply] = commandArgs(args);
-      command(reply, async () => ({
-        changed: await userInbox.ack(userId, idsOf(body), config.instanceId),
-      }));
+      command(reply, async () => {
+        const ids = idsOf(body);
+        stats.acked(ids);
+        return { changed: await userInbox.ack(userId, ids, config.instanceId) };
+      });
     });
     socket.on(SocketEvent.READ, (...args) => {
       const [body, reply] = commandArgs(args);
@@ -264,7 +278,6 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void);
     });
 
-    const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
     subscription.ready
       .then(() => delivery.start(lastOffset, () => userInbox.unread(userId)))
       .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
@@ -278,37 +291,19 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     return result;
   }
 
-  // Revoked API keys: every `revocationCheckMs`, the distinct keys behind this instance's sockets are
-  // checked in one SMISMEMBER; a revoked key's sockets get `goodbye` and are disconnected. A revoked
-  // key's live sockets are therefore gone within `revocationCheckMs` (+ one Redis round trip).
-  const revocationTimer = setInterval(() => {
-    const byKey = new Map<string, HeraldSocket[]>();
-    for (const socket of io.of('/').sockets.values()) {
-      const keyId = socket.data.keyId;
-      if (keyId === undefined) continue;
-      const sockets = byKey.get(keyId);
-      if (sockets) sockets.push(socket);
-      else byKey.set(keyId, [socket]);
-    }
-    if (byKey.size === 0) return;
-    const keyIds = [...byKey.keys()];
-    pub.smismember(revokedKeys, ...keyIds).then(
-      (flags) => {
-        flags.forEach((flag, index) => {
-          if (flag !== 1) return;
-          for (const socket of byKey.get(keyIds[index] as string) ?? []) {
-            goodbye(socket, {
-              code: ErrorCode.TOKEN_REVOKED,
-              message: 'The API key that minted this token was revoked: get a new token from your backend.',
-              reconnect: false,
-            });
-          }
-        });
-      },
-      (error: unknown) => log.warn({ err: error }, 'revocation check failed; retrying'),
-    );
-  }, config.revocationCheckMs);
-  revocationTimer.unref();
+  const revocationTimer = checkRevocations({
+    sockets: () => io.of('/').sockets.values(),
+    redis: pub,
+    revokedKeys,
+    intervalMs: config.revocationCheckMs,
+    revoked: (socket) =>
+      goodbye(socket, {
+        code: ErrorCode.TOKEN_REVOKED,
+        message: 'The API key that minted this token was revoked: get a new token from your backend.',
+        reconnect: false,
+      }),
+    log,
+  });
 
   function command(
     reply: ((answer: CommandReply) => void) | undefined,
@@ -364,12 +359,13 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         http.once('error', reject);
         http.listen(config.port, config.host, () => resolve());
       });
+      stats.start();
       const address = http.address();
       return typeof address === 'object' && address ? address.port : config.port;
     },
     async close() {
       clearInterval(revocationTimer);
-      await fingerprint.stop();
+      await Promise.all([fingerprint.stop(), stats.stop()]);
       // Tell every client to reconnect (the load balancer sends it to another instance), then close.
       for (const socket of io.of('/').sockets.values()) {
         goodbye(socket, {

@@ -55,7 +55,7 @@ describe("the README's Quick start, saved where it says", () => {
     child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
     child.stderr.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
     try {
-      await waitFor(() => lines.includes('connected as alice: now run the curl below'), {
+      await waitFor(() => lines.includes('connected as alice: now send the curl'), {
         timeoutMs: 20_000,
         what: `connected (output: ${lines.join(' | ')})`,
       });

@@ -1,18 +1,7 @@
 import { readFileSync } from 'node:fs';
-import { DEV_JWT_SECRET } from '@herald/protocol';
 import Type from 'typebox';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ConfigError,
-  DEV_API_KEY,
-  DevModeEnv,
-  HERALD_VARIABLES,
-  MIN_SECRET_BYTES,
-  readEnv,
-  resolveSecrets,
-  weakSecret,
-  withoutPassword,
-} from './env.js';
+import { ConfigError, DevModeEnv, HERALD_VARIABLES, readEnv, withoutPassword } from './env.js';
 
 const Schema = Type.Object({
   PORT: Type.Integer({ minimum: 0, maximum: 65535, default: 3000 }),
@@ -22,9 +11,6 @@ const Schema = Type.Object({
   HERALD_JWT_SECRET: Type.Optional(Type.String({ minLength: 100 })),
   ...DevModeEnv,
 });
-
-const STRONG = 'k7Qp2vX9mB4nR8sT1wY6zA3cD5fG0hJq';
-const OTHER_STRONG = 'Zx8Cv7Bn6Mq5Wk4Er3Ty2Ui1Op0AsDfG';
 
 function problems(run: () => unknown): string {
   try {
@@ -120,122 +106,6 @@ describe('readEnv', () => {
     expect(message).toContain(
       'HERALD_JWT_SECRETT is not a Herald setting and is ignored: did you mean HERALD_JWT_SECRET?',
     );
-  });
-});
-
-describe('weakSecret', () => {
-  it(`refuses fewer than ${MIN_SECRET_BYTES} bytes and one repeated character`, () => {
-    expect(weakSecret('S', STRONG)).toBeUndefined();
-    expect(weakSecret('S', STRONG.slice(1))).toMatch(/shorter than 32 bytes/);
-    expect(weakSecret('S', 'a'.repeat(64))).toMatch(/one character repeated/);
-    // Bytes, not characters: 11 three-byte characters are 33 bytes.
-    expect(weakSecret('S', '€ü€ü€ü€ü€ü€ü€ü€ü€ü€ü€')).toBeUndefined();
-  });
-});
-
-describe('resolveSecrets', () => {
-  it('production (no HERALD_DEV_MODE): refuses to start without secrets, saying exactly what to set', () => {
-    const secrets = resolveSecrets({}, { apiKeys: true });
-    expect(secrets.devMode).toBe(false);
-    expect(secrets.problems).toHaveLength(2);
-    expect(secrets.problems[0]).toMatch(/^HERALD_JWT_SECRET is not set: set it to 32\+ random bytes/);
-    expect(secrets.problems[1]).toMatch(
-      /^HERALD_API_KEYS is not set: .*or to `none` and create keys with `herald keys create`/,
-    );
-    expect(
-      resolveSecrets({ HERALD_JWT_SECRET: '', HERALD_API_KEYS: '' }, { apiKeys: true }).problems,
-    ).toHaveLength(2);
-  });
-
-  it('production: refuses the development values even when set explicitly', () => {
-    const secrets = resolveSecrets(
-      {
-        HERALD_JWT_SECRET: DEV_JWT_SECRET,
-        HERALD_API_KEYS: `${STRONG},${DEV_API_KEY}`,
-        HERALD_DEV_MODE: 'false',
-      },
-      { apiKeys: true },
-    );
-    expect(secrets.problems).toEqual([
-      expect.stringMatching(/^HERALD_JWT_SECRET is the public development secret/),
-      expect.stringMatching(/^HERALD_API_KEYS key #2 is the public development key "dev-key"/),
-    ]);
-  });
-
-  it('production: accepts strong secrets and `none`', () => {
-    const secrets = resolveSecrets(
-      { HERALD_JWT_SECRET: STRONG, HERALD_API_KEYS: ` ${STRONG} , ${OTHER_STRONG} ` },
-      { apiKeys: true },
-    );
-    expect(secrets).toMatchObject({
-      problems: [],
-      warnings: [],
-      jwtSecret: STRONG,
-      apiKeys: [STRONG, OTHER_STRONG],
-    });
-    expect(
-      resolveSecrets({ HERALD_JWT_SECRET: STRONG, HERALD_API_KEYS: 'none' }, { apiKeys: true }),
-    ).toMatchObject({
-      problems: [],
-      apiKeys: [],
-      usingDevApiKey: false,
-    });
-  });
-
-  it('refuses weak secrets, in development mode too', () => {
-    for (const devMode of ['true', 'false']) {
-      const secrets = resolveSecrets(
-        {
-          HERALD_DEV_MODE: devMode,
-          HERALD_JWT_SECRET: 'short',
-          HERALD_API_KEYS: `${STRONG},${'x'.repeat(40)}`,
-        },
-        { apiKeys: true },
-      );
-      expect(secrets.problems).toEqual([
-        expect.stringMatching(/^HERALD_JWT_SECRET is shorter than 32 bytes/),
-        expect.stringMatching(/^HERALD_API_KEYS key #2 is one character repeated/),
-      ]);
-    }
-    expect(
-      resolveSecrets({ HERALD_JWT_SECRET: STRONG, HERALD_API_KEYS: ',' }, { apiKeys: true }).problems,
-    ).toEqual([expect.stringMatching(/^HERALD_API_KEYS lists no key/)]);
-  });
-
-  it('development mode: the development values, set or defaulted, with loud warnings', () => {
-    const secrets = resolveSecrets({ HERALD_DEV_MODE: 'true' }, { apiKeys: true });
-    expect(secrets).toMatchObject({
-      problems: [],
-      devMode: true,
-      jwtSecret: DEV_JWT_SECRET,
-      usingDevJwtSecret: true,
-      apiKeys: [DEV_API_KEY],
-      usingDevApiKey: true,
-    });
-    expect(secrets.warnings[0]).toMatch(/^DEVELOPMENT MODE \(HERALD_DEV_MODE=true\)/);
-    expect(secrets.warnings).toHaveLength(3);
-    const explicit = resolveSecrets(
-      {
-        HERALD_DEV_MODE: 'true',
-        HERALD_JWT_SECRET: DEV_JWT_SECRET,
-        HERALD_API_KEYS: `${DEV_API_KEY},${STRONG}`,
-      },
-      { apiKeys: true },
-    );
-    expect(explicit).toMatchObject({ problems: [], apiKeys: [DEV_API_KEY, STRONG], usingDevApiKey: true });
-  });
-
-  it('development mode with real secrets: only the development-mode warning', () => {
-    const secrets = resolveSecrets(
-      { HERALD_DEV_MODE: 'true', HERALD_JWT_SECRET: STRONG },
-      { apiKeys: false },
-    );
-    expect(secrets).toMatchObject({ problems: [], usingDevJwtSecret: false, apiKeys: [] });
-    expect(secrets.warnings).toHaveLength(1);
-  });
-
-  it('without apiKeys (realtime) ignores HERALD_API_KEYS', () => {
-    expect(resolveSecrets({ HERALD_JWT_SECRET: STRONG }, { apiKeys: false }).problems).toEqual([]);
   });
 });
 

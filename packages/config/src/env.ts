@@ -1,15 +1,6 @@
-import { DEV_JWT_SECRET, ErrorCode } from '@herald/protocol';
+import { ErrorCode } from '@herald/protocol';
 import { envSchema } from 'env-schema';
 import Type, { type Static, type TObject } from 'typebox';
-
-/**
- * API key the gateway accepts when `HERALD_API_KEYS` is unset in development mode
- * (`HERALD_DEV_MODE=true`). Refused in production, like {@link DEV_JWT_SECRET}.
- */
-export const DEV_API_KEY = 'dev-key';
-
-/** Shortest accepted secret (`HERALD_JWT_SECRET`, each key of `HERALD_API_KEYS`), in UTF-8 bytes. */
-export const MIN_SECRET_BYTES = 32;
 
 /**
  * Every `HERALD_*` variable some Herald app reads. An app warns about any other `HERALD_*` variable
@@ -21,6 +12,7 @@ export const HERALD_VARIABLES: readonly string[] = Object.freeze([
   'HERALD_DEV_MODE',
   'HERALD_DEPLOYMENT',
   'HERALD_API_KEYS',
+  'HERALD_ADMIN_KEY',
   'HERALD_JWT_SECRET',
   'HERALD_TOKEN_TTL_SECONDS',
   'HERALD_RATE_LIMIT_PER_SECOND',
@@ -70,6 +62,10 @@ export const HERALD_VARIABLES: readonly string[] = Object.freeze([
   'HERALD_WORKER_STALLED_INTERVAL_MS',
   'HERALD_LOG_LEVEL',
   'HERALD_LOG_FORMAT',
+  'HERALD_GATEWAY_URL',
+  'HERALD_REALTIME_URL',
+  'HERALD_DEMO_API_KEY',
+  'HERALD_DEMO_USER',
 ]);
 
 /**
@@ -94,7 +90,7 @@ export class ConfigError extends Error {
 }
 
 /** Variables whose values never appear in a message (they are, or may contain, credentials). */
-const CONFIDENTIAL = /SECRET|KEYS|PASSWORD|REDIS_URL/;
+const CONFIDENTIAL = /SECRET|KEYS|ADMIN_KEY|PASSWORD|REDIS_URL/;
 
 /** A plain decimal number: what `Number()` reads, minus `Infinity`, hex, blanks and the like. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
@@ -222,141 +218,6 @@ function editDistance(a: string, b: string): number {
     previous = current;
   }
   return previous[b.length] ?? 0;
-}
-
-/**
- * Why `value` cannot be a secret, or undefined when it can: shorter than {@link MIN_SECRET_BYTES}
- * UTF-8 bytes, or one character repeated.
- *
- * @example
- * ```ts
- * weakSecret('HERALD_JWT_SECRET', 'x'.repeat(40)); // 'HERALD_JWT_SECRET is one character repeated: …'
- * ```
- */
-export function weakSecret(name: string, value: string): string | undefined {
-  const fix = 'use 32+ random bytes, e.g. `openssl rand -base64 32`';
-  if (Buffer.byteLength(value, 'utf8') < MIN_SECRET_BYTES) {
-    return `${name} is shorter than ${MIN_SECRET_BYTES} bytes: ${fix}`;
-  }
-  if (new Set(value).size === 1) return `${name} is one character repeated: ${fix}`;
-  return undefined;
-}
-
-/** The secrets of an app, resolved by {@link resolveSecrets}. */
-export interface SecretSettings {
-  devMode: boolean;
-  jwtSecret: string;
-  /** True when the development secret is in use (development mode only). */
-  usingDevJwtSecret: boolean;
-  /** Keys from `HERALD_API_KEYS` (`none`: none, only keys stored in Redis); only when asked for. */
-  apiKeys: readonly string[];
-  /** True when `dev-key` is accepted (development mode only). */
-  usingDevApiKey: boolean;
-  /** Problems for {@link readEnv}: missing or weak secrets, development values in production. */
-  problems: string[];
-  /** Loud warnings for the app to log at start-up in development mode. */
-  warnings: string[];
-}
-
-const DEV_MODE_HINT = 'or set HERALD_DEV_MODE=true on a development machine';
-
-/**
- * Checks `HERALD_JWT_SECRET` (and, with `apiKeys`, `HERALD_API_KEYS`) of a raw environment.
- *
- * Production (`HERALD_DEV_MODE` unset or `false`) needs both set, to values of 32+ bytes that are not
- * one repeated character; the development values (`dev-key`, {@link DEV_JWT_SECRET}) are refused.
- * Development mode (`HERALD_DEV_MODE=true`) uses the development values when unset and accepts them
- * when set, with a warning each; any other value set explicitly must still be strong. The development
- * values themselves are exempt from the strength rule, in development mode only.
- *
- * @example
- * ```ts
- * const secrets = resolveSecrets(env, { apiKeys: true });
- * const { values } = readEnv('gateway', EnvSchema, env, secrets.problems);
- * ```
- */
-export function resolveSecrets(
-  env: Readonly<Record<string, string | undefined>>,
-  options: { apiKeys: boolean },
-): SecretSettings {
-  const devMode = (env.HERALD_DEV_MODE ?? '') === 'true';
-  const problems: string[] = [];
-  const warnings: string[] = [];
-  const setting = (name: string) => (env[name] === '' ? undefined : env[name]);
-
-  const secret = setting('HERALD_JWT_SECRET');
-  let jwtSecret = secret ?? DEV_JWT_SECRET;
-  const usingDevJwtSecret = jwtSecret === DEV_JWT_SECRET;
-  if (secret === undefined && !devMode) {
-    problems.push(
-      `HERALD_JWT_SECRET is not set: set it to 32+ random bytes (e.g. \`openssl rand -base64 32\`), the same on the gateway and every realtime server, ${DEV_MODE_HINT}`,
-    );
-    jwtSecret = '';
-  } else if (usingDevJwtSecret) {
-    if (devMode)
-      warnings.push('HERALD_JWT_SECRET: using the public development secret; anyone can forge user tokens');
-    else problems.push(`HERALD_JWT_SECRET is the public development secret: set your own, ${DEV_MODE_HINT}`);
-  } else {
-    const weak = weakSecret('HERALD_JWT_SECRET', jwtSecret);
-    if (weak) problems.push(weak);
-  }
-
-  let apiKeys: string[] = [];
-  let usingDevApiKey = false;
-  if (options.apiKeys) {
-    const raw = setting('HERALD_API_KEYS');
-    if (raw === undefined && !devMode) {
-      problems.push(
-        `HERALD_API_KEYS is not set: set it to your API keys (comma-separated, each 32+ random bytes, e.g. \`openssl rand -hex 32\`), or to \`none\` and create keys with \`herald keys create\`, ${DEV_MODE_HINT}`,
-      );
-    } else if (raw !== 'none') {
-      apiKeys =
-        raw === undefined
-          ? [DEV_API_KEY]
-          : raw
-              .split(',')
-              .map((key) => key.trim())
-              .filter((key) => key.length > 0);
-      if (raw !== undefined && apiKeys.length === 0) {
-        problems.push(
-          'HERALD_API_KEYS lists no key: set keys, or `none` to accept only keys stored in Redis',
-        );
-      }
-      apiKeys.forEach((key, index) => {
-        const name = `HERALD_API_KEYS key #${index + 1}`;
-        if (key === DEV_API_KEY) {
-          usingDevApiKey = true;
-          if (!devMode) {
-            problems.push(
-              `${name} is the public development key "${DEV_API_KEY}", accepted only with HERALD_DEV_MODE=true: set your own keys`,
-            );
-          }
-        } else {
-          const weak = weakSecret(name, key);
-          if (weak) problems.push(weak);
-        }
-      });
-      if (usingDevApiKey && devMode) {
-        warnings.push(
-          `HERALD_API_KEYS: accepting the public development key "${DEV_API_KEY}"; anyone can send notifications and mint tokens`,
-        );
-      }
-    }
-  }
-  if (devMode) {
-    warnings.unshift(
-      'DEVELOPMENT MODE (HERALD_DEV_MODE=true): development secrets are accepted; never expose this instance. Unset HERALD_DEV_MODE in production.',
-    );
-  }
-  return {
-    devMode,
-    jwtSecret,
-    usingDevJwtSecret: devMode && usingDevJwtSecret,
-    apiKeys: Object.freeze(apiKeys),
-    usingDevApiKey: devMode && usingDevApiKey,
-    problems,
-    warnings,
-  };
 }
 
 /**

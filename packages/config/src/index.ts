@@ -3,3 +3,5 @@ export * from './deployment.js';
 export * from './env.js';
 export * from './logging.js';
 export * from './redis.js';
+export * from './secrets.js';
+export * from './stats.js';

@@ -37,6 +37,11 @@ export const ERRORS = {
     message: 'Missing, unknown or revoked API key: send "Authorization: Bearer <api key>".',
   },
   NOT_FOUND: { code: 'HERALD_ERR_NOT_FOUND', status: 404, message: 'Not found.' },
+  ADMIN_DISABLED: {
+    code: 'HERALD_ERR_ADMIN_DISABLED',
+    status: 404,
+    message: 'The admin API is off: set HERALD_ADMIN_KEY on the gateway to turn it on.',
+  },
   METHOD_NOT_ALLOWED: {
     code: 'HERALD_ERR_METHOD_NOT_ALLOWED',
     status: 405,
@@ -46,6 +51,11 @@ export const ERRORS = {
     code: 'HERALD_ERR_REQUEST_TIMEOUT',
     status: 408,
     message: 'The request did not arrive in time: send it again, faster.',
+  },
+  NOT_FAILED: {
+    code: 'HERALD_ERR_NOT_FAILED',
+    status: 409,
+    message: 'The notification is not in the failed set (it is queued, delivered or retried already).',
   },
   IDEMPOTENCY_IN_FLIGHT: {
     code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT',

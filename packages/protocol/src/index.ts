@@ -1,3 +1,4 @@
+export * from './admin.js';
 export * from './error-codes.js';
 export * from './events.js';
 export * from './names.js';

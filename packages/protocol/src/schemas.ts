@@ -213,5 +213,11 @@ export const ErrorResponse = Type.Object({
   capacity: Type.Optional(
     Type.Integer({ description: "With `HERALD_ERR_BATCH_EXCEEDS_BURST`: that bucket's burst." }),
   ),
+  state: Type.Optional(
+    Type.String({
+      description:
+        'With `HERALD_ERR_NOT_FAILED` (admin retry): the state the notification is in (`waiting`, `active`, `completed`, …).',
+    }),
+  ),
 });
 export type ErrorResponse = Static<typeof ErrorResponse>;

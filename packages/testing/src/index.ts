@@ -1,5 +1,6 @@
 import { inject } from 'vitest';
 
+export { CHROMIUM_ARGS, CHROMIUM_PATH, launchChromium } from './browser.js';
 export { isolatedEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
 export { freePort } from './ports.js';

@@ -108,14 +108,42 @@ describe('docker-compose.yml', () => {
     expect(await probe()).toBe(1);
   });
 
+  it('runs the web server in production (no demo token route), in front of the gateway and realtime, with a healthcheck', () => {
+    const web = services(SECRETS).services.web as Service;
+    const env = web.environment ?? {};
+    expect(env.HERALD_DEV_MODE).toBeUndefined();
+    expect(env.HERALD_DEMO_API_KEY).toBeUndefined();
+    expect(env).toMatchObject({
+      HERALD_GATEWAY_URL: 'http://gateway:3000',
+      HERALD_REALTIME_URL: 'http://realtime:3001',
+    });
+    expect(web.healthcheck?.test.join(' ')).toContain(`http://127.0.0.1:${env.PORT}/healthz`);
+    for (const variable of Object.keys(env).filter((key) => key.startsWith('HERALD_'))) {
+      expect(HERALD_VARIABLES).toContain(variable);
+    }
+  });
+
   it('gives the gateway and the realtime server secrets they accept in production (no development mode)', () => {
     const all = services(SECRETS).services;
     const gateway = all.gateway?.environment ?? {};
     const realtime = all.realtime?.environment ?? {};
     expect(gateway.HERALD_DEV_MODE).toBeUndefined();
     expect(realtime.HERALD_DEV_MODE).toBeUndefined();
-    expect(resolveSecrets(gateway, { apiKeys: true }).problems).toEqual([]);
+    expect(resolveSecrets(gateway, { apiKeys: true, adminKey: true })).toMatchObject({
+      problems: [],
+      // No HERALD_ADMIN_KEY: the admin API and the dashboard are off.
+      adminKey: undefined,
+    });
     expect(resolveSecrets(realtime, { apiKeys: false }).problems).toEqual([]);
     expect(realtime.HERALD_JWT_SECRET).toBe(gateway.HERALD_JWT_SECRET);
+  });
+
+  it('passes HERALD_ADMIN_KEY to the gateway when it is set (the admin API and the dashboard on)', () => {
+    const adminKey = 'Yb3nQ8vK2mX7pL4tW9sD1fG6hJ0aZ5cE';
+    const gateway = services({ ...SECRETS, HERALD_ADMIN_KEY: adminKey }).services.gateway?.environment ?? {};
+    expect(resolveSecrets(gateway, { apiKeys: true, adminKey: true })).toMatchObject({
+      problems: [],
+      adminKey,
+    });
   });
 });

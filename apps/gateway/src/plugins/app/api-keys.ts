@@ -71,9 +71,8 @@ function createApiKeyAuth(
   };
   // Callback style: a key from the environment or the cache is accepted with no promise at all.
   return (request, _reply, done) => {
-    const header = request.headers.authorization;
-    const match = typeof header === 'string' ? BEARER.exec(header) : null;
-    if (!match?.[1]) {
+    const token = bearerToken(request);
+    if (token === undefined) {
       done(
         new HttpError(ErrorCode.UNAUTHORIZED, 'Missing API key: send "Authorization: Bearer <api key>".', {
           headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
@@ -81,7 +80,7 @@ function createApiKeyAuth(
       );
       return;
     }
-    const identity = store.authenticate(match[1], request.raw.socket);
+    const identity = store.authenticate(token, request.raw.socket);
     if (!(identity instanceof Promise)) {
       done(accept(request, identity));
       return;
@@ -95,3 +94,9 @@ function createApiKeyAuth(
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** The credential of `Authorization: Bearer <credential>`, or undefined without one. */
+export function bearerToken(request: FastifyRequest): string | undefined {
+  const header = request.headers.authorization;
+  return (typeof header === 'string' ? BEARER.exec(header) : null)?.[1];
+}

@@ -56,7 +56,8 @@ function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): Lim
  */
 export default fp(
   async (app: FastifyInstance) => {
-    const limits = new Limits(app.redis, app.config, app.log);
+    // Every decision is also counted for the admin API (in memory; written once per second).
+    const limits = new Limits(app.redis, app.config, app.log, (result) => app.traffic.record(result));
     app.metrics.decisionTotals = () => limits.totals();
     app.decorate('limits', limits);
 
@@ -88,5 +89,5 @@ export default fp(
 
     await app.register(heraldRateLimit, { limiter: limits.defaults(), onDenied: sendRateLimited });
   },
-  { name: 'limits', dependencies: ['config', 'redis', 'metrics', 'api-keys'], fastify: '5.x' },
+  { name: 'limits', dependencies: ['config', 'redis', 'metrics', 'api-keys', 'admin'], fastify: '5.x' },
 );

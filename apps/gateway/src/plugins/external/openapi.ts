@@ -8,6 +8,8 @@ import { HEADERS_TIMEOUT_MS, MAX_PARAM_LENGTH, REQUEST_TIMEOUT_MS } from '../app
 /** What the gateway adds to a route's answers, beyond its own schema: learnt from its options. */
 interface RouteTraits {
   authenticated: boolean;
+  /** Behind the operator's `HERALD_ADMIN_KEY` (`app.authenticateAdmin`). */
+  admin: boolean;
   rateLimited: boolean;
   idempotent: boolean;
   hasBody: boolean;
@@ -98,7 +100,25 @@ function ensure(operation: Operation, status: string, response: Response, header
 
 /** Completes one operation with what the gateway's hooks send on top of the route's own schema. */
 function complete(operation: Operation, traits: RouteTraits): void {
-  if (!traits.authenticated) operation.security = [];
+  if (traits.admin) {
+    operation.security = [{ adminKey: [] }];
+    ensure(
+      operation,
+      '401',
+      error(
+        `Missing admin key, or not HERALD_ADMIN_KEY (a tenant API key never is): \`${ErrorCode.UNAUTHORIZED}\`.`,
+      ),
+      ['WWW-Authenticate'],
+    );
+    ensure(
+      operation,
+      '404',
+      error(`The admin API is off (no HERALD_ADMIN_KEY): \`${ErrorCode.ADMIN_DISABLED}\`.`),
+    );
+    ensure(operation, '503', error(`Redis unavailable or too slow: \`${ErrorCode.UNAVAILABLE}\`.`), [
+      'Retry-After',
+    ]);
+  } else if (!traits.authenticated) operation.security = [];
   ensure(operation, '500', error(`A defect in the gateway (never bad input): \`${ErrorCode.INTERNAL}\`.`));
   if (traits.hasParams) ensure(operation, '414', { $ref: '#/components/responses/UriTooLong' } as never);
   if (traits.hasBody) {
@@ -156,6 +176,7 @@ export default fp(
       for (const method of methods) {
         traits.set(`${method.toLowerCase()} ${route.url.replace(/:(\w+)/g, '{$1}')}`, {
           authenticated: onRequest.includes(app.authenticate),
+          admin: onRequest.includes(app.authenticateAdmin),
           rateLimited: route.config?.rateLimit !== undefined,
           idempotent:
             schema.headers?.properties !== undefined && 'idempotency-key' in schema.headers.properties,
@@ -180,6 +201,11 @@ export default fp(
         components: {
           securitySchemes: {
             apiKey: { type: 'http', scheme: 'bearer', description: 'Authorization: Bearer <api key>' },
+            adminKey: {
+              type: 'http',
+              scheme: 'bearer',
+              description: 'Authorization: Bearer <HERALD_ADMIN_KEY>: the operator, for /admin/* only',
+            },
           },
           responses: COMMON_RESPONSES as never,
         },

@@ -1,0 +1,128 @@
+import { createHeraldClient, type HeraldClient, HeraldUnauthorizedError } from '@herald/client';
+import { render } from 'preact';
+import { Inbox } from '../inbox/inbox.js';
+import styles from '../inbox/styles.css?inline';
+
+/**
+ * A user token from `endpoint` (POST, answering `{ token }`): your backend's route, which knows who is
+ * signed in. 401, 403 and 404 mean no token for this page, which stops the client's retries. `onAnswer`
+ * sees each whole answer (the demo route's names its user).
+ */
+export function tokenFrom(
+  endpoint: string,
+  userId?: string,
+  onAnswer?: (body: Record<string, unknown>) => void,
+): () => Promise<string> {
+  return async () => {
+    const response = await fetch(endpoint, {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(userId ? { userId } : {}),
+    });
+    // Signed out (401, 403), or no such route (404: e.g. the demo route outside development mode):
+    // retrying will not help, so the client stops until reconnect().
+    if (response.status === 401 || response.status === 403 || response.status === 404)
+      throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${response.status}`);
+    if (!response.ok) throw new Error(`${endpoint} answered ${response.status}`);
+    const body = (await response.json()) as { token: string };
+    onAnswer?.(body);
+    return body.token;
+  };
+}
+
+/**
+ * `<herald-inbox>`: the live inbox as a custom element any page can embed, its styles in a shadow root
+ * (nothing leaks either way). Attributes: `token-url` (POST → `{ token }`), `url` (the realtime servers,
+ * default this origin), `user` (sent to `token-url` as `userId`, for the demo route), `open`, `inline`,
+ * `lang`. Or set `element.client` to a `createHeraldClient(…)` of your own (the element then leaves it
+ * open when removed), or `element.getToken`.
+ *
+ * @example
+ * ```html
+ * <script type="module" src="/element/herald-inbox.js"></script>
+ * <herald-inbox token-url="/api/herald-token" url="https://rt.example.com"></herald-inbox>
+ * ```
+ */
+export class HeraldInboxElement extends HTMLElement {
+  #client: HeraldClient | undefined;
+  #getToken: (() => string | Promise<string>) | undefined;
+  #own: HeraldClient | undefined;
+  #root: ShadowRoot | undefined;
+  #mount: HTMLElement | undefined;
+
+  /** A client to use instead of one the element makes. */
+  get client(): HeraldClient | undefined {
+    return this.#client;
+  }
+  set client(client: HeraldClient | undefined) {
+    this.#client = client;
+    queueMicrotask(() => this.#render());
+  }
+
+  /** Where the element's own client gets tokens, instead of `token-url`. */
+  get getToken(): (() => string | Promise<string>) | undefined {
+    return this.#getToken;
+  }
+  set getToken(getToken: (() => string | Promise<string>) | undefined) {
+    this.#getToken = getToken;
+    queueMicrotask(() => this.#render());
+  }
+
+  connectedCallback(): void {
+    if (!this.#root) {
+      this.#root = this.attachShadow({ mode: 'open' });
+      const style = document.createElement('style');
+      style.textContent = styles;
+      this.#mount = document.createElement('div');
+      this.#root.append(style, this.#mount);
+    }
+    // After the current task: properties set right after creating the element are seen.
+    queueMicrotask(() => this.#render());
+  }
+
+  disconnectedCallback(): void {
+    queueMicrotask(() => {
+      if (this.isConnected || !this.#mount) return;
+      render(null, this.#mount);
+      this.#own?.close();
+      this.#own = undefined;
+    });
+  }
+
+  #render(): void {
+    if (!this.isConnected || !this.#mount) return;
+    const client = this.#client ?? this.#ownClient();
+    if (!client) return;
+    render(
+      <Inbox
+        client={client}
+        open={this.hasAttribute('open')}
+        inline={this.hasAttribute('inline')}
+        {...(this.getAttribute('lang') ? { locale: this.getAttribute('lang') as string } : {})}
+      />,
+      this.#mount,
+    );
+  }
+
+  #ownClient(): HeraldClient | undefined {
+    if (this.#own) return this.#own;
+    const tokenUrl = this.getAttribute('token-url');
+    const getToken =
+      this.getToken ?? (tokenUrl ? tokenFrom(tokenUrl, this.getAttribute('user') ?? undefined) : undefined);
+    if (!getToken) {
+      this.#mount?.replaceChildren('herald-inbox: set token-url, or the client or getToken property.');
+      return undefined;
+    }
+    this.#own = createHeraldClient({ url: this.getAttribute('url') ?? location.origin, getToken });
+    return this.#own;
+  }
+}
+
+if (!customElements.get('herald-inbox')) customElements.define('herald-inbox', HeraldInboxElement);
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'herald-inbox': HeraldInboxElement;
+  }
+}

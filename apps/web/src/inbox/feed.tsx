@@ -1,0 +1,184 @@
+import { compareOffsets, type HeraldClient, type HeraldItem } from '@herald/client';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { describe, relativeTime } from './format.js';
+
+/** Keys that move between articles (the ARIA feed pattern's Page Down / Page Up, and the arrows). */
+const NEXT = new Set(['PageDown', 'ArrowDown']);
+const PREVIOUS = new Set(['PageUp', 'ArrowUp']);
+
+interface FeedProps {
+  client: HeraldClient;
+  /** Oldest first, as the client holds them; shown newest first. */
+  items: readonly HeraldItem[];
+  busy: boolean;
+  now: number;
+  format: Intl.RelativeTimeFormat;
+}
+
+/**
+ * The notifications as an ARIA `feed` of `article`s, newest first. While the reader is scrolled down or
+ * has focus inside the feed, new notifications wait behind an "N new" button instead of pushing what
+ * they read out of place; at the top they appear at once. Articles seen at least half for a moment are
+ * acked (`shown`), which feeds delivery status and latency.
+ */
+export function Feed({ client, items, busy, now, format }: FeedProps) {
+  const list = useRef<HTMLDivElement>(null);
+  const [scrolled, setScrolled] = useState(false);
+  const [focusInside, setFocusInside] = useState(false);
+  const [, reveal] = useState(0);
+  const newest = items.at(-1)?.offset;
+  // The newest offset shown: it follows the stream unless the reader is somewhere in the list.
+  const shownUpTo = useRef(newest);
+  if (!(scrolled || focusInside) || shownUpTo.current === undefined) shownUpTo.current = newest;
+  const upTo = shownUpTo.current;
+  const visible = items
+    .filter((item) => upTo !== undefined && compareOffsets(item.offset, upTo) <= 0)
+    .reverse();
+  const waiting = items.length - visible.length;
+
+  useShownAcks(client, list, visible);
+
+  const showNew = () => {
+    shownUpTo.current = newest;
+    reveal((n) => n + 1);
+    list.current?.scrollTo({ top: 0 });
+    requestAnimationFrame(() => list.current?.querySelector<HTMLElement>('article')?.focus());
+  };
+
+  const onKeyDown = (event: KeyboardEvent) => {
+    const article = (event.target as HTMLElement).closest?.('article');
+    if (!article || !(NEXT.has(event.key) || PREVIOUS.has(event.key))) return;
+    if (event.target !== article && event.key.startsWith('Arrow')) return;
+    const sibling = NEXT.has(event.key) ? article.nextElementSibling : article.previousElementSibling;
+    if (sibling instanceof HTMLElement) {
+      event.preventDefault();
+      sibling.focus();
+    }
+  };
+
+  return (
+    <div class="feed-frame">
+      <div class="new-slot">
+        {waiting > 0 ? (
+          <button type="button" class="new-button" onClick={showNew} part="new-button">
+            {waiting} new
+          </button>
+        ) : null}
+      </div>
+      <div
+        ref={list}
+        class="feed"
+        onScroll={(event) => setScrolled((event.currentTarget as HTMLElement).scrollTop > 4)}
+      >
+        {visible.length > 0 ? (
+          <div
+            role="feed"
+            aria-label="Notifications"
+            aria-busy={busy ? 'true' : 'false'}
+            onFocusIn={() => setFocusInside(true)}
+            onFocusOut={(event) =>
+              setFocusInside(list.current?.contains(event.relatedTarget as Node) ?? false)
+            }
+            onKeyDown={onKeyDown}
+          >
+            {visible.map((item, index) => (
+              <Entry
+                key={item.offset}
+                client={client}
+                item={item}
+                index={index}
+                size={visible.length}
+                now={now}
+                format={format}
+              />
+            ))}
+          </div>
+        ) : (
+          // A feed must contain articles: until the first arrives, a note instead.
+          <p class="empty">{busy ? 'Loading…' : 'No notifications yet.'}</p>
+        )}
+      </div>
+    </div>
+  );
+}
+
+function Entry(props: {
+  client: HeraldClient;
+  item: HeraldItem;
+  index: number;
+  size: number;
+  now: number;
+  format: Intl.RelativeTimeFormat;
+}) {
+  const { client, item, index, size, now, format } = props;
+  const { title, body } = describe(item);
+  const key = item.offset.replace(/[^0-9a-z]/gi, '-');
+  return (
+    <article
+      class={item.read ? 'entry' : 'entry unread'}
+      // biome-ignore lint/a11y/noNoninteractiveTabindex: the ARIA feed pattern makes each article focusable (Page Down / Page Up move between them)
+      tabIndex={0}
+      aria-posinset={index + 1}
+      aria-setsize={size}
+      aria-labelledby={`title-${key}`}
+      aria-describedby={`body-${key}`}
+      data-id={item.id}
+      data-offset={item.offset}
+      part="entry"
+    >
+      <div class="entry-main">
+        <h3 id={`title-${key}`} class="entry-title">
+          {item.read ? null : <span class="visually-hidden">Unread: </span>}
+          {title}
+        </h3>
+        <p id={`body-${key}`} class="entry-body">
+          {body}
+        </p>
+      </div>
+      <div class="entry-side">
+        <time dateTime={item.createdAt} title={new Date(item.createdAt).toLocaleString()}>
+          {relativeTime(item.createdAt, now, format)}
+        </time>
+        {item.read ? null : (
+          <button
+            type="button"
+            class="link-button"
+            aria-label={`Mark read: ${title}`}
+            onClick={() => void client.markRead([item.id]).catch(() => undefined)}
+          >
+            Mark read
+          </button>
+        )}
+      </div>
+    </article>
+  );
+}
+
+/** Acks articles that are at least half on screen while the page is visible. */
+function useShownAcks(
+  client: HeraldClient,
+  list: { current: HTMLElement | null },
+  visible: readonly HeraldItem[],
+) {
+  const observer = useRef<IntersectionObserver | undefined>(undefined);
+  useEffect(() => {
+    if (typeof IntersectionObserver !== 'function' || !list.current) return;
+    observer.current = new IntersectionObserver(
+      (entries) => {
+        if (document.visibilityState !== 'visible') return;
+        const ids = entries
+          .filter((entry) => entry.isIntersecting)
+          .map((entry) => (entry.target as HTMLElement).dataset.id)
+          .filter((id): id is string => id !== undefined);
+        if (ids.length > 0) client.shown(ids);
+      },
+      { root: list.current, threshold: 0.5 },
+    );
+    return () => observer.current?.disconnect();
+  }, [client, list]);
+  useEffect(() => {
+    const watching = observer.current;
+    if (!watching || !list.current) return;
+    for (const article of list.current.querySelectorAll('article')) watching.observe(article);
+  }, [visible, list]);
+}

@@ -1,0 +1,41 @@
+import type { HeraldItem } from '@herald/client';
+
+/** What a notification shows: its payload's `title` and `body` when they are strings, else its JSON. */
+export function describe(item: HeraldItem): { title: string; body: string } {
+  const { title, body } = item.payload as { title?: unknown; body?: unknown };
+  if (typeof title === 'string' || typeof body === 'string') {
+    return {
+      title: typeof title === 'string' ? title : (item.type ?? 'Notification'),
+      body: typeof body === 'string' ? body : '',
+    };
+  }
+  const json = JSON.stringify(item.payload);
+  return {
+    title: item.type ?? item.topic ?? 'Notification',
+    body: json.length > 200 ? `${json.slice(0, 199)}…` : json,
+  };
+}
+
+const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
+  ['year', 365 * 24 * 3600],
+  ['month', 30 * 24 * 3600],
+  ['week', 7 * 24 * 3600],
+  ['day', 24 * 3600],
+  ['hour', 3600],
+  ['minute', 60],
+];
+
+/**
+ * "now", "5 minutes ago", "yesterday": `Intl.RelativeTimeFormat` in the page's language (no date library,
+ * no locale data shipped). Under 45 s is "now", as a clock that ticks every 30 s can say honestly.
+ */
+export function relativeTime(iso: string, now: number, format: Intl.RelativeTimeFormat): string {
+  const seconds = Math.round((Date.parse(iso) - now) / 1000);
+  if (!Number.isFinite(seconds)) return '';
+  const abs = Math.abs(seconds);
+  if (abs < 45) return format.format(0, 'second');
+  for (const [unit, size] of UNITS) {
+    if (abs >= size * 0.9) return format.format(Math.round(seconds / size), unit);
+  }
+  return format.format(Math.round(seconds / 60), 'minute');
+}

@@ -1,0 +1,22 @@
+import type { HeraldClient, HeraldState } from '@herald/client';
+import { useEffect, useState } from 'preact/hooks';
+
+/** The client's state, re-rendered on every change (the client is an external store). */
+export function useHeraldState(client: HeraldClient): HeraldState {
+  const [state, setState] = useState(() => client.getState());
+  useEffect(() => {
+    setState(client.getState());
+    return client.subscribe(setState);
+  }, [client]);
+  return state;
+}
+
+/** `Date.now()`, refreshed every `everyMs` (relative times stay true without a re-render per item). */
+export function useNow(everyMs: number): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(timer);
+  }, [everyMs]);
+  return now;
+}

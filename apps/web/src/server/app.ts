@@ -1,0 +1,78 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import fastifyStatic from '@fastify/static';
+import { loggerOptions } from '@herald/config';
+import { ErrorCode, errorSpec } from '@herald/protocol';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { WebConfig } from './config.js';
+import { devTokenRoute } from './dev-token.js';
+import { proxies } from './proxy.js';
+import { readiness } from './readiness.js';
+
+/** Assets Vite names by content hash (`/assets/index-3f2a….js`): cached for a year, never revalidated. */
+const HASHED = /^\/(assets|element)\//;
+
+/**
+ * The web server: the built pages (`config.publicDir`), the gateway under `/api/*` and the realtime
+ * servers under `/socket.io/*` (WebSocket upgrades included), so that a browser sees one origin and
+ * needs no CORS; `/healthz`, `/readyz`; and, in development mode only, `POST /dev/token`. Builds the
+ * app and never listens (`server.ts` does).
+ *
+ * @example
+ * ```ts
+ * const app = await buildWebServer(loadConfig());
+ * await app.listen({ port: 3003 });
+ * ```
+ */
+export async function buildWebServer(config: WebConfig): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: loggerOptions(config.log, 'web'),
+    // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s.
+    requestTimeout: 10_000,
+    keepAliveTimeout: 72_000,
+    bodyLimit: 64 * 1024,
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (error.validation) {
+      return reply
+        .status(400)
+        .send({ error: `Invalid request: ${error.message}`, code: ErrorCode.VALIDATION });
+    }
+    if (status >= 500) {
+      request.log.error({ err: error }, 'request failed');
+      return reply
+        .status(500)
+        .send({ error: errorSpec(ErrorCode.INTERNAL).message, code: ErrorCode.INTERNAL });
+    }
+    return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
+  });
+  app.setNotFoundHandler((request, reply) =>
+    reply.status(404).send({
+      error: `Not found: ${request.method} ${request.url.split('?')[0]}; the inbox page is at /`,
+      code: ErrorCode.NOT_FOUND,
+    }),
+  );
+
+  app.get('/healthz', async () => ({ status: 'ok', service: 'web' }));
+  app.get(
+    '/readyz',
+    readiness(config, () => existsSync(join(config.publicDir, 'index.html'))),
+  );
+
+  await app.register(proxies, config);
+  if (config.demo) await app.register(devTokenRoute, { gatewayUrl: config.gatewayUrl, ...config.demo });
+
+  await app.register(fastifyStatic, {
+    root: config.publicDir,
+    // Pages are revalidated on every load; hashed assets never need to be.
+    setHeaders(reply, path) {
+      const hashed = HASHED.test(path.slice(config.publicDir.length).replaceAll('\\', '/'));
+      reply.header('cache-control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache');
+    },
+    // /dashboard → dashboard.html, like / → index.html.
+    extensions: ['html'],
+  });
+  return app;
+}

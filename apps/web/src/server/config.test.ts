@@ -1,0 +1,42 @@
+import { HERALD_VARIABLES } from '@herald/config';
+import { describe, expect, it } from 'vitest';
+import { EnvSchema, loadConfig } from './config.js';
+
+describe('web server configuration', () => {
+  it('defaults: port 3003, the stack’s gateway and realtime, no demo route outside development mode', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 3003,
+      devMode: false,
+      gatewayUrl: 'http://127.0.0.1:3000',
+      realtimeUrl: 'http://127.0.0.1:3001',
+      demo: undefined,
+    });
+  });
+
+  it('development mode: the demo route mints with dev-key for alice unless told otherwise', () => {
+    expect(loadConfig({ HERALD_DEV_MODE: 'true' }).demo).toEqual({ apiKey: 'dev-key', userId: 'alice' });
+    expect(
+      loadConfig({
+        HERALD_DEV_MODE: 'true',
+        HERALD_DEMO_API_KEY: `${'k'.repeat(8)}x`,
+        HERALD_DEMO_USER: 'bob',
+      }).demo,
+    ).toEqual({ apiKey: 'kkkkkkkkx', userId: 'bob' });
+  });
+
+  it('refuses a demo API key in production, and bad URLs, naming each', () => {
+    expect(() =>
+      loadConfig({ HERALD_DEMO_API_KEY: 'some-key', HERALD_GATEWAY_URL: 'localhost:3000' }),
+    ).toThrow(/HERALD_DEMO_API_KEY is set but HERALD_DEV_MODE is not true[\s\S]*HERALD_GATEWAY_URL/);
+  });
+
+  it('strips a trailing slash from the upstream URLs', () => {
+    expect(loadConfig({ HERALD_REALTIME_URL: 'http://rt:3001/' }).realtimeUrl).toBe('http://rt:3001');
+  });
+
+  it('every variable it reads is a known Herald setting (and so in the README table)', () => {
+    const own = Object.keys(EnvSchema.properties).filter((name) => name.startsWith('HERALD_'));
+    expect(own.filter((name) => !HERALD_VARIABLES.includes(name))).toEqual([]);
+  });
+});

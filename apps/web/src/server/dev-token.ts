@@ -1,0 +1,45 @@
+import { ErrorCode, UserId } from '@herald/protocol';
+import type { FastifyInstance } from 'fastify';
+import Type, { type Static } from 'typebox';
+
+const Body = Type.Union([
+  Type.Object({ userId: Type.Optional(UserId) }, { additionalProperties: false }),
+  Type.Null(),
+]);
+
+/**
+ * `POST /dev/token` `{ userId? }` → `200 { token, expiresAt, userId }`: a user token for the demo user
+ * (or the one named), minted through the gateway's `POST /tokens` with the demo API key. Registered in
+ * development mode only (`HERALD_DEV_MODE=true`): it hands a token for any user to anyone who asks,
+ * which is what a demo needs and what production must never do (there your backend mints tokens for
+ * the user it has signed in).
+ */
+export async function devTokenRoute(
+  app: FastifyInstance,
+  options: { gatewayUrl: string; apiKey: string; userId: string },
+): Promise<void> {
+  app.post<{ Body: Static<typeof Body> }>(
+    '/dev/token',
+    { schema: { body: Body } },
+    async (request, reply) => {
+      const userId = request.body?.userId ?? options.userId;
+      let response: Response;
+      try {
+        response = await fetch(`${options.gatewayUrl}/tokens`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ userId }),
+          signal: AbortSignal.timeout(5000),
+        });
+      } catch (error) {
+        return reply.status(503).send({
+          error: `The gateway at ${options.gatewayUrl} does not answer (${(error as Error).message}); start it, or set HERALD_GATEWAY_URL.`,
+          code: ErrorCode.UNAVAILABLE,
+        });
+      }
+      const body = (await response.json()) as Record<string, unknown>;
+      if (!response.ok) return reply.status(response.status).send(body);
+      return { ...body, userId };
+    },
+  );
+}

@@ -1,0 +1,257 @@
+import { randomId, waitFor } from '@herald/testing';
+import type { Page } from 'playwright-core';
+import { describe, expect, it } from 'vitest';
+import { axeViolations } from '../support/axe.js';
+import { InboxPage, screenshotPath } from '../support/inbox-page.js';
+import { stackAndBrowser } from '../support/stack.js';
+
+/** The focused element, looking through shadow roots: `TAG "accessible text"`. */
+function focused(page: Page): Promise<string> {
+  return page.evaluate(() => {
+    let element = document.activeElement;
+    while (element?.shadowRoot?.activeElement) element = element.shadowRoot.activeElement;
+    if (!element) return 'nothing';
+    const text = element.getAttribute('aria-label') ?? element.textContent ?? '';
+    return `${element.tagName} ${text.trim().replace(/\s+/g, ' ').slice(0, 80)}`;
+  });
+}
+
+describe('the inbox page, in Chromium, against the stack as processes', () => {
+  const env = stackAndBrowser();
+
+  it('a notification sent over HTTP appears as a toast and in the list, and the badge goes up by one', async () => {
+    // The stack's inbox prefix is its own: a plain name is alone here (and reads well in the screenshot).
+    const user = 'alice';
+    const context = await env.browser.newContext({ viewport: { width: 900, height: 700 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    expect(await inbox.unread()).toBe(0);
+    expect(await inbox.badge()).toBe('');
+    // The page says whose inbox it is: the user the demo token route minted for.
+    expect(await inbox.page.locator('#who').textContent()).toBe(user);
+
+    const sentAt = Date.now();
+    const id = await env.stack.notify(user, {
+      title: 'Your order has shipped',
+      body: 'Parcel 4411 is on its way.',
+    });
+    await waitFor(async () => (await inbox.toasts.count()) === 1, { what: 'the toast' });
+    const toastMs = Date.now() - sentAt;
+    await waitFor(async () => (await inbox.shownIds()).length === 1, { what: 'the article' });
+    const listedMs = Date.now() - sentAt;
+    console.log(`HTTP POST /notify → toast on screen: ${toastMs} ms; in the list: ${listedMs} ms`);
+
+    expect(await inbox.toasts.first().textContent()).toContain('Your order has shipped');
+    expect(await inbox.shownIds()).toEqual([id]);
+    await waitFor(async () => (await inbox.unread()) === 1, { what: 'the badge at 1' });
+    expect(await inbox.badge()).toBe('1');
+    expect(await inbox.articles.first().getAttribute('class')).toContain('unread');
+
+    // Two more, for the screenshot of the README (docs/inbox.png is a copy of this one).
+    await env.stack.notify(user, { title: 'Maya commented on your post', body: '“Great write-up, thanks!”' });
+    await env.stack.notify(user, { title: 'Build #212 passed', body: 'main · 4 m 12 s' });
+    await waitFor(async () => (await inbox.unread()) === 3, { what: 'the badge at 3' });
+    await inbox.articles
+      .nth(2)
+      .getByRole('button', { name: /^Mark read/ })
+      .click();
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+    await inbox.page.screenshot({ path: screenshotPath('inbox') });
+    await context.close();
+  });
+
+  it('scrolled down in the list, new notifications wait behind "N new" and nothing on the page shifts', async () => {
+    const user = randomId('scroll');
+    const context = await env.browser.newContext({ viewport: { width: 800, height: 480 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (let i = 1; i <= 8; i++)
+      await env.stack.notify(user, { title: `older ${i}`, body: 'a line of text' });
+    await waitFor(async () => (await inbox.titles()).length === 8, { what: 'eight articles' });
+    await inbox.page.locator('.feed').evaluate((feed) => {
+      feed.scrollTop = 150;
+    });
+    await waitFor(async () => (await inbox.page.locator('.feed').evaluate((feed) => feed.scrollTop)) > 100, {
+      what: 'the feed scrolled',
+    });
+    const topBefore = await inbox.articles.first().boundingBox();
+    // Layout shifts from now on (the Layout Instability API), none expected.
+    await inbox.page.evaluate(() => {
+      const shifts: number[] = [];
+      (window as unknown as { shifts: number[] }).shifts = shifts;
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries()) shifts.push((entry as unknown as { value: number }).value);
+      }).observe({ type: 'layout-shift' });
+    });
+
+    await env.stack.notify(user, { title: 'newest' });
+    const button = inbox.page.getByRole('button', { name: '1 new' });
+    await waitFor(() => button.isVisible(), { what: 'the "1 new" button' });
+    await waitFor(async () => (await inbox.unread()) === 9 && (await inbox.toasts.count()) > 0, {
+      what: 'the badge at 9 and the toast',
+    });
+    expect(await inbox.titles()).not.toContain('newest');
+    expect(await inbox.articles.first().boundingBox()).toEqual(topBefore);
+    expect(await inbox.page.evaluate(() => (window as unknown as { shifts: number[] }).shifts)).toEqual([]);
+
+    await button.click();
+    await waitFor(async () => (await inbox.titles())[0] === 'newest', { what: 'the newest on top' });
+    expect(await inbox.titles()).toHaveLength(9);
+    expect(await button.isVisible()).toBe(false);
+    await context.close();
+  });
+
+  it('a reload keeps the inbox, its read marks and the count', async () => {
+    const user = randomId('reload');
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (const title of ['one', 'two', 'three']) await env.stack.notify(user, { title });
+    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'three articles' });
+    await inbox.articles
+      .filter({ hasText: 'two' })
+      .getByRole('button', { name: /^Mark read/ })
+      .click();
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+
+    await inbox.page.reload();
+    await inbox.waitForState('live');
+    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'the inbox after the reload' });
+    expect(await inbox.titles()).toEqual(['three', 'two', 'one']);
+    expect(await inbox.unread()).toBe(2);
+    expect(await inbox.articles.filter({ hasText: 'two' }).getAttribute('class')).not.toContain('unread');
+    expect(await env.stack.unread(user)).toBe(2);
+    await context.close();
+  });
+
+  it('two users in two browser contexts see only their own notifications and counts', async () => {
+    const [ana, ben] = [randomId('ana'), randomId('ben')];
+    const [contextA, contextB] = await Promise.all([env.browser.newContext(), env.browser.newContext()]);
+    const [inboxA, inboxB] = await Promise.all([
+      InboxPage.open(contextA, env.stack.url, ana),
+      InboxPage.open(contextB, env.stack.url, ben),
+    ]);
+    await env.stack.notify(ana, { title: 'for ana 1' });
+    await env.stack.notify(ben, { title: 'for ben' });
+    await env.stack.notify(ana, { title: 'for ana 2' });
+    await waitFor(async () => (await inboxA.unread()) === 2 && (await inboxB.unread()) === 1, {
+      what: 'both badges',
+    });
+    await waitFor(async () => (await inboxA.titles()).length === 2 && (await inboxB.titles()).length === 1, {
+      what: 'both lists',
+    });
+    expect(await inboxA.titles()).toEqual(['for ana 2', 'for ana 1']);
+    expect(await inboxB.titles()).toEqual(['for ben']);
+    // Each toast stayed with its own user.
+    expect(await inboxB.toasts.allTextContents()).toEqual([expect.stringContaining('for ben')]);
+    await Promise.all([contextA.close(), contextB.close()]);
+  });
+
+  it('<herald-inbox> embeds in any page: the page’s styles stay out of it and its styles stay in', async () => {
+    const user = randomId('embed');
+    const context = await env.browser.newContext();
+    const page = await context.newPage();
+    // A hostile host page on the web server's origin (so that the element's token-url is same-origin),
+    // built over a real response from it: Chromium's local network access checks block a page that
+    // `route.fulfill` made up (no address space) from opening a WebSocket to 127.0.0.1.
+    const inbox = new InboxPage(page);
+    await page.goto(`${env.stack.url}/healthz`);
+    await page.evaluate((userId) => {
+      document.head.innerHTML = `<title>Host page</title><style>
+        * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
+        button { display: none !important; }
+        p.badge { background: rgb(0, 255, 0); }
+      </style>`;
+      document.body.innerHTML = `<p class="badge">the host's own .badge</p>
+        <herald-inbox token-url="/dev/token" user="${userId}"></herald-inbox>`;
+      const script = document.createElement('script');
+      script.type = 'module';
+      script.src = '/element/herald-inbox.js';
+      document.head.append(script);
+    }, user);
+    await inbox.waitForState('live');
+    // Closed behind the bell by default; the page's `button { display: none }` does not reach it.
+    expect(await inbox.bell.isVisible()).toBe(true);
+    expect(await inbox.bell.getAttribute('aria-expanded')).toBe('false');
+    await inbox.bell.click();
+    await env.stack.notify(user, { title: 'Embedded' });
+    await waitFor(async () => (await inbox.unread()) === 1 && (await inbox.titles()).length === 1, {
+      what: 'the notification in the embed',
+    });
+    const inside = await page.locator('.entry-title').evaluate((title) => {
+      const style = getComputedStyle(title);
+      return { color: style.color, font: style.fontFamily };
+    });
+    expect(inside.color).not.toBe('rgb(255, 0, 0)');
+    expect(inside.font).toContain('system-ui');
+    // The element's `.badge` (absolute, red) does not style the page's `.badge`.
+    const outside = await page.locator('p.badge').evaluate((badge) => {
+      const style = getComputedStyle(badge);
+      return { position: style.position, background: style.backgroundColor };
+    });
+    expect(outside).toEqual({ position: 'static', background: 'rgb(0, 255, 0)' });
+    await context.close();
+  });
+
+  it('has no accessibility violations (axe-core, WCAG 2.x A and AA), before and after notifications arrive', async () => {
+    const user = randomId('axe');
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    const axe = () => axeViolations(inbox.page);
+    expect(await axe()).toEqual([]);
+    await env.stack.notify(user, { title: 'Read me', body: 'An unread notification' });
+    await env.stack.notify(user, { title: 'And me' });
+    await waitFor(async () => (await inbox.unread()) === 2 && (await inbox.toasts.count()) > 0, {
+      what: 'two notifications and a toast',
+    });
+    expect(await axe()).toEqual([]);
+    await context.close();
+  });
+
+  it('works with the keyboard alone: the bell, the feed (Page Down / Page Up), mark read, mark all read', async () => {
+    const user = randomId('keys');
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    for (const title of ['first', 'second', 'third']) await env.stack.notify(user, { title });
+    await waitFor(async () => (await inbox.unread()) === 3 && (await inbox.titles()).length === 3, {
+      what: 'three unread',
+    });
+    const { page } = inbox;
+
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe(`BUTTON Notifications, 3 unread`);
+    // The bell closes and opens the panel.
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.bell.getAttribute('aria-expanded')) === 'false', {
+      what: 'closed',
+    });
+    expect(await inbox.feed.isVisible()).toBe(false);
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.bell.getAttribute('aria-expanded')) === 'true', { what: 'open' });
+
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('BUTTON Mark all read');
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: third/);
+    await page.keyboard.press('PageDown');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: second/);
+    await page.keyboard.press('PageDown');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: first/);
+    await page.keyboard.press('PageUp');
+    expect(await focused(page)).toMatch(/^ARTICLE Unread: second/);
+
+    // Into the article: its "Mark read" button, pressed with Enter.
+    await page.keyboard.press('Tab');
+    expect(await focused(page)).toBe('BUTTON Mark read: second');
+    await page.keyboard.press('Enter');
+    await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+
+    // Back to "Mark all read" (Shift+Tab through what precedes), pressed with Space.
+    for (let i = 0; i < 10 && (await focused(page)) !== 'BUTTON Mark all read'; i++) {
+      await page.keyboard.press('Shift+Tab');
+    }
+    expect(await focused(page)).toBe('BUTTON Mark all read');
+    await page.keyboard.press('Space');
+    await waitFor(async () => (await inbox.unread()) === 0, { what: 'the badge at 0' });
+    expect(await inbox.badge()).toBe('');
+    expect(await env.stack.unread(user)).toBe(0);
+    await context.close();
+  });
+});

@@ -1,0 +1,75 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { buildWebServer } from '../src/server/app.js';
+import { loadConfig } from '../src/server/config.js';
+
+/** A built page of one file, so that these tests do not depend on the Vite build. */
+function publicDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'herald-web-'));
+  writeFileSync(join(dir, 'index.html'), '<!doctype html><title>inbox</title>');
+  return dir;
+}
+
+// Upstreams nobody listens on (port 9 is "discard"; nothing answers it here).
+const nowhere = {
+  HERALD_GATEWAY_URL: 'http://127.0.0.1:9',
+  HERALD_REALTIME_URL: 'http://127.0.0.1:9',
+  HERALD_LOG_LEVEL: 'silent',
+};
+
+describe('web server', () => {
+  const apps: Awaited<ReturnType<typeof buildWebServer>>[] = [];
+  const build = async (env: Record<string, string>) => {
+    const app = await buildWebServer(loadConfig({ ...nowhere, ...env }, { publicDir: publicDir() }));
+    apps.push(app);
+    return app;
+  };
+  afterAll(() => Promise.all(apps.map((app) => app.close())));
+
+  it('serves the page at / (revalidated on every load), /healthz, and a JSON 404 elsewhere', async () => {
+    const app = await build({});
+    const page = await app.inject({ url: '/' });
+    expect(page.statusCode).toBe(200);
+    expect(page.headers['content-type']).toContain('text/html');
+    expect(page.headers['cache-control']).toBe('no-cache');
+    expect((await app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok', service: 'web' });
+    const missing = await app.inject({ url: '/nope' });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+  });
+
+  it('/readyz is 503 naming the upstream that does not answer', async () => {
+    const app = await build({});
+    const ready = await app.inject({ url: '/readyz' });
+    expect(ready.statusCode).toBe(503);
+    expect(ready.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    expect(ready.json().error).toMatch(/gateway at http:\/\/127\.0\.0\.1:9 does not answer/);
+  });
+
+  it('production has no demo token route; development mode has it', async () => {
+    const production = await build({});
+    expect((await production.inject({ method: 'POST', url: '/dev/token' })).statusCode).toBe(404);
+    const development = await build({ HERALD_DEV_MODE: 'true' });
+    const answer = await development.inject({ method: 'POST', url: '/dev/token' });
+    // The gateway is nowhere: the route exists and says so.
+    expect(answer.statusCode).toBe(503);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  });
+
+  it('the demo route refuses a malformed user id with a 400 naming it', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { userId: 'a b' } });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    expect(answer.json().error).toContain('userId');
+  });
+
+  it('an upstream that does not answer is a JSON 503 on /api', async () => {
+    const app = await build({});
+    const answer = await app.inject({ url: '/api/healthz' });
+    expect(answer.statusCode).toBe(503);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  });
+});

@@ -1,0 +1,95 @@
+import type { AdminSnapshot } from '@herald/protocol';
+import { type AppProcess, redisUrl, startApp } from '@herald/testing';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { entries, randomId, Stack, waitFor } from './support/stack.js';
+
+// 32+ bytes, and none of the API keys.
+const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef0123456789';
+
+describe('the admin snapshot of realtime instances, as processes: connections, resumes, latency', () => {
+  let stack: Stack;
+  let gateway: AppProcess;
+  let a: AppProcess;
+  let b: AppProcess;
+
+  beforeAll(async () => {
+    // An inbox of 5: a client away for more than 5 notifications comes back to a trimmed offset.
+    stack = new Stack(redisUrl(), { HERALD_ADMIN_KEY: ADMIN_KEY, HERALD_INBOX_MAX_LENGTH: '5' });
+    [gateway, { a, b }] = await Promise.all([
+      startApp({ name: 'gateway', entry: entries.gateway, env: stack.env }).then((app) => {
+        stack.processes.push(app);
+        return app;
+      }),
+      stack.startDelivery(),
+    ]);
+  });
+  afterAll(async () => {
+    await stack.dispose();
+  });
+
+  async function snapshot(): Promise<AdminSnapshot> {
+    const response = await fetch(`${gateway.url}/admin/snapshot`, {
+      headers: { authorization: `Bearer ${ADMIN_KEY}` },
+    });
+    expect(response.status).toBe(200);
+    return (await response.json()) as AdminSnapshot;
+  }
+
+  it('reports each instance’s connections, fresh / recovered / resync, and the latency of acked live notifications', async () => {
+    // alice: fresh on rt-a, receives 3 live notifications and acks them.
+    const alice = stack.client(randomId('alice'));
+    await alice.connect(a.url);
+    const sent = await stack.send(alice.userId, 3);
+    await waitFor(() => alice.received.length === 3, { what: 'alice’s notifications' });
+    expect(await alice.command('ack', { ids: sent })).toMatchObject({ ok: true, changed: 3 });
+    // An ack again, or of an id never sent live here, is no new sample.
+    expect(await alice.command('ack', { ids: [...sent, 'nope'] })).toMatchObject({ ok: true });
+
+    // bob: fresh on rt-b, away for 3 notifications, back on rt-b from his offset: recovered, 3 replayed.
+    const bob = stack.client(randomId('bob'));
+    await bob.connect(b.url);
+    await stack.send(bob.userId, 1);
+    await waitFor(() => bob.received.length === 1, { what: 'bob’s first' });
+    bob.disconnect();
+    await stack.send(bob.userId, 3);
+    await bob.connect(b.url, bob.lastOffset);
+    expect(bob.synced.at(-1)?.replayed).toBe(3);
+
+    // carol: fresh on rt-a, away for 7 (the inbox keeps 5), back on rt-b: resync.
+    const carol = stack.client(randomId('carol'));
+    await carol.connect(a.url);
+    await stack.send(carol.userId, 1);
+    await waitFor(() => carol.received.length === 1, { what: 'carol’s first' });
+    carol.disconnect();
+    await stack.send(carol.userId, 7);
+    await waitFor(async () => (await stack.inboxIds(carol.userId)).length === 5, { what: 'carol’s trim' });
+    await carol.connect(b.url, carol.lastOffset);
+    expect(carol.resyncs).toHaveLength(1);
+
+    const expected = await waitFor(
+      async () => {
+        const current = await snapshot();
+        const connections = Object.fromEntries(current.realtime.map((rt) => [rt.instanceId, rt.connections]));
+        return connections['rt-a'] === 1 &&
+          connections['rt-b'] === 2 &&
+          current.resume.resync === 1 &&
+          current.latency.count === 3
+          ? current
+          : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the instances’ flushes in the snapshot' },
+    );
+    expect(expected.resume).toEqual({ fresh: 3, recovered: 1, resync: 1, replayed: 3 });
+    expect(expected.realtime.map((rt) => rt.instanceId)).toEqual(['rt-a', 'rt-b']);
+    // Live notifications on a quiet loopback: acked within seconds, never "before" they were sent.
+    expect(expected.latency.p50).toBeGreaterThan(0);
+    expect(expected.latency.max).toBeLessThan(10_000);
+    expect(expected.latency.p50).toBeLessThanOrEqual(expected.latency.p99 ?? 0);
+
+    // An instance that stops leaves the list (its goodbye removes its heartbeat).
+    await b.stop();
+    await waitFor(async () => (await snapshot()).realtime.every((rt) => rt.instanceId !== 'rt-b'), {
+      what: 'rt-b gone from the snapshot',
+    });
+  });
+});

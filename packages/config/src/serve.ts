@@ -1,0 +1,70 @@
+import type { Server } from 'node:http';
+import closeWithGrace from 'close-with-grace';
+import { ConfigError } from './env.js';
+
+/** Most time a graceful shutdown may take before the process exits anyway. */
+export const SHUTDOWN_GRACE_MS = 10_000;
+
+/** What {@link serveHttp} needs of an HTTP app: Fastify's instance has it. */
+export interface HttpApp {
+  server: Server;
+  log: {
+    info(data: Record<string, unknown>, message: string): void;
+    warn(message: string): void;
+    error(data: Record<string, unknown>, message: string): void;
+  };
+  listen(options: { port: number; host: string }): Promise<unknown>;
+  close(): Promise<unknown>;
+}
+
+/**
+ * An app's configuration, or the process's end: a {@link ConfigError} (or anything else thrown) is
+ * written to stderr as it is, and the process exits 1 before anything starts.
+ *
+ * @example
+ * ```ts
+ * const config = configOrExit(() => loadConfig());
+ * ```
+ */
+export function configOrExit<T>(load: () => T): T {
+  try {
+    return load();
+  } catch (error) {
+    process.stderr.write(`${error instanceof ConfigError ? error.message : String(error)}\n`);
+    process.exit(1);
+  }
+}
+
+/**
+ * Logs the start-up `warnings`, listens on `port`/`host`, logs `listening` with the port actually taken
+ * (what the tests' `startApp` waits for) and, on SIGTERM/SIGINT, stops accepting, lets in-flight
+ * requests finish and closes the app within {@link SHUTDOWN_GRACE_MS}. `close()` closes idle keep-alive
+ * connections only once; one that goes idle afterwards would hold the shutdown for the keep-alive
+ * timeout (72 s), so idle connections are closed every 50 ms until it is done.
+ *
+ * @example
+ * ```ts
+ * const port = await serveHttp(await buildApp(config), { ...config, service: 'gateway' });
+ * ```
+ */
+export async function serveHttp(
+  app: HttpApp,
+  options: { port: number; host: string; service: string; warnings?: readonly string[] },
+): Promise<number> {
+  for (const warning of options.warnings ?? []) app.log.warn(warning);
+  closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+    if (err) app.log.error({ err }, 'fatal error; shutting down');
+    else app.log.info({ signal }, 'shutting down');
+    const closeIdle = setInterval(() => app.server.closeIdleConnections(), 50);
+    try {
+      await app.close();
+    } finally {
+      clearInterval(closeIdle);
+    }
+  });
+  await app.listen({ port: options.port, host: options.host });
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : options.port;
+  app.log.info({ port, service: options.service }, 'listening');
+  return port;
+}
