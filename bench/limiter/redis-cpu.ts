@@ -1,11 +1,8 @@
 // What Redis does for the limiter benchmarks: redis-benchmark runs, and Redis's CPU per call of a script
 // (INFO commandstats usec_per_call) on a private redis-server, shared by run.ts (Herald against
 // rate-limiter-flexible) and scripts-vs.ts (Herald's scripts against those of another revision).
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { hasRedisServerBinary, startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
 
 /** Calls in flight at once, for Herald, rate-limiter-flexible and redis-benchmark (-c) alike. */
@@ -62,17 +59,6 @@ export function connect(url: string): Promise<Redis> {
   return redis.connect().then(() => redis);
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
-    });
-  });
-}
-
 /** A script and the arguments of one call of it (`__rand_int__` in a key: one of IDS per call). */
 export interface ScriptWorkload {
   name: string;
@@ -117,8 +103,8 @@ function mainThreadCpuUs(info: string): number {
  * check makes sure the script really decided (code 1).
  */
 export async function commandstats(scripts: ScriptWorkload[], repetitions = 3): Promise<ScriptCpu[]> {
-  if (spawnSync('redis-server', ['--version']).status !== 0) return [];
-  const server = await privateRedisServer();
+  if (!hasRedisServerBinary()) return [];
+  const server = await startRedisServer();
   try {
     const admin = await connect(server.url);
     const perScript = new Map<string, CpuSample[]>(scripts.map((s) => [s.name, []]));
@@ -159,55 +145,6 @@ export async function commandstats(scripts: ScriptWorkload[], repetitions = 3): 
       return { name: s.name, usPerCall: Math.min(...samples.map((x) => x.us)), samples };
     });
   } finally {
-    await server.stop();
+    await server.dispose();
   }
-}
-
-/** A redis-server of its own on a free loopback port, no persistence. */
-export interface PrivateRedis {
-  url: string;
-  /** The server's process id (with `wrapper`: the wrapper's, e.g. valgrind's, which runs redis-server). */
-  pid: number;
-  /** Its working directory, removed by stop(). */
-  dir: string;
-  stop(): Promise<void>;
-}
-
-/**
- * Starts redis-server (behind `wrapper`, e.g. `['valgrind', '--tool=callgrind', ...]`) and polls with a
- * deadline of `startSeconds` until it answers PING.
- */
-export async function privateRedisServer(wrapper: string[] = [], startSeconds = 10): Promise<PrivateRedis> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'herald-bench-redis-'));
-  const redisArgs = [
-    '--port',
-    String(port),
-    '--bind',
-    '127.0.0.1',
-    '--save',
-    '',
-    '--appendonly',
-    'no',
-    '--dir',
-    dir,
-  ];
-  const [command = 'redis-server', ...args] = [...wrapper, 'redis-server', ...redisArgs];
-  const server = spawn(command, args, { stdio: 'ignore' });
-  const stop = async () => {
-    server.kill('SIGTERM');
-    if (server.exitCode === null) await new Promise((resolve) => server.once('exit', resolve));
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = performance.now() + startSeconds * 1000;
-  while (
-    spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() !== 'PONG'
-  ) {
-    if (performance.now() > deadline || server.exitCode !== null) {
-      await stop();
-      throw new Error(`${command} on port ${port} did not start within ${startSeconds} s`);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  return { url: `redis://127.0.0.1:${port}`, pid: server.pid ?? 0, dir, stop };
 }

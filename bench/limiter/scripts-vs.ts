@@ -12,8 +12,9 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Algorithm, batchScriptSource, expandLua, scriptSource } from '@herald/rate-limiter';
+import { startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
-import { commandstats, privateRedisServer, type ScriptWorkload } from './redis-cpu.js';
+import { commandstats, type ScriptWorkload } from './redis-cpu.js';
 
 const BASE = process.env.BENCH_BASE ?? 'main';
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
@@ -152,14 +153,15 @@ async function instructionsTable(): Promise<string[]> {
       throw new Error(`BENCH_CALLGRIND=1 needs ${tool} on PATH`);
   }
   const out = mkdtempSync(join(tmpdir(), 'herald-bench-callgrind-'));
-  const server = await privateRedisServer(
-    ['valgrind', '--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`],
-    120,
-  );
+  const server = await startRedisServer({
+    wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`],
+    startTimeoutMs: 120_000,
+  });
   const counts = new Map<string, number[]>(scripts.map((s) => [s.name, []]));
   const redis = new Redis(server.url);
   try {
-    const control = (option: string) => execFileSync('callgrind_control', [option, String(server.pid)]);
+    const control = (option: string) =>
+      execFileSync('callgrind_control', [option, String(server.process.pid)], { stdio: 'pipe' });
     for (let rep = 0; rep < REPETITIONS; rep++) {
       for (const script of scripts) {
         const sha = (await redis.script('LOAD', script.lua)) as string;
@@ -189,7 +191,7 @@ async function instructionsTable(): Promise<string[]> {
     }
   } finally {
     redis.disconnect();
-    await server.stop();
+    await server.dispose();
     rmSync(out, { recursive: true, force: true });
   }
   const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
