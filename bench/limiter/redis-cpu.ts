@@ -99,7 +99,8 @@ function mainThreadCpuUs(info: string): number {
 /**
  * Redis CPU per decision (µs) of each script, on a private redis-server: INFO commandstats usec_per_call
  * divided by the decisions per call, under redis-benchmark -P 16 (30,000 decisions a run). The scripts
- * take turns, `repetitions` times, and each keeps its least figure (preemption only ever adds). A sanity
+ * take turns, `repetitions` times (every other time in reverse order), and each keeps its least figure
+ * (preemption only ever adds). A sanity
  * check makes sure the script really decided (code 1).
  */
 export async function commandstats(scripts: ScriptWorkload[], repetitions = 3): Promise<ScriptCpu[]> {
@@ -109,7 +110,8 @@ export async function commandstats(scripts: ScriptWorkload[], repetitions = 3): 
     const admin = await connect(server.url);
     const perScript = new Map<string, CpuSample[]>(scripts.map((s) => [s.name, []]));
     for (let rep = 0; rep < repetitions; rep++) {
-      for (const script of scripts) {
+      // Every other repetition in reverse order: neighbours take turns at going first.
+      for (const script of rep % 2 === 0 ? scripts : [...scripts].reverse()) {
         const sha = (await admin.script('LOAD', script.lua)) as string;
         await admin.flushall();
         await admin.config('RESETSTAT');
