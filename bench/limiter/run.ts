@@ -9,36 +9,26 @@
 // noise). Every Node contender uses the same harness: CONCURRENCY callers, each a tight loop of awaits.
 // Finally, Redis's CPU per call of each library's script (INFO commandstats usec_per_call) is measured
 // on a private redis-server started here: a noise-free comparison of the work each one asks of Redis.
-import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { batchScriptSource, RateLimiter, scriptSource } from '@herald/rate-limiter';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { barChart, writeReport } from '../report.js';
+import {
+  CONCURRENCY,
+  commandstats,
+  connect,
+  IDS,
+  PIPELINE,
+  redisBenchmark,
+  type Sample,
+} from './redis-cpu.js';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const ROUND_SECONDS = Number(process.env.BENCH_ROUND_SECONDS ?? 1.8);
 const WARMUP_SECONDS = 0.3;
-/** Calls in flight at once, for Herald, rate-limiter-flexible and redis-benchmark (-c) alike. */
-const CONCURRENCY = 50;
-/** redis-benchmark's pipelined run: commands per pipeline (-P). */
-const PIPELINE = 16;
-/** The normal path spreads calls over this many ids, each far from its limit: every call is allowed. */
-const IDS = 10_000;
 const NORMAL = { capacity: 1_000_000, ratePerSecond: 1_000_000 };
-
-interface Sample {
-  perSecond: number;
-  /** Sorted latencies (ms) of this round; redis-benchmark gives its own p50/p99 instead. */
-  latencies?: Float64Array;
-  p50Ms?: number;
-  p99Ms?: number;
-}
 
 interface Contender {
   name: string;
@@ -85,32 +75,6 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-/** redis-benchmark with `args` (a command), CONCURRENCY clients; its own rps and percentiles. */
-async function redisBenchmark(
-  url: string,
-  args: string[],
-  requests: number,
-  pipeline: number,
-): Promise<Sample> {
-  const { hostname, port, password } = new URL(url);
-  const cli = [
-    ...['-h', hostname, '-p', port || '6379'],
-    ...(password ? ['-a', decodeURIComponent(password)] : []),
-    ...['-c', String(CONCURRENCY), '-n', String(Math.round(requests)), '-r', String(IDS)],
-    ...['-P', String(pipeline), '--csv', ...args],
-  ];
-  const child = spawn('redis-benchmark', cli, { stdio: ['ignore', 'pipe', 'ignore'] });
-  let out = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    out += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  const line = out.split('\n').find((l) => l.startsWith('"EVALSHA'));
-  if (code !== 0 || line === undefined) return { perSecond: Number.NaN };
-  const fields = line.split('","').map((f) => f.replaceAll('"', ''));
-  return { perSecond: Number(fields[1]), p50Ms: Number(fields[4]), p99Ms: Number(fields[6]) };
-}
-
 /** A redis-benchmark contender sized to last about `seconds` from the previous round's rate. */
 function benchmarkContender(
   name: string,
@@ -135,19 +99,6 @@ function nodeContender(name: string, op: (i: number) => Promise<unknown>): Conte
   return { name, samples: [], run: (seconds) => loop(op, seconds) };
 }
 
-function connect(url: string): Promise<Redis> {
-  // One client shared by both libraries. Auto-pipelining stays off (ioredis's default): measured on this
-  // 2-core machine it lowered both libraries (Node and Redis then take turns on one batch).
-  const redis = new Redis(url, {
-    enableAutoPipelining: false,
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    maxRetriesPerRequest: 1,
-    lazyConnect: true,
-  });
-  return redis.connect().then(() => redis);
-}
-
 /** As RateLimiter's `coalesceWrites`: cork once per tick, uncork in process.nextTick. */
 function corkUntilNextTick(stream: Redis['stream']): void {
   if (stream.writableCorked !== 0) return;
@@ -159,84 +110,6 @@ function fmt(n: number, digits = 0): string {
   return Number.isFinite(n)
     ? n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })
     : 'n/a';
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject()));
-    });
-  });
-}
-
-/**
- * Redis CPU per decision (µs) of each script, on a private redis-server: INFO commandstats usec_per_call
- * divided by the decisions per call. A sanity check makes sure the script really decided (code 1).
- */
-async function commandstats(
-  scripts: {
-    name: string;
-    lua: string;
-    args: (key: string) => string[];
-    decisions?: number;
-    keys?: number;
-  }[],
-): Promise<{ name: string; usPerCall: number }[]> {
-  if (spawnSync('redis-server', ['--version']).status !== 0) return [];
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'herald-bench-redis-'));
-  const server = spawn(
-    'redis-server',
-    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: 'ignore' },
-  );
-  const url = `redis://127.0.0.1:${port}`;
-  try {
-    // Poll with a deadline until the server answers PING.
-    const deadline = performance.now() + 10_000;
-    while (
-      spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() !== 'PONG'
-    ) {
-      if (performance.now() > deadline) throw new Error(`redis-server on port ${port} did not start`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    const admin = await connect(url);
-    const perScript = new Map<string, number[]>(scripts.map((s) => [s.name, []]));
-    for (let rep = 0; rep < 3; rep++) {
-      for (const script of scripts) {
-        const sha = (await admin.script('LOAD', script.lua)) as string;
-        await admin.flushall();
-        await admin.config('RESETSTAT');
-        const decisions = script.decisions ?? 1;
-        const command = [
-          'EVALSHA',
-          sha,
-          String(script.keys ?? decisions),
-          ...script.args('k:{__rand_int__}'),
-        ];
-        await redisBenchmark(url, command, 30_000 / decisions, PIPELINE);
-        const stats = await admin.info('commandstats');
-        const us = Number(/cmdstat_evalsha:.*usec_per_call=([\d.]+)/.exec(stats)?.[1]);
-        perScript.get(script.name)!.push(us / decisions);
-        const check = (await admin.evalsha(
-          sha,
-          script.keys ?? decisions,
-          ...script.args('k:{check}').map((a) => a.replaceAll('__rand_int__', '0')),
-        )) as number[];
-        if (check[0] !== 1) throw new Error(`${script.name} did not decide (reply ${JSON.stringify(check)})`);
-      }
-    }
-    admin.disconnect();
-    // The minimum of the repetitions: on a shared machine preemption only ever adds to usec_per_call.
-    return scripts.map((s) => ({ name: s.name, usPerCall: Math.min(...perScript.get(s.name)!) }));
-  } finally {
-    server.kill('SIGTERM');
-    await new Promise((resolve) => server.once('exit', resolve));
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 async function main(): Promise<void> {

@@ -6,6 +6,8 @@
 
   `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
   Every key of one call must share one hash tag (Redis Cluster: one slot).
+  Shared code (prelude-n.lua, policy-args.lua, deny-track.lua) comes from fragments/ by the --#include
+  lines, which lua.ts expands before SCRIPT LOAD (scriptSource('fixed-window')).
 
   KEYS[i]   counter of policy i: a hash { w = <window index>, c = <count in window w> }
 
@@ -24,37 +26,15 @@
     index  the denying policy (the one that needs the longest wait), or the policy of the error;
            0 when allowed
 ]]
-local n = #KEYS
-
-local function fail(code, index)
-  local reply = { code, index }
-  for i = 1, 4 * n do reply[2 + i] = 0 end
-  return reply
-end
-
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local marginMs = tonumber(ARGV[2])
-if now == nil or marginMs == nil then return fail(-2, 0) end
+--#include prelude-n.lua
 
 local capacities, costs, counts, windows, ends = {}, {}, {}, {}, {}
-local allAllowed = true
-local denyIndex, longestWait = 0, -1
-local reply = { 1, 0 }
 
 for i = 1, n do
-  local capacity = tonumber(ARGV[3 * i])
-  local rate = tonumber(ARGV[3 * i + 1])
-  local cost = tonumber(ARGV[3 * i + 2])
-  if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
-    return fail(-2, i)
-  end
-  if cost > capacity then return fail(-1, i) end
+  --#include policy-args.lua
+  --#   at = 3 * i
+  --#   invalid = return fail(-2, i)
+  --#   exceeds = return fail(-1, i)
 
   local length = capacity / rate * 1000000  -- µs
   local window = math.floor(now / length)
@@ -63,24 +43,13 @@ for i = 1, n do
   if tonumber(state[1]) == window then count = tonumber(state[2]) or 0 end
   local windowEnd = (window + 1) * length
   capacities[i], costs[i], counts[i], windows[i], ends[i] = capacity, cost, count, window, windowEnd
-
-  local retryAfterMs = 0
-  if count + cost > capacity then
-    allAllowed = false
-    retryAfterMs = math.max(1, math.ceil((windowEnd - now) / 1000))
-    if retryAfterMs > longestWait then
-      longestWait = retryAfterMs
-      denyIndex = i
-    end
-  end
-  reply[4 * i - 1] = (count + cost <= capacity) and 1 or 0
-  reply[4 * i + 1] = retryAfterMs
+  --#include deny-track.lua
+  --#   denied = count + cost > capacity
+  --#   wait = math.max(1, math.ceil((windowEnd - now) / 1000))
+  --#   slot = 4 * i
 end
 
-if not allAllowed then
-  reply[1] = 0
-  reply[2] = denyIndex
-end
+if not allAllowed then reply[1], reply[2] = 0, denyIndex end
 
 for i = 1, n do
   local count = counts[i]

@@ -6,6 +6,7 @@ export {
   RateLimiterUnavailableError,
 } from './errors.js';
 export { bucketKey, escapeId, unescapeId } from './keys.js';
+export { expandLua } from './lua.js';
 export {
   type DecisionSource,
   type FailureMode,

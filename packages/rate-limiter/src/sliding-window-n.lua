@@ -7,6 +7,8 @@
 
   `-n`: the number of keys varies per call (one per policy); it is passed as EVAL's numkeys.
   Every key of one call must share one hash tag (Redis Cluster: one slot).
+  Shared code (prelude-n.lua, policy-args.lua, deny-track.lua) comes from fragments/ by the --#include
+  lines, which lua.ts expands before SCRIPT LOAD (scriptSource('sliding-window')).
 
   KEYS[i]   counters of policy i: a hash { w = <window index>, c = <count in w>, p = <count in w - 1> }
 
@@ -25,37 +27,15 @@
     index  the denying policy (the one that needs the longest wait), or the policy of the error;
            0 when allowed
 ]]
-local n = #KEYS
-
-local function fail(code, index)
-  local reply = { code, index }
-  for i = 1, 4 * n do reply[2 + i] = 0 end
-  return reply
-end
-
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local marginMs = tonumber(ARGV[2])
-if now == nil or marginMs == nil then return fail(-2, 0) end
+--#include prelude-n.lua
 
 local capacities, costs, currents, previouses, windows, lengths, weights = {}, {}, {}, {}, {}, {}, {}
-local allAllowed = true
-local denyIndex, longestWait = 0, -1
-local reply = { 1, 0 }
 
 for i = 1, n do
-  local capacity = tonumber(ARGV[3 * i])
-  local rate = tonumber(ARGV[3 * i + 1])
-  local cost = tonumber(ARGV[3 * i + 2])
-  if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
-    return fail(-2, i)
-  end
-  if cost > capacity then return fail(-1, i) end
+  --#include policy-args.lua
+  --#   at = 3 * i
+  --#   invalid = return fail(-2, i)
+  --#   exceeds = return fail(-1, i)
 
   local length = capacity / rate * 1000000  -- µs
   local window = math.floor(now / length)
@@ -74,9 +54,8 @@ for i = 1, n do
   capacities[i], costs[i], currents[i], previouses[i] = capacity, cost, current, previous
   windows[i], lengths[i], weights[i] = window, length, weight
 
-  local retryAfterMs = 0
+  local waitMs = false
   if estimate + cost > capacity then
-    allAllowed = false
     -- Earliest wait t with estimate(now + t) + cost <= capacity, assuming no other admissions:
     -- within this window while the previous window's weight decays, else in the next window
     -- while this window's count decays.
@@ -89,20 +68,15 @@ for i = 1, n do
       if current > 0 then intoNext = math.max(0, length * (1 - (capacity - cost) / current)) end
       waitUs = (length - elapsed) + intoNext
     end
-    retryAfterMs = math.max(1, math.ceil(waitUs / 1000))
-    if retryAfterMs > longestWait then
-      longestWait = retryAfterMs
-      denyIndex = i
-    end
+    waitMs = math.max(1, math.ceil(waitUs / 1000))
   end
-  reply[4 * i - 1] = (estimate + cost <= capacity) and 1 or 0
-  reply[4 * i + 1] = retryAfterMs
+  --#include deny-track.lua
+  --#   denied = waitMs
+  --#   wait = waitMs
+  --#   slot = 4 * i
 end
 
-if not allAllowed then
-  reply[1] = 0
-  reply[2] = denyIndex
-end
+if not allAllowed then reply[1], reply[2] = 0, denyIndex end
 
 for i = 1, n do
   local current = currents[i]

@@ -6,6 +6,9 @@
   other at one instant: a key may appear in several calls, and each call sees the previous ones' writes.
   One EVALSHA, one TIME and one reply for M calls instead of M of each.
 
+  Code: fragments/buckets-m.lua, the same for gcra-m.lua, with token-bucket-one.lua (a call of one bucket)
+  and token-bucket-decide.lua / -take.lua; lua.ts puts it in place (batchScriptSource('token-bucket')).
+
   KEYS      the buckets of call 1, then those of call 2, … (within one call every key once: the caller
             merges an id given twice), in token-bucket-n.lua's state (struct '<Bddd', microtokens)
 
@@ -25,173 +28,8 @@
   A malformed layout (n missing or < 1, or more keys than KEYS) is an error reply: only a caller bug
   makes one, and no call of the batch is decided.
 ]]
-local now
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-else
-  now = tonumber(ARGV[1])
-end
-local marginMs = tonumber(ARGV[2])
-
--- Checked before any write, so a malformed batch changes nothing.
-local nkeys, at = 0, 3
-while at <= #ARGV do
-  local n = tonumber(ARGV[at])
-  if n == nil or n < 1 or n % 1 ~= 0 or nkeys + n > #KEYS or at + 3 * n > #ARGV then
-    return redis.error_reply('ERR token-bucket-m.lua: malformed call layout at ARGV[' .. at .. ']')
-  end
-  nkeys = nkeys + n
-  at = at + 1 + 3 * n
-end
-if nkeys ~= #KEYS then
-  return redis.error_reply('ERR token-bucket-m.lua: ' .. nkeys .. ' keys in the layout, ' .. #KEYS .. ' given')
-end
-
--- A bucket's microtokens refilled up to now, its time and its key's expiry (never written: full, now,
--- nil). Format 1 (whole tokens) is read as tokens * 1e6, as in token-bucket-1.lua.
-local function load(key, capacity, rate)
-  local tokens, ts, expAt, format
-  local stored = redis.call('GET', key)
-  if stored and #stored == 25 then
-    format, tokens, ts, expAt = struct.unpack('<Bddd', stored)
-    if format == 1 then
-      tokens = tokens * 1000000
-    elseif format ~= 2 then
-      tokens = nil
-    end
-  end
-  if tokens == nil then
-    tokens = capacity * 1000000
-    ts = now
-  end
-  -- A clock that steps back (an injected one, or a failed-over replica) never removes tokens.
-  if now > ts then
-    tokens = math.min(capacity * 1000000, tokens + (now - ts) * rate)
-    ts = now
-  end
-  return tokens, ts, expAt
-end
-
--- Writes a bucket that was taken from (full again in resetMs). As in token-bucket-1.lua: the expiry is
--- kept while it is at least resetMs + margin/2 away.
-local function store(key, tokens, ts, expAt, resetMs)
-  if expAt and expAt >= now + (resetMs + marginMs / 2) * 1000 then
-    redis.call('SET', key, struct.pack('<Bddd', 2, tokens, ts, expAt), 'KEEPTTL')
-  else
-    redis.call('SET', key, struct.pack('<Bddd', 2, tokens, ts, now + (resetMs + marginMs) * 1000), 'PX',
-      resetMs + marginMs)
-  end
-end
-
--- Two tables for the whole batch: the reply, and the refilled state of the current call's buckets.
-local reply = {}
-local state = {}
-local k0, a, o = 0, 3, 0 -- keys before this call, ARGV index of this call's n, reply entries before it
-
-while a <= #ARGV do
-  local n = tonumber(ARGV[a])
-  local failCode, failIndex
-  if now == nil or marginMs == nil then failCode, failIndex = -2, 0 end
-  local allAllowed = true
-  local denyIndex, longestWait = 0, -1
-
-  if failCode == nil and n == 1 then
-    -- One bucket: token-bucket-1.lua's single pass, no state table (~1.5 µs less per call).
-    local capacity = tonumber(ARGV[a + 1])
-    local rate = tonumber(ARGV[a + 2])
-    local cost = tonumber(ARGV[a + 3])
-    reply[o + 3], reply[o + 4], reply[o + 5], reply[o + 6] = 0, 0, 0, 0
-    if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
-      reply[o + 1], reply[o + 2] = -2, 1
-    elseif cost > capacity then
-      reply[o + 1], reply[o + 2] = -1, 1
-    else
-      local key = KEYS[k0 + 1]
-      local tokens, ts, expAt = load(key, capacity, rate)
-      local need, full, perMs = cost * 1000000, capacity * 1000000, rate * 1000
-      if tokens < need then
-        reply[o + 1], reply[o + 2] = 0, 1
-        reply[o + 4] = math.floor(tokens / 1000000)
-        reply[o + 5] = math.ceil((need - tokens) / perMs)
-        reply[o + 6] = math.ceil((full - tokens) / perMs)
-      else
-        local resetMs
-        if cost > 0 then
-          tokens = tokens - need
-          resetMs = math.ceil((full - tokens) / perMs)
-          store(key, tokens, ts, expAt, resetMs)
-        else
-          resetMs = math.ceil((full - tokens) / perMs)
-        end
-        reply[o + 1], reply[o + 2], reply[o + 3] = 1, 0, 1
-        reply[o + 4] = math.floor(tokens / 1000000)
-        reply[o + 6] = resetMs
-      end
-    end
-  else
-    if failCode == nil then
-      for i = 1, n do
-        local capacity = tonumber(ARGV[a + 3 * i - 2])
-        local rate = tonumber(ARGV[a + 3 * i - 1])
-        local cost = tonumber(ARGV[a + 3 * i])
-        if capacity == nil or rate == nil or cost == nil or capacity <= 0 or rate <= 0 or cost < 0 then
-          failCode, failIndex = -2, i
-          break
-        end
-        if cost > capacity then
-          failCode, failIndex = -1, i
-          break
-        end
-
-        local tokens, ts, expAt = load(KEYS[k0 + i], capacity, rate)
-        state[3 * i - 2] = tokens
-        state[3 * i - 1] = ts
-        state[3 * i] = expAt or false
-
-        local retryAfterMs = 0
-        if tokens < cost * 1000000 then
-          allAllowed = false
-          retryAfterMs = math.ceil((cost * 1000000 - tokens) / (rate * 1000))
-          if retryAfterMs > longestWait then
-            longestWait = retryAfterMs
-            denyIndex = i
-          end
-          reply[o + 4 * i - 1] = 0
-        else
-          reply[o + 4 * i - 1] = 1
-        end
-        reply[o + 4 * i + 1] = retryAfterMs
-      end
-    end
-
-    if failCode ~= nil then
-      reply[o + 1], reply[o + 2] = failCode, failIndex
-      for j = 1, 4 * n do reply[o + 2 + j] = 0 end
-    else
-      reply[o + 1], reply[o + 2] = 1, 0
-      if not allAllowed then reply[o + 1], reply[o + 2] = 0, denyIndex end
-      for i = 1, n do
-        local capacity = tonumber(ARGV[a + 3 * i - 2])
-        local rate = tonumber(ARGV[a + 3 * i - 1])
-        local cost = tonumber(ARGV[a + 3 * i])
-        local tokens = state[3 * i - 2]
-        local resetMs
-        if allAllowed and cost > 0 then
-          tokens = tokens - cost * 1000000
-          resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
-          store(KEYS[k0 + i], tokens, state[3 * i - 1], state[3 * i], resetMs)
-        else
-          resetMs = math.ceil((capacity * 1000000 - tokens) / (rate * 1000))
-        end
-        reply[o + 4 * i] = math.floor(tokens / 1000000)
-        reply[o + 4 * i + 2] = resetMs
-      end
-    end
-  end
-
-  k0 = k0 + n
-  a = a + 1 + 3 * n
-  o = o + 2 + 4 * n
-end
-return reply
+--#include buckets-m.lua
+--#   script = token-bucket-m.lua
+--#   one = token-bucket-one.lua
+--#   decide = token-bucket-decide.lua
+--#   take = token-bucket-take.lua

@@ -1,7 +1,14 @@
+import { createHash } from 'node:crypto';
 import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RateLimiter, type RateLimiterOptions } from '../src/index.js';
+import {
+  type Algorithm,
+  batchScriptSource,
+  RateLimiter,
+  type RateLimiterOptions,
+  scriptSource,
+} from '../src/index.js';
 import { LIMITER_CLIENT_OPTIONS, randomPrefix } from './support/redis.js';
 
 // `batchCalls` with the gateway's two-policy calls (sender + recipients): how many script calls a tick
@@ -59,6 +66,40 @@ async function commandCalls(): Promise<Record<string, number>> {
   }
   return calls;
 }
+
+describe('the scripts Redis runs', () => {
+  const algorithms: Algorithm[] = ['token-bucket', 'gcra', 'fixed-window', 'sliding-window'];
+  it.each(algorithms)(
+    '%s: the expanded sources (their --#include lines put in place), by SHA1',
+    async (algorithm) => {
+      const redis = client();
+      await waitFor(() => redis.status === 'ready', { what: 'limiter client ready' });
+      const limiter = (...names: string[]) =>
+        new RateLimiter({
+          redis,
+          algorithm,
+          keyPrefix: randomPrefix(),
+          policies: names.map((name) => ({ name, capacity: 10, ratePerSecond: 1 })),
+        });
+      // One bucket (the -1 script where the algorithm has one), two (the -n script), two calls of one
+      // tick (the -m script where it has one).
+      expect((await limiter('p').consume('a')).source).toBe('redis');
+      const two = limiter('p', 'q');
+      expect((await two.consume({ p: 'a', q: 'b' })).source).toBe('redis');
+      await Promise.all([two.consume({ p: 'a', q: 'b' }), two.consume({ p: 'c', q: 'd' })]);
+      const sources = new Set([
+        scriptSource(algorithm, 1),
+        scriptSource(algorithm),
+        batchScriptSource(algorithm),
+      ]);
+      const shas = [...sources]
+        .filter((source) => source !== undefined)
+        .map((source) => createHash('sha1').update(source).digest('hex'));
+      expect(shas.length).toBe(algorithm === 'token-bucket' || algorithm === 'gcra' ? 3 : 1);
+      expect(await admin.script('EXISTS', ...shas)).toEqual(shas.map(() => 1));
+    },
+  );
+});
 
 describe('batchCalls: multi-bucket calls of one tick', () => {
   it('50 two-policy calls of one tick are one EVALSHA and one TIME, decided in call order', async () => {

@@ -1,19 +1,13 @@
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Algorithm, RateLimiter } from '../src/index.js';
-import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
+import { START_MS } from './support/clock.js';
+import { connectRedisForFile, onCluster, randomPrefix } from './support/redis.js';
 
 // Whole numbers stay whole: `remaining`, `retryAfterMs` and `resetAfterMs` are exact where the exact
 // answer is an integer, for every capacity and rate (review finding 9: a fresh GCRA bucket of capacity 7
 // at 3/s reported 6 for a cost of 0, because 7 · (1e6/3) / (1e6/3) = 6.999999999999999 in doubles).
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
-
-const START_MS = 1_760_000_000_000;
+const redis = await connectRedisForFile();
 const ALGORITHMS: Algorithm[] = ['token-bucket', 'gcra'];
 /** The one-key script (a one-id call), the N-key script (two ids) and, on one node, the batch script. */
 const SHAPES = ['one key', 'n keys', 'batch'] as const;

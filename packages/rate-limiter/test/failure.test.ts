@@ -1,7 +1,12 @@
 import { type RedisServerHandle, randomId, startRedisServer, waitFor } from '@herald/testing';
 import { Redis, type RedisOptions } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type FailureMode, RateLimiter, RateLimiterUnavailableError } from '../src/index.js';
+import {
+  type FailureMode,
+  RateLimiter,
+  type RateLimiterOptions,
+  RateLimiterUnavailableError,
+} from '../src/index.js';
 import { randomPrefix } from './support/redis.js';
 
 // Redis stopped mid-run, and Redis too slow: a redis-server this file owns, on its own port.
@@ -28,6 +33,16 @@ function client(options: RedisOptions = {}): Redis {
   redis.on('error', () => {});
   clients.push(redis);
   return redis;
+}
+
+/** A limiter with a client and a key prefix of its own, and a client for the test's own commands, both connected. */
+async function limiterAndAdmin(
+  options: Omit<RateLimiterOptions, 'redis' | 'keyPrefix'>,
+): Promise<{ limiter: RateLimiter; admin: Redis }> {
+  const redis = client();
+  const admin = client();
+  await waitFor(() => redis.status === 'ready' && admin.status === 'ready', { what: 'clients ready' });
+  return { limiter: new RateLimiter({ redis, keyPrefix: randomPrefix(), ...options }), admin };
 }
 
 function limiterFor(redis: Redis, mode: FailureMode, prefix: string): RateLimiter {
@@ -171,12 +186,7 @@ describe('Redis stopped: several ids for one policy (a batch)', () => {
 
 describe('Redis too slow', () => {
   it('answers by the failure mode after the timeout, and returns to Redis by itself', async () => {
-    const redis = client();
-    const admin = client();
-    await waitFor(() => redis.status === 'ready' && admin.status === 'ready', { what: 'clients ready' });
-    const limiter = new RateLimiter({
-      redis,
-      keyPrefix: randomPrefix(),
+    const { limiter, admin } = await limiterAndAdmin({
       policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }],
       failure: { mode: 'open', timeoutMs: 100 },
     });
@@ -198,12 +208,7 @@ describe('Redis too slow', () => {
 
 describe('local deny cache', () => {
   it('while a key is denied, 1,000 further calls make 0 Redis commands', async () => {
-    const redis = client();
-    const admin = client();
-    await waitFor(() => redis.status === 'ready' && admin.status === 'ready', { what: 'clients ready' });
-    const limiter = new RateLimiter({
-      redis,
-      keyPrefix: randomPrefix(),
+    const { limiter, admin } = await limiterAndAdmin({
       // 0.01 token/s: a denied call waits 100 s, far beyond this test.
       policies: [{ name: 'p', capacity: 2, ratePerSecond: 0.01 }],
     });

@@ -1,9 +1,8 @@
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { heraldRateLimit, RateLimitedError } from '../src/fastify.js';
 import { CostExceedsCapacityError, RateLimiter } from '../src/index.js';
-import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
+import { connectRedisForFile, onCluster, randomPrefix } from './support/redis.js';
 
 // The Fastify plugin on a bare app, through inject(). The plugin writes no error body: it throws its
 // refusals, and the app's error handler answers them (here, as the gateway's does).
@@ -28,11 +27,7 @@ function appWithErrorHandler(): FastifyInstance {
   return fastify;
 }
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
+const redis = await connectRedisForFile();
 
 async function app(limiter: RateLimiter, fastify = appWithErrorHandler()): Promise<FastifyInstance> {
   await fastify.register(heraldRateLimit, { limiter });

@@ -1,15 +1,11 @@
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Cluster } from 'ioredis';
+import { describe, expect, it } from 'vitest';
 import { RateLimiter, RateLimiterErrorCode } from '../src/index.js';
-import { connectRedis, randomPrefix } from './support/redis.js';
+import { connectRedisForFile, randomPrefix } from './support/redis.js';
 
 // Cluster only: how the keys of a multi-policy call are kept in one slot (see README, "Redis Cluster").
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
+const redis = await connectRedisForFile();
 
 const policies = [
   { name: 'apiKey', capacity: 3, ratePerSecond: 0.001 },

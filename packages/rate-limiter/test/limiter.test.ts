@@ -1,5 +1,4 @@
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   bucketKey,
   CostExceedsCapacityError,
@@ -7,17 +6,12 @@ import {
   RateLimiterErrorCode,
   type RateLimiterOptions,
 } from '../src/index.js';
-import { connectRedis, randomPrefix } from './support/redis.js';
+import { START_MS } from './support/clock.js';
+import { connectRedisForFile, randomPrefix } from './support/redis.js';
 
 // The limiter's behaviour against real Redis. Runs twice: on one node and on the 3-master cluster.
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
-
-const START_MS = 1_760_000_000_000;
+const redis = await connectRedisForFile();
 
 function limiter(options: Partial<RateLimiterOptions> & Pick<RateLimiterOptions, 'policies'>): RateLimiter {
   return new RateLimiter({ redis, keyPrefix: randomPrefix(), ...options });

@@ -1,25 +1,19 @@
 import fc from 'fast-check';
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   CostExceedsCapacityError,
   RateLimiter,
   RateLimiterErrorCode,
   type RateLimiterOptions,
 } from '../src/index.js';
+import { START_MS } from './support/clock.js';
 import { type ExactBucket, exactRate, exactStep } from './support/exact-model.js';
-import { connectRedis, onCluster, randomPrefix } from './support/redis.js';
+import { connectRedisForFile, onCluster, randomPrefix } from './support/redis.js';
 
 // Several ids for one policy in one atomic call (POST /notify/batch: the sender's bucket and every
 // recipient's). Runs on one node and on the 3-master cluster (with a hash tag, which Cluster needs).
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
-
-const START_MS = 1_760_000_000_000;
+const redis = await connectRedisForFile();
 
 function batchLimiter(options: Partial<RateLimiterOptions> = {}, tagged = true): RateLimiter {
   return new RateLimiter({

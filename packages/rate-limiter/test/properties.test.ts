@@ -1,9 +1,9 @@
 import fc from 'fast-check';
-import type { Cluster, Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Algorithm, type PolicyState, RateLimiter } from '../src/index.js';
+import { START_MS } from './support/clock.js';
 import { type ExactAnswer, type ExactBucket, exactRate, exactStep } from './support/exact-model.js';
-import { connectRedis, randomPrefix } from './support/redis.js';
+import { connectRedisForFile, randomPrefix } from './support/redis.js';
 
 // The Lua scripts against an exact model (test/support/exact-model.ts: a token bucket in BigInt
 // rationals, written from the definition; GCRA is that bucket refilled one unit per whole-µs interval)
@@ -15,13 +15,31 @@ import { connectRedis, randomPrefix } from './support/redis.js';
 // the interval to whole µs), whole µs of time. Outside that domain (a rate of 0.3/s is not 0.3 in
 // binary) the scripts round at 1e-16 and this comparison would be about binary fractions, not bugs.
 
-let redis: Redis | Cluster;
-beforeAll(async () => {
-  redis = await connectRedis();
-});
-afterAll(() => redis.disconnect());
+const redis = await connectRedisForFile();
 
-const START_MS = 1_760_000_000_000;
+/**
+ * The limiter the model is compared with: `policies` by name, in order; the injected clock; no deny cache
+ * (every call reaches the script). Several policies share a hash tag (one call's keys: one Cluster slot).
+ * A generous timeout: on a loaded machine a script call past the default 150 ms became the failure
+ * mode's answer (denied, 1000 ms), which is not the script's and failed the comparison.
+ */
+function modelLimiter(
+  algorithm: Algorithm,
+  policies: Record<string, { capacity: number; ratePerSecond: number }>,
+  clock: () => number,
+): RateLimiter {
+  const named = Object.entries(policies).map(([name, policy]) => ({ name, ...policy }));
+  return new RateLimiter({
+    redis,
+    algorithm,
+    keyPrefix: randomPrefix(),
+    policies: named,
+    ...(named.length > 1 ? { hashTag: 'properties' } : {}),
+    denyCache: false,
+    clock,
+    failure: { mode: 'closed', timeoutMs: 10_000 },
+  });
+}
 
 /** A policy where `algorithm`'s arithmetic is exact. */
 function policyArb(algorithm: Algorithm) {
@@ -92,14 +110,7 @@ describe.each(ALGORITHMS)('%s script = exact model', (algorithm) => {
         fc.array(stepArb, { minLength: 1, maxLength: 40 }),
         async (policy, steps) => {
           let nowMs = START_MS;
-          const limiter = new RateLimiter({
-            redis,
-            algorithm,
-            keyPrefix: randomPrefix(),
-            policies: [{ name: 'p', ...policy }],
-            denyCache: false,
-            clock: () => nowMs,
-          });
+          const limiter = modelLimiter(algorithm, { p: policy }, () => nowMs);
           let state: ExactBucket | undefined;
           for (const step of steps) {
             nowMs += step.dtMs;
@@ -147,18 +158,7 @@ describe.each(ALGORITHMS)('%s script = exact model', (algorithm) => {
         fc.array(stepArb, { minLength: 1, maxLength: 30 }),
         async (a, b, steps) => {
           let nowMs = START_MS;
-          const limiter = new RateLimiter({
-            redis,
-            algorithm,
-            keyPrefix: randomPrefix(),
-            policies: [
-              { name: 'a', ...a },
-              { name: 'b', ...b },
-            ],
-            hashTag: 'properties',
-            denyCache: false,
-            clock: () => nowMs,
-          });
+          const limiter = modelLimiter(algorithm, { a: a, b: b }, () => nowMs);
           let stateA: ExactBucket | undefined;
           let stateB: ExactBucket | undefined;
           for (const step of steps) {
@@ -223,14 +223,7 @@ describe.each(batched)(
           ),
           async (policy, ticks) => {
             let nowMs = START_MS;
-            const limiter = new RateLimiter({
-              redis,
-              algorithm,
-              keyPrefix: randomPrefix(),
-              policies: [{ name: 'p', ...policy }],
-              denyCache: false,
-              clock: () => nowMs,
-            });
+            const limiter = modelLimiter(algorithm, { p: policy }, () => nowMs);
             const states = new Map<string, ExactBucket>();
             for (const tick of ticks) {
               nowMs += tick.dtMs;
@@ -295,18 +288,7 @@ describe.each(batched)(
       await fc.assert(
         fc.asyncProperty(policyArb(algorithm), policyArb(algorithm), ticksArb, async (a, b, ticks) => {
           let nowMs = START_MS;
-          const limiter = new RateLimiter({
-            redis,
-            algorithm,
-            keyPrefix: randomPrefix(),
-            policies: [
-              { name: 'sender', ...a },
-              { name: 'recipient', ...b },
-            ],
-            hashTag: 'properties',
-            denyCache: false,
-            clock: () => nowMs,
-          });
+          const limiter = modelLimiter(algorithm, { sender: a, recipient: b }, () => nowMs);
           const states = new Map<string, ExactBucket>();
           for (const tick of ticks) {
             nowMs += tick.dtMs;

@@ -26,10 +26,11 @@ export function hasRedisServerBinary(): boolean {
 
 /**
  * Starts `redis-server` on a free port (or `options.port`) with its data in a temp folder, and waits
- * until it answers PING.
+ * until it answers PING (up to `startTimeoutMs`, default 10 s). `wrapper` runs it under another command,
+ * e.g. `['valgrind', '--tool=callgrind']` (then `process` is the wrapper's, which runs redis-server).
  */
 export async function startRedisServer(
-  options: { port?: number; args?: string[] } = {},
+  options: { port?: number; args?: string[]; wrapper?: string[]; startTimeoutMs?: number } = {},
 ): Promise<RedisServerHandle> {
   const port = options.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'herald-redis-'));
@@ -50,8 +51,12 @@ export async function startRedisServer(
   let child: ChildProcess;
 
   const launch = async (): Promise<void> => {
-    child = spawn('redis-server', args, { stdio: 'ignore' });
-    await waitFor(() => ping(url), { timeoutMs: 10_000, what: `redis-server on port ${port}` });
+    const [command = 'redis-server', ...rest] = [...(options.wrapper ?? []), 'redis-server', ...args];
+    child = spawn(command, rest, { stdio: 'ignore' });
+    await waitFor(() => ping(url), {
+      timeoutMs: options.startTimeoutMs ?? 10_000,
+      what: `redis-server on port ${port}`,
+    });
   };
   const stop = async (): Promise<void> => {
     if (child.exitCode !== null || child.signalCode !== null) return;

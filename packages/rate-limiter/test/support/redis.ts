@@ -1,6 +1,6 @@
 import { randomId, redisUrl } from '@herald/testing';
 import { Cluster, Redis } from 'ioredis';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -36,6 +36,21 @@ export async function connectRedis(): Promise<Redis | Cluster> {
   }
   const redis = new Redis(redisUrl(), { ...LIMITER_CLIENT_OPTIONS, lazyConnect: true });
   await redis.connect();
+  return redis;
+}
+
+/**
+ * connectRedis() for the test file that awaits it at its top level: one client for the file's tests,
+ * disconnected after them.
+ *
+ * @example
+ * ```ts
+ * const redis = await connectRedisForFile();
+ * ```
+ */
+export async function connectRedisForFile(): Promise<Redis | Cluster> {
+  const redis = await connectRedis();
+  afterAll(() => redis.disconnect());
   return redis;
 }
 
