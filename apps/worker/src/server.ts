@@ -1,19 +1,11 @@
 import { createRedis, DeploymentFingerprint, loggerOptions } from '@herald/config';
-import closeWithGrace from 'close-with-grace';
+import { configOrExit, onShutdown } from '@herald/config/serve';
 import { pino } from 'pino';
-import { loadConfig, type WorkerConfig } from './config.js';
+import { loadConfig } from './config.js';
 import { startHttp } from './http.js';
 import { type NotificationWorker, startWorker } from './worker.js';
 
-const SHUTDOWN_GRACE_MS = 10_000;
-
-let config: WorkerConfig;
-try {
-  config = loadConfig();
-} catch (error) {
-  process.stderr.write(`${(error as Error).message}\n`);
-  process.exit(1);
-}
+const config = configOrExit(() => loadConfig());
 
 const log = pino(loggerOptions(config.log, 'worker'));
 for (const warning of config.warnings) log.warn(warning);
@@ -44,9 +36,7 @@ const http = await startHttp({
 running = await startWorker(config, log);
 
 // SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect.
-closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
-  if (err) log.error({ err }, 'fatal error; shutting down');
-  else log.info({ signal }, 'shutting down');
+onShutdown(log, async () => {
   await http.close();
   await running?.close();
   await fingerprint.stop();

@@ -35,6 +35,29 @@ export function configOrExit<T>(load: () => T): T {
   }
 }
 
+/** What {@link onShutdown} logs through: pino's logger has it. */
+export interface ShutdownLog {
+  info(data: Record<string, unknown>, message: string): void;
+  error(data: Record<string, unknown>, message: string): void;
+}
+
+/**
+ * On SIGTERM/SIGINT (or an uncaught error, logged as fatal) runs `close` once, then exits; a close that
+ * takes longer than {@link SHUTDOWN_GRACE_MS} is cut short.
+ *
+ * @example
+ * ```ts
+ * onShutdown(log, () => server.close());
+ * ```
+ */
+export function onShutdown(log: ShutdownLog, close: () => Promise<unknown>): void {
+  closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
+    if (err) log.error({ err }, 'fatal error; shutting down');
+    else log.info({ signal }, 'shutting down');
+    await close();
+  });
+}
+
 /**
  * Logs the start-up `warnings`, listens on `port`/`host`, logs `listening` with the port actually taken
  * (what the tests' `startApp` waits for) and, on SIGTERM/SIGINT, stops accepting, lets in-flight
@@ -52,9 +75,7 @@ export async function serveHttp(
   options: { port: number; host: string; service: string; warnings?: readonly string[] },
 ): Promise<number> {
   for (const warning of options.warnings ?? []) app.log.warn(warning);
-  closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
-    if (err) app.log.error({ err }, 'fatal error; shutting down');
-    else app.log.info({ signal }, 'shutting down');
+  onShutdown(app.log, async () => {
     const closeIdle = setInterval(() => app.server.closeIdleConnections(), 50);
     try {
       await app.close();
