@@ -1,6 +1,6 @@
 import { HERALD_VARIABLES } from '@herald/config';
 import { DEV_JWT_SECRET } from '@herald/protocol';
-import { refusal } from '@herald/testing';
+import { expectEach, refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { DEV_ADMIN_KEY, DEV_API_KEY, EnvSchema, loadConfig } from './config.js';
 
@@ -98,15 +98,15 @@ describe('gateway configuration', () => {
       HERALD_DURABILITY: 'fsync',
       REDIS_URL: 'http://redis:6379',
     });
-    expect(message).toMatch(/\(6 problems\)/);
-    expect(message).toContain('PORT must be <= 65535');
-    expect(message).toContain(
+    expectEach(message, [
+      /\(6 problems\)/,
+      'PORT must be <= 65535',
       'HERALD_RATE_LIMIT_PER_SECOND must be a finite decimal number (got "Infinity")',
-    );
-    expect(message).toContain('HERALD_RATE_LIMIT_BURST must be a finite decimal number');
-    expect(message).toContain('HERALD_SENDER_RATE_LIMIT_PER_SECOND must be > 0');
-    expect(message).toContain('HERALD_DURABILITY must be one of: redis, aof');
-    expect(message).toContain('REDIS_URL must match pattern');
+      'HERALD_RATE_LIMIT_BURST must be a finite decimal number',
+      'HERALD_SENDER_RATE_LIMIT_PER_SECOND must be > 0',
+      'HERALD_DURABILITY must be one of: redis, aof',
+      'REDIS_URL must match pattern',
+    ]);
     expect(message).not.toContain('http://redis:6379');
   });
 

@@ -4,7 +4,7 @@ import { waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
-import { API_KEY, auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY, auth, buildTestApp, disposeTestApp, postRaw } from './helpers.js';
 import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
 
 let app: FastifyInstance;
@@ -233,26 +233,9 @@ describe('slow and endless requests are cut off', () => {
 
   it('a sender over its limit (429 from the precheck) does not read the body', async () => {
     // Burst 1: this takes the only token; the next refusal puts the key in the local deny cache.
-    expect(
-      (
-        await app.inject({
-          method: 'POST',
-          url: '/notify',
-          headers: auth,
-          payload: { userId: 'x', payload: {} },
-        })
-      ).statusCode,
-    ).toBe(202);
-    expect(
-      (
-        await app.inject({
-          method: 'POST',
-          url: '/notify',
-          headers: auth,
-          payload: { userId: 'x', payload: {} },
-        })
-      ).statusCode,
-    ).toBe(429);
+    const send = () => postRaw(app, JSON.stringify({ userId: 'x', payload: {} }));
+    expect((await send()).statusCode).toBe(202);
+    expect((await send()).statusCode).toBe(429);
     const result = await floodBody(
       port,
       head(`Authorization: Bearer ${API_KEY}\r\nContent-Length: ${OFFERED}\r\n`),

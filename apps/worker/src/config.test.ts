@@ -1,5 +1,5 @@
 import { HERALD_VARIABLES } from '@herald/config';
-import { refusal } from '@herald/testing';
+import { expectEach, refusal } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { EnvSchema, loadConfig } from './config.js';
 
@@ -26,11 +26,13 @@ describe('worker configuration', () => {
       PORT: '-1',
       HERALD_REDIS_CLUSTER_NODES: 'nodes',
     });
-    expect(message).toMatch(/^Invalid worker configuration \(4 problems\)/);
-    expect(message).toContain('HERALD_WORKER_CONCURRENCY must be a finite decimal number (got "Infinity")');
-    expect(message).toContain('HERALD_WORKER_LOCK_MS must be >= 1000');
-    expect(message).toContain('PORT must be >= 0');
-    expect(message).toContain('HERALD_REDIS_CLUSTER_NODES must match pattern');
+    expectEach(message, [
+      /^Invalid worker configuration \(4 problems\)/,
+      'HERALD_WORKER_CONCURRENCY must be a finite decimal number (got "Infinity")',
+      'HERALD_WORKER_LOCK_MS must be >= 1000',
+      'PORT must be >= 0',
+      'HERALD_REDIS_CLUSTER_NODES must match pattern',
+    ]);
   });
 
   it('unknown HERALD_* variables are warned about; other apps’ variables are ignored silently', () => {

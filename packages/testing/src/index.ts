@@ -7,7 +7,7 @@ export { freePort } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
 export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';
 export { hasRedisServerBinary, ping, type RedisServerHandle, startRedisServer } from './redis-server.js';
-export { refusal } from './refusal.js';
+export { expectEach, refusal } from './refusal.js';
 export { randomId, waitFor } from './wait.js';
 
 /** URL of the Redis this test run uses (see `global-setup`). */

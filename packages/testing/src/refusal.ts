@@ -18,3 +18,19 @@ export function refusal(run: () => unknown, code = 'HERALD_ERR_CONFIG'): string 
   }
   throw new Error(`expected an error with code ${code}, but nothing was thrown`);
 }
+
+/**
+ * Fails unless `message` contains every one of `parts` (a string, or a pattern it must match), naming
+ * each that is missing: for the one error in which a configuration names all of its problems.
+ *
+ * @example
+ * ```ts
+ * expectEach(refusal(() => loadConfig({ PORT: '-1' })), [/\(1 problem\)/, 'PORT must be >= 0']);
+ * ```
+ */
+export function expectEach(message: string, parts: readonly (string | RegExp)[]): void {
+  const missing = parts.filter((part) =>
+    typeof part === 'string' ? !message.includes(part) : !part.test(message),
+  );
+  if (missing.length > 0) throw new Error(`missing ${missing.map(String).join(', ')} in:\n${message}`);
+}
