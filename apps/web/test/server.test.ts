@@ -46,6 +46,9 @@ describe('web server', () => {
     expect(element.statusCode).toBe(200);
     expect(element.headers['cache-control']).toBe('no-cache');
     expect(element.headers.etag).toBeDefined();
+    // Embeddable from any origin (a module script is fetched in CORS mode); the pages are not.
+    expect(element.headers['access-control-allow-origin']).toBe('*');
+    expect(page.headers['access-control-allow-origin']).toBeUndefined();
     const missing = await app.inject({ url: '/nope' });
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });

@@ -72,8 +72,10 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     root: config.publicDir,
     // Pages and the element are revalidated on every load; hashed assets never need to be.
     setHeaders(reply, path) {
-      const hashed = HASHED.test(path.slice(config.publicDir.length).replaceAll('\\', '/'));
-      reply.header('cache-control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache');
+      const file = path.slice(config.publicDir.length).replaceAll('\\', '/');
+      reply.header('cache-control', HASHED.test(file) ? 'public, max-age=31536000, immutable' : 'no-cache');
+      // Other sites embed the element with <script type="module">, which is fetched in CORS mode.
+      if (file.startsWith('/element/')) reply.header('access-control-allow-origin', '*');
     },
     // /dashboard → dashboard.html, like / → index.html.
     extensions: ['html'],
