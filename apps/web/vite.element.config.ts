@@ -17,7 +17,7 @@ export default defineConfig({
     modulePreload: false,
     rolldownOptions: {
       input: fileURLToPath(new URL('./src/element/herald-inbox.tsx', import.meta.url)),
-      output: { entryFileNames: 'herald-inbox.js', inlineDynamicImports: true },
+      output: { entryFileNames: 'herald-inbox.js', codeSplitting: false },
       // Keep the element's class exported (embedders may subclass it or use its `tokenFrom`).
       preserveEntrySignatures: 'exports-only',
     },

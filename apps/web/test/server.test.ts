@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -9,6 +9,10 @@ import { loadConfig } from '../src/server/config.js';
 function publicDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'herald-web-'));
   writeFileSync(join(dir, 'index.html'), '<!doctype html><title>inbox</title>');
+  mkdirSync(join(dir, 'assets'));
+  writeFileSync(join(dir, 'assets', 'index-3f2a.js'), 'export {};');
+  mkdirSync(join(dir, 'element'));
+  writeFileSync(join(dir, 'element', 'herald-inbox.js'), 'export {};');
   return dir;
 }
 
@@ -28,13 +32,23 @@ describe('web server', () => {
   };
   afterAll(() => Promise.all(apps.map((app) => app.close())));
 
-  it('serves the page at / (revalidated on every load), /healthz, and a JSON 404 elsewhere', async () => {
+  it('serves the page at / and the element (revalidated on every load), hashed assets (for a year), /healthz, and a JSON 404 elsewhere', async () => {
     const app = await build({});
     const page = await app.inject({ url: '/' });
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toContain('text/html');
     expect(page.headers['cache-control']).toBe('no-cache');
     expect((await app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok', service: 'web' });
+    // Hashed assets for a year; the element, a fixed name other sites embed, revalidated like a page.
+    const hashed = await app.inject({ url: '/assets/index-3f2a.js' });
+    expect(hashed.headers['cache-control']).toBe('public, max-age=31536000, immutable');
+    const element = await app.inject({ url: '/element/herald-inbox.js' });
+    expect(element.statusCode).toBe(200);
+    expect(element.headers['cache-control']).toBe('no-cache');
+    expect(element.headers.etag).toBeDefined();
+    // Embeddable from any origin (a module script is fetched in CORS mode); the pages are not.
+    expect(element.headers['access-control-allow-origin']).toBe('*');
+    expect(page.headers['access-control-allow-origin']).toBeUndefined();
     const missing = await app.inject({ url: '/nope' });
     expect(missing.statusCode).toBe(404);
     expect(missing.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });

@@ -46,7 +46,10 @@ export function ConnectionStatus({
     };
   }, [client]);
   const indicator: Indicator =
-    connection === 'reconnecting' && replaying > 0 ? 'catching-up' : (connection satisfies Indicator);
+    // Missed notifications arriving: the socket is back, whatever the last state said (offline too).
+    connection !== 'live' && connection !== 'unauthorized' && replaying > 0
+      ? 'catching-up'
+      : (connection satisfies Indicator);
   const detail =
     indicator === 'catching-up'
       ? ` (${replaying})`

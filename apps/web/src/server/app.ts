@@ -9,8 +9,12 @@ import { devTokenRoute } from './dev-token.js';
 import { proxies } from './proxy.js';
 import { readiness } from './readiness.js';
 
-/** Assets Vite names by content hash (`/assets/index-3f2a….js`): cached for a year, never revalidated. */
-const HASHED = /^\/(assets|element)\//;
+/**
+ * Assets Vite names by content hash (`/assets/index-3f2a….js`): cached for a year, never revalidated.
+ * Everything else, the pages and `/element/herald-inbox.js` (a fixed name other sites embed), is
+ * revalidated on every load (an ETag makes that a 304).
+ */
+const HASHED = /^\/assets\//;
 
 /**
  * The web server: the built pages (`config.publicDir`), the gateway under `/api/*` and the realtime
@@ -66,10 +70,12 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
 
   await app.register(fastifyStatic, {
     root: config.publicDir,
-    // Pages are revalidated on every load; hashed assets never need to be.
+    // Pages and the element are revalidated on every load; hashed assets never need to be.
     setHeaders(reply, path) {
-      const hashed = HASHED.test(path.slice(config.publicDir.length).replaceAll('\\', '/'));
-      reply.header('cache-control', hashed ? 'public, max-age=31536000, immutable' : 'no-cache');
+      const file = path.slice(config.publicDir.length).replaceAll('\\', '/');
+      reply.header('cache-control', HASHED.test(file) ? 'public, max-age=31536000, immutable' : 'no-cache');
+      // Other sites embed the element with <script type="module">, which is fetched in CORS mode.
+      if (file.startsWith('/element/')) reply.header('access-control-allow-origin', '*');
     },
     // /dashboard → dashboard.html, like / → index.html.
     extensions: ['html'],

@@ -144,28 +144,33 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await Promise.all([contextA.close(), contextB.close()]);
   });
 
-  it('<herald-inbox> embeds in any page: the page’s styles stay out of it and its styles stay in', async () => {
+  it('<herald-inbox> embeds in a page of another origin: the page’s styles stay out of it and its styles stay in', async () => {
     const user = randomId('embed');
     const context = await env.browser.newContext();
     const page = await context.newPage();
-    // A hostile host page on the web server's origin (so that the element's token-url is same-origin),
-    // built over a real response from it: Chromium's local network access checks block a page that
-    // `route.fulfill` made up (no address space) from opening a WebSocket to 127.0.0.1.
+    // A hostile host page on another origin than the element's: the page at localhost, the element
+    // and the realtime servers at 127.0.0.1 (a module script from elsewhere needs CORS), the token
+    // route on the page's own origin, as a site's backend would be. Built over a real response:
+    // Chromium's local network access checks block a page that `route.fulfill` made up.
     const inbox = new InboxPage(page);
-    await page.goto(`${env.stack.url}/healthz`);
-    await page.evaluate((userId) => {
-      document.head.innerHTML = `<title>Host page</title><style>
-        * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
-        button { display: none !important; }
-        p.badge { background: rgb(0, 255, 0); }
-      </style>`;
-      document.body.innerHTML = `<p class="badge">the host's own .badge</p>
-        <herald-inbox token-url="/dev/token" user="${userId}"></herald-inbox>`;
-      const script = document.createElement('script');
-      script.type = 'module';
-      script.src = '/element/herald-inbox.js';
-      document.head.append(script);
-    }, user);
+    const elsewhere = env.stack.url.replace('127.0.0.1', 'localhost');
+    await page.goto(`${elsewhere}/healthz`);
+    await page.evaluate(
+      ({ userId, herald }) => {
+        document.head.innerHTML = `<title>Host page</title><style>
+          * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
+          button { display: none !important; }
+          p.badge { background: rgb(0, 255, 0); }
+        </style>`;
+        document.body.innerHTML = `<p class="badge">the host's own .badge</p>
+          <herald-inbox token-url="/dev/token" url="${herald}" user="${userId}"></herald-inbox>`;
+        const script = document.createElement('script');
+        script.type = 'module';
+        script.src = `${herald}/element/herald-inbox.js`;
+        document.head.append(script);
+      },
+      { userId: user, herald: env.stack.url },
+    );
     await inbox.waitForState('live');
     // Closed behind the bell by default; the page's `button { display: none }` does not reach it.
     expect(await inbox.bell.isVisible()).toBe(true);

@@ -72,7 +72,7 @@ describe('one user, several tabs, a server-side cut (Chromium, the stack as proc
     await context.close();
   });
 
-  it('the realtime server is killed and another starts: the 5 sent meanwhile appear once, in order, and the indicator goes reconnecting → live', async () => {
+  it('the realtime server is killed and another starts: the 5 sent meanwhile appear once, in order, and the indicator goes reconnecting → offline → live', async () => {
     const user = randomId('cut');
     const context = await env.browser.newContext();
     const tab = await InboxPage.open(context, env.stack.url, user);
@@ -94,7 +94,12 @@ describe('one user, several tabs, a server-side cut (Chromium, the stack as proc
     await tab.waitForState('reconnecting');
     const missed = [];
     for (let i = 1; i <= 5; i++) missed.push(await env.stack.notify(user, { title: `missed ${i}` }));
+    // The browser goes offline too (Chromium's emulation): the indicator says so rather than
+    // "reconnecting", and coming back online retries at once.
+    await context.setOffline(true);
+    await tab.waitForState('offline');
     await env.stack.startRealtime('rt-2');
+    await context.setOffline(false);
     await tab.waitForState('live', 60_000);
 
     await expectEveryTabShows([tab], [earlier, ...missed]);
@@ -111,6 +116,7 @@ describe('one user, several tabs, a server-side cut (Chromium, the stack as proc
     expect(states[0]).toBe('live');
     expect(states.at(-1)).toBe('live');
     expect(states.indexOf('reconnecting')).toBeGreaterThan(0);
+    expect(states.indexOf('offline')).toBeGreaterThan(states.indexOf('reconnecting'));
     console.log(`indicator during the cut: ${states.join(' → ')}`);
     // Replayed notifications are not news: no toast for them.
     expect(await tab.toasts.allTextContents()).not.toContainEqual(expect.stringContaining('missed'));
