@@ -40,20 +40,20 @@ class Client implements HeraldClient {
   }
 
   subscribe(listener: (state: HeraldState) => void): () => void {
-    const listeners = this.#c.listeners;
+    const listeners = this.#c._listeners;
     listeners.add(listener);
     return () => listeners.delete(listener);
   }
 
   getState(): HeraldState {
-    return this.#c.state;
+    return this.#c._state;
   }
 
   on<Name extends keyof HeraldEvents>(
     name: Name,
     listener: (...args: HeraldEvents[Name]) => void,
   ): () => void {
-    return this.#c.events.on(name, listener);
+    return this.#c._events.on(name, listener);
   }
 
   list(options: { after?: InboxOffset; limit?: number } = {}): Promise<InboxListPage> {
@@ -72,7 +72,7 @@ class Client implements HeraldClient {
   }
 
   shown(ids: readonly string[]): void {
-    this.#c.acks.add(ids);
+    this.#c._acks.add(ids);
   }
 
   resync(): Promise<void> {
@@ -81,37 +81,37 @@ class Client implements HeraldClient {
 
   reconnect(): void {
     const c = this.#c;
-    if (c.closed) return;
-    if (c.connection === 'unauthorized') {
-      c.token = undefined;
-      c.setConnection(c.lastResume ? 'reconnecting' : 'connecting');
+    if (c._closed) return;
+    if (c._connection === 'unauthorized') {
+      c._token = undefined;
+      c._setConnection(c._lastResume ? 'reconnecting' : 'connecting');
     }
-    c.attempt = 0;
-    if (c.role !== 'solo' && !c.tabs) {
+    c._attempt = 0;
+    if (c._role !== 'solo' && !c._tabs) {
       void start(c);
       return;
     }
-    if (c.role === 'follower') {
-      c.tabs?.check();
+    if (c._role === 'follower') {
+      c._tabs?.check();
       return;
     }
-    if (c.socket?.connected && c.connection === 'live') return;
+    if (c._socket?.connected && c._connection === 'live') return;
     dropSocket(c);
     void open(c);
   }
 
   close(): void {
     const c = this.#c;
-    if (c.closed) return;
-    c.acks.flush();
-    c.closed = true;
+    if (c._closed) return;
+    c._acks.flush();
+    c._closed = true;
     stopSocket(c);
-    c.tabs?.close();
-    c.tabs = undefined;
+    c._tabs?.close();
+    c._tabs = undefined;
     this.#stopListening();
-    c.requests.close();
-    c.setConnection('offline');
-    c.events.clear();
-    c.listeners.clear();
+    c._requests.close();
+    c._setConnection('offline');
+    c._events.clear();
+    c._listeners.clear();
   }
 }

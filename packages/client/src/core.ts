@@ -34,80 +34,81 @@ export interface SharedState {
 
 /**
  * The state of one client, which its parts (`connection.ts`, `inbox-sync.ts`, `commands.ts`,
- * `tab-sharing.ts`, `page.ts`) read and write: one object, the parts being functions of it. Plain
- * properties rather than `#private` ones because several modules share them; it stays internal (the
- * client's public object holds it privately).
+ * `tab-sharing.ts`, `page.ts`) read and write: one object, the parts being functions of it. Its members
+ * are shared by several modules, so they cannot be `#private`; they start with `_` instead, which the
+ * build shortens (`scripts/build.mjs`) as a bundler shortens `#private` names. It stays internal: the
+ * client's public object holds it in a `#private` field.
  */
 export class Core {
-  readonly options: HeraldClientOptions;
-  readonly store: InboxStore;
-  readonly events: Emitter<HeraldEvents>;
-  readonly listeners = new Set<(state: HeraldState) => void>();
-  readonly page: PageLike | undefined;
-  readonly acks: AckQueue;
-  readonly requests: TabRequests;
-  state: HeraldState;
-  connection: ConnectionState = 'connecting';
-  role: HeraldState['role'] = 'solo';
-  lastResume: ResumeInfo | undefined;
-  error: HeraldState['error'];
-  closed = false;
-  suspended = false;
+  readonly _options: HeraldClientOptions;
+  readonly _store: InboxStore;
+  readonly _events: Emitter<HeraldEvents>;
+  readonly _listeners = new Set<(state: HeraldState) => void>();
+  readonly _page: PageLike | undefined;
+  readonly _acks: AckQueue;
+  readonly _requests: TabRequests;
+  _state: HeraldState;
+  _connection: ConnectionState = 'connecting';
+  _role: HeraldState['role'] = 'solo';
+  _lastResume: ResumeInfo | undefined;
+  _error: HeraldState['error'];
+  _closed = false;
+  _suspended = false;
 
   // The socket (leader or solo): connection.ts
-  socket: HeraldSocket | undefined;
-  /** The socket being replaced by `socket` (token refresh: make before break). */
-  retiring: HeraldSocket | undefined;
-  opening = false;
-  attempt = 0;
-  retryTimer: ReturnType<typeof setTimeout> | undefined;
-  refreshTimer: ReturnType<typeof setTimeout> | undefined;
-  watchdog: ReturnType<typeof setInterval> | undefined;
-  lastServerPing = 0;
-  silenceLimitMs = 0;
-  token: string | undefined;
-  tokenRefused = false;
+  _socket: HeraldSocket | undefined;
+  /** The socket being replaced by `_socket` (token refresh: make before break). */
+  _retiring: HeraldSocket | undefined;
+  _opening = false;
+  _attempt = 0;
+  _retryTimer: ReturnType<typeof setTimeout> | undefined;
+  _refreshTimer: ReturnType<typeof setTimeout> | undefined;
+  _watchdog: ReturnType<typeof setInterval> | undefined;
+  _lastServerPing = 0;
+  _silenceLimitMs = 0;
+  _token: string | undefined;
+  _tokenRefused = false;
 
   // The inbox: inbox-sync.ts
-  needSnapshot = true;
-  snapshotLoading: Promise<void> | undefined;
-  fillLoading = false;
-  resyncedOn: HeraldSocket | undefined;
-  resyncPending: Promise<void> | undefined;
+  _needSnapshot = true;
+  _snapshotLoading: Promise<void> | undefined;
+  _fillLoading = false;
+  _resyncedOn: HeraldSocket | undefined;
+  _resyncPending: Promise<void> | undefined;
 
   // Tabs: tab-sharing.ts
-  tabs: TabElection | undefined;
-  focusedTab: string | undefined;
-  readonly locks: LockManagerLike | undefined;
-  readonly makeChannel: ((name: string) => ChannelLike) | undefined;
+  _tabs: TabElection | undefined;
+  _focusedTab: string | undefined;
+  readonly _locks: LockManagerLike | undefined;
+  readonly _makeChannel: ((name: string) => ChannelLike) | undefined;
 
   constructor(options: HeraldClientOptions) {
-    this.options = options;
-    this.store = new InboxStore({ maxItems: options.maxItems ?? 200 });
-    if (options.lastOffset) this.store.advanceTo(options.lastOffset);
-    this.events = new Emitter((error) => this.log('listener threw', { error: String(error) }));
+    this._options = options;
+    this._store = new InboxStore({ maxItems: options.maxItems ?? 200 });
+    if (options.lastOffset) this._store.advanceTo(options.lastOffset);
+    this._events = new Emitter((error) => this._log('listener threw', { error: String(error) }));
     const page = options.page === undefined ? (globalThis as unknown as PageLike) : options.page;
-    this.page = page && typeof page.addEventListener === 'function' ? page : undefined;
-    this.locks =
+    this._page = page && typeof page.addEventListener === 'function' ? page : undefined;
+    this._locks =
       options.tabs === false
         ? undefined
         : options.locks === undefined
           ? (globalThis as { navigator?: { locks?: LockManagerLike } }).navigator?.locks
           : (options.locks ?? undefined);
-    this.makeChannel =
+    this._makeChannel =
       options.channel ??
       (typeof BroadcastChannel === 'function'
         ? (name: string) => new BroadcastChannel(name) as unknown as ChannelLike
         : undefined);
     // Without Web Locks (insecure context, Node 20) this tab keeps its own socket and rebroadcasts nothing.
-    this.role = this.locks && this.makeChannel ? 'follower' : 'solo';
-    this.acks = new AckQueue(
+    this._role = this._locks && this._makeChannel ? 'follower' : 'solo';
+    this._acks = new AckQueue(
       (ids, failed) => {
-        if (this.role === 'follower') {
-          this.tabs?.post({ t: 'ack', ids });
+        if (this._role === 'follower') {
+          this._tabs?.post({ t: 'ack', ids });
           return true;
         }
-        const socket = this.socket;
+        const socket = this._socket;
         if (!socket?.connected) return false; // sent once live again
         socket.emit('ack', { ids }, (reply: CommandReply) => {
           if (!reply.ok) failed(reply.retryAfterMs);
@@ -117,48 +118,48 @@ export class Core {
       options.ackDelayMs ?? 250,
       options.ackBatch ?? 20,
     );
-    this.requests = new TabRequests(() => this.tabs, options.timeoutMs ?? 10_000);
-    this.state = this.#build();
+    this._requests = new TabRequests(() => this._tabs, options.timeoutMs ?? 10_000);
+    this._state = this.#build();
   }
 
   /** How long a command waits for the server (ms). */
-  get timeoutMs(): number {
-    return this.options.timeoutMs ?? 10_000;
+  get _timeoutMs(): number {
+    return this._options.timeoutMs ?? 10_000;
   }
 
-  visible(): boolean {
-    const state = this.page?.document?.visibilityState;
+  _visible(): boolean {
+    const state = this._page?.document?.visibilityState;
     return state === undefined || state === 'visible';
   }
 
-  offline(): boolean {
-    return this.page?.navigator?.onLine === false;
+  _offline(): boolean {
+    return this._page?.navigator?.onLine === false;
   }
 
-  itemOf(offset: InboxOffset): HeraldItem | undefined {
-    return this.store.snapshot().items.find((item) => item.offset === offset);
+  _itemOf(offset: InboxOffset): HeraldItem | undefined {
+    return this._store.snapshot().items.find((item) => item.offset === offset);
   }
 
-  emitNotification(item: HeraldItem, replayed: boolean, toast: boolean): void {
-    this.events.emit('notification', item, { replayed });
-    if (toast) this.events.emit('toast', item);
+  _emitNotification(item: HeraldItem, replayed: boolean, toast: boolean): void {
+    this._events.emit('notification', item, { replayed });
+    if (toast) this._events.emit('toast', item);
   }
 
-  setConnection(connection: ConnectionState, share = true): void {
-    if (this.connection === connection) return;
+  _setConnection(connection: ConnectionState, share = true): void {
+    if (this._connection === connection) return;
     // Until the first `live`, a retry is still "connecting".
-    const next = connection === 'reconnecting' && this.lastResume === undefined ? 'connecting' : connection;
-    if (this.connection === next) return;
-    this.connection = next;
-    if (share && this.role === 'leader') this.tabs?.post({ t: 'conn', connection: next });
-    this.events.emit('connection', next);
-    this.emitState();
+    const next = connection === 'reconnecting' && this._lastResume === undefined ? 'connecting' : connection;
+    if (this._connection === next) return;
+    this._connection = next;
+    if (share && this._role === 'leader') this._tabs?.post({ t: 'conn', connection: next });
+    this._events.emit('connection', next);
+    this._emitState();
   }
 
   /** Calls the subscribers if anything they see changed. */
-  emitState(): void {
+  _emitState(): void {
     const next = this.#build();
-    const previous = this.state;
+    const previous = this._state;
     if (
       previous.items === next.items &&
       previous.unread === next.unread &&
@@ -169,40 +170,40 @@ export class Core {
       previous.error === next.error
     )
       return;
-    this.state = next;
-    for (const listener of this.listeners) {
+    this._state = next;
+    for (const listener of this._listeners) {
       try {
         listener(next);
       } catch (error) {
-        this.log('subscriber threw', { error: String(error) });
+        this._log('subscriber threw', { error: String(error) });
       }
     }
   }
 
   /** What a leader sends a follower: the whole inbox held and the connection (`reset`: drop yours first). */
-  shareableState(reset = false): SharedState {
-    const snapshot = this.store.snapshot();
+  _shareableState(reset = false): SharedState {
+    const snapshot = this._store.snapshot();
     return {
       items: [...snapshot.items],
       unread: snapshot.unread,
       lastOffset: snapshot.lastOffset,
-      connection: this.connection,
-      lastResume: this.lastResume,
+      connection: this._connection,
+      lastResume: this._lastResume,
       reset,
     };
   }
 
-  log(message: string, data?: Record<string, unknown>): void {
-    this.options.log?.(message, { role: this.role, ...data });
+  _log(message: string, data?: Record<string, unknown>): void {
+    this._options.log?.(message, { role: this._role, ...data });
   }
 
   #build(): HeraldState {
     return {
-      ...this.store.snapshot(),
-      connection: this.connection,
-      role: this.role,
-      lastResume: this.lastResume,
-      error: this.error,
+      ...this._store.snapshot(),
+      connection: this._connection,
+      role: this._role,
+      lastResume: this._lastResume,
+      error: this._error,
     };
   }
 }

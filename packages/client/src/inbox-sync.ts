@@ -7,47 +7,47 @@ import { compareOffsets } from './offsets.js';
 
 /** A notification on the leader's (or solo tab's) socket. */
 export function onStream(c: Core, event: NotificationEvent): void {
-  const outcome = c.store.add(event);
-  c.store.setUnread(event.unread);
+  const outcome = c._store.add(event);
+  c._store.setUnread(event.unread);
   if (outcome.kind === 'duplicate') {
-    c.emitState();
+    c._emitState();
     return;
   }
   // Before `synced` it is the replay; once live (the old socket of a token refresh included) it is new.
-  const replayed = c.connection !== 'live';
+  const replayed = c._connection !== 'live';
   const toastTab = replayed ? undefined : toastTabOf(c);
-  c.tabs?.post({ t: 'n', event, replayed, toast: toastTab });
+  c._tabs?.post({ t: 'n', event, replayed, toast: toastTab });
   if (outcome.kind === 'gap') void fill(c, outcome.after, outcome.before);
-  c.emitNotification(
-    c.itemOf(event.offset) ?? { ...event, read: false },
+  c._emitNotification(
+    c._itemOf(event.offset) ?? { ...event, read: false },
     replayed,
-    !replayed && (toastTab === undefined || toastTab === c.tabs?.id),
+    !replayed && (toastTab === undefined || toastTab === c._tabs?.id),
   );
-  c.emitState();
+  c._emitState();
 }
 
 /** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */
 export function onResync(c: Core, resync: ResyncEvent, socket: HeraldSocket): void {
-  c.log('resync', { reason: resync.reason, lastOffset: resync.lastOffset });
-  c.store.clear();
-  c.store.advanceTo(resync.lastOffset);
-  c.needSnapshot = true;
-  c.resyncedOn = socket;
-  c.lastResume = { recovered: false, wasRecovering: true, replayed: 0, resynced: true };
-  c.resyncPending = loadSnapshot(c, socket, resync.lastOffset).finally(() => {
-    c.resyncPending = undefined;
+  c._log('resync', { reason: resync.reason, lastOffset: resync.lastOffset });
+  c._store.clear();
+  c._store.advanceTo(resync.lastOffset);
+  c._needSnapshot = true;
+  c._resyncedOn = socket;
+  c._lastResume = { recovered: false, wasRecovering: true, replayed: 0, resynced: true };
+  c._resyncPending = loadSnapshot(c, socket, resync.lastOffset).finally(() => {
+    c._resyncPending = undefined;
   });
 }
 
 /** Drops the inbox held and reloads it (`HeraldClient.resync`); a follower asks the leader to. */
 export async function resync(c: Core): Promise<void> {
-  if (c.role === 'follower') {
-    await c.requests.send('resync', {});
+  if (c._role === 'follower') {
+    await c._requests.send('resync', {});
     return;
   }
-  c.store.clear();
-  c.needSnapshot = true;
-  await loadSnapshot(c, c.socket, undefined, true);
+  c._store.clear();
+  c._needSnapshot = true;
+  await loadSnapshot(c, c._socket, undefined, true);
 }
 
 /** Reloads the inbox (oldest first, keeping the newest `maxItems`) up to `upTo`, silently. */
@@ -57,7 +57,7 @@ export function loadSnapshot(
   upTo: InboxOffset | undefined,
   rethrow = false,
 ): Promise<void> {
-  c.snapshotLoading ??= (async () => {
+  c._snapshotLoading ??= (async () => {
     try {
       let after: InboxOffset | undefined;
       for (let page = 0; page < 20; page++) {
@@ -66,39 +66,39 @@ export function loadSnapshot(
           upTo === undefined
             ? listing.items
             : listing.items.filter((item) => compareOffsets(item.offset, upTo) <= 0);
-        c.store.merge(items);
-        c.store.setUnread(listing.unread);
+        c._store.merge(items);
+        c._store.setUnread(listing.unread);
         if (listing.nextAfter === null || items.length < listing.items.length) break;
         after = listing.nextAfter;
       }
-      c.needSnapshot = false;
-      c.tabs?.post({ t: 'state', state: c.shareableState(true) });
-      c.emitState();
+      c._needSnapshot = false;
+      c._tabs?.post({ t: 'state', state: c._shareableState(true) });
+      c._emitState();
     } finally {
-      c.snapshotLoading = undefined;
+      c._snapshotLoading = undefined;
     }
   })();
-  const loading = c.snapshotLoading;
+  const loading = c._snapshotLoading;
   // resync() tells its caller; the client's own reloads report on `error` and go on.
-  return rethrow ? loading : loading.catch((error: unknown) => c.events.emit('error', error));
+  return rethrow ? loading : loading.catch((error: unknown) => c._events.emit('error', error));
 }
 
 /** Reads the notifications between two offsets from the inbox (a gap on the stream). */
 async function fill(c: Core, after: InboxOffset, before: InboxOffset): Promise<void> {
-  if (c.fillLoading) return;
-  c.fillLoading = true;
+  if (c._fillLoading) return;
+  c._fillLoading = true;
   try {
-    const listing = await listOn(c, c.socket, { after, limit: 1000 });
+    const listing = await listOn(c, c._socket, { after, limit: 1000 });
     const missing = listing.items.filter((item) => compareOffsets(item.offset, before) < 0);
-    for (const item of c.store.merge(missing)) {
-      c.tabs?.post({ t: 'n', event: item, replayed: true });
-      c.emitNotification(item, true, false);
+    for (const item of c._store.merge(missing)) {
+      c._tabs?.post({ t: 'n', event: item, replayed: true });
+      c._emitNotification(item, true, false);
     }
-    c.emitState();
+    c._emitState();
   } catch (error) {
-    c.events.emit('error', error);
+    c._events.emit('error', error);
   } finally {
-    c.fillLoading = false;
+    c._fillLoading = false;
   }
 }
 
@@ -108,7 +108,7 @@ async function listOn(
   args: { after?: InboxOffset; limit: number },
 ): Promise<InboxListPage> {
   if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', 'Not connected.');
-  const reply = (await socket.timeout(c.timeoutMs).emitWithAck('list', args)) as ListReply;
+  const reply = (await socket.timeout(c._timeoutMs).emitWithAck('list', args)) as ListReply;
   if (!reply.ok) throw new HeraldError(reply.code, reply.error);
   const { ok: _ok, ...page } = reply;
   return page;
@@ -116,7 +116,7 @@ async function listOn(
 
 /** Which tab shows a toast: the last one that got focus while visible, else the leader (undefined). */
 function toastTabOf(c: Core): string | undefined {
-  const focused = c.page?.document?.hasFocus?.() ?? false;
-  if (focused || !c.tabs) return undefined;
-  return c.focusedTab;
+  const focused = c._page?.document?.hasFocus?.() ?? false;
+  if (focused || !c._tabs) return undefined;
+  return c._focusedTab;
 }

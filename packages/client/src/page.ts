@@ -7,7 +7,7 @@ import type { PageTarget } from './types.js';
 
 /** Listens to the page (if any); answers the function that stops listening. */
 export function listenToPage(c: Core): () => void {
-  const page = c.page;
+  const page = c._page;
   const added: [PageTarget, string, (event: Event) => void][] = [];
   const remove = () => {
     for (const [target, type, listener] of added) target.removeEventListener(type, listener);
@@ -21,29 +21,29 @@ export function listenToPage(c: Core): () => void {
   };
   const wake = () => {
     checkWatchdog(c);
-    if (c.role === 'follower') c.tabs?.check();
-    else if (c.connection !== 'live' && c.connection !== 'unauthorized') {
-      c.attempt = 0;
-      clearTimeout(c.retryTimer);
-      c.retryTimer = undefined;
-      if (!c.socket) void open(c);
+    if (c._role === 'follower') c._tabs?.check();
+    else if (c._connection !== 'live' && c._connection !== 'unauthorized') {
+      c._attempt = 0;
+      clearTimeout(c._retryTimer);
+      c._retryTimer = undefined;
+      if (!c._socket) void open(c);
     }
   };
   add('online', wake);
   add('offline', () => {
-    if (!c.socket?.connected && c.role !== 'follower') c.setConnection('offline');
+    if (!c._socket?.connected && c._role !== 'follower') c._setConnection('offline');
   });
   add(
     'visibilitychange',
     () => {
-      if (c.visible()) {
-        c.tabs?.post({ t: 'focus' });
+      if (c._visible()) {
+        c._tabs?.post({ t: 'focus' });
         wake();
       }
     },
     'document',
   );
-  add('focus', () => c.tabs?.post({ t: 'focus' }));
+  add('focus', () => c._tabs?.post({ t: 'focus' }));
   // An open WebSocket bars the page from the back/forward cache: close it when the page is hidden
   // that way (or unloaded), and resume from the last offset if it comes back.
   add('pagehide', () => suspend(c));
@@ -54,21 +54,21 @@ export function listenToPage(c: Core): () => void {
 }
 
 function suspend(c: Core): void {
-  if (c.closed || c.suspended) return;
-  c.acks.flush();
-  c.suspended = true;
+  if (c._closed || c._suspended) return;
+  c._acks.flush();
+  c._suspended = true;
   stopSocket(c);
-  c.tabs?.stop();
-  c.setConnection('offline');
+  c._tabs?.stop();
+  c._setConnection('offline');
 }
 
 function resume(c: Core): void {
-  if (c.closed || !c.suspended) return;
-  c.suspended = false;
-  c.attempt = 0;
-  c.setConnection('reconnecting');
-  if (c.tabs) {
-    c.tabs.start();
+  if (c._closed || !c._suspended) return;
+  c._suspended = false;
+  c._attempt = 0;
+  c._setConnection('reconnecting');
+  if (c._tabs) {
+    c._tabs.start();
     follow(c);
   } else void open(c);
 }

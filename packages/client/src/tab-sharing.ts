@@ -15,9 +15,9 @@ import type { ConnectionState, ResumeInfo } from './types.js';
 
 /** Joins the tab election (or, without tab sharing, just connects). */
 export async function start(c: Core): Promise<void> {
-  const locks = c.locks;
-  const makeChannel = c.makeChannel;
-  if (c.role === 'solo' || !locks || !makeChannel) {
+  const locks = c._locks;
+  const makeChannel = c._makeChannel;
+  if (c._role === 'solo' || !locks || !makeChannel) {
     await open(c);
     return;
   }
@@ -28,72 +28,72 @@ export async function start(c: Core): Promise<void> {
       token = await getToken(c);
       break;
     } catch (error) {
-      if (c.closed || error instanceof HeraldUnauthorizedError) {
+      if (c._closed || error instanceof HeraldUnauthorizedError) {
         tokenFailed(c, error);
         return;
       }
-      c.events.emit('error', error);
-      await new Promise((resolve) => setTimeout(resolve, backoffDelay(c.attempt++, c.options.backoff)));
+      c._events.emit('error', error);
+      await new Promise((resolve) => setTimeout(resolve, backoffDelay(c._attempt++, c._options.backoff)));
     }
   }
-  if (c.closed || c.tabs) return;
+  if (c._closed || c._tabs) return;
   const claims = tokenClaims(token);
-  const url = typeof c.options.url === 'string' ? c.options.url : 'herald';
+  const url = typeof c._options.url === 'string' ? c._options.url : 'herald';
   const name = `herald:v1:${url}:${claims.tid ?? ''}/${claims.sub ?? ''}`;
-  c.tabs = new TabElection({
+  c._tabs = new TabElection({
     name,
     locks,
     channel: makeChannel(name),
-    heartbeatMs: c.options.heartbeatMs ?? 2000,
-    leaderTimeoutMs: c.options.leaderTimeoutMs ?? 6000,
-    maySteal: () => c.visible(),
+    heartbeatMs: c._options.heartbeatMs ?? 2000,
+    leaderTimeoutMs: c._options.leaderTimeoutMs ?? 6000,
+    maySteal: () => c._visible(),
     onLead: () => lead(c),
     onFollow: () => follow(c),
     onMessage: (message) => onTabMessage(c, message),
   });
-  c.tabs.start();
+  c._tabs.start();
   follow(c);
 }
 
 function lead(c: Core): void {
-  if (c.closed) return;
-  c.log('leading');
-  c.role = 'leader';
-  c.emitState();
-  c.attempt = 0;
+  if (c._closed) return;
+  c._log('leading');
+  c._role = 'leader';
+  c._emitState();
+  c._attempt = 0;
   void open(c);
   // Requests a follower sent to the old leader are answered by us now: followers resend them.
-  c.tabs?.post({ t: 'state', state: c.shareableState() });
+  c._tabs?.post({ t: 'state', state: c._shareableState() });
 }
 
 export function follow(c: Core): void {
-  if (c.closed) return;
-  const wasLeader = c.role === 'leader';
-  c.role = 'follower';
+  if (c._closed) return;
+  const wasLeader = c._role === 'leader';
+  c._role = 'follower';
   stopSocket(c);
-  if (wasLeader) c.log('stepped down');
-  c.tabs?.post({ t: 'hello' });
-  c.emitState();
+  if (wasLeader) c._log('stepped down');
+  c._tabs?.post({ t: 'hello' });
+  c._emitState();
 }
 
 function onTabMessage(c: Core, message: TabMessage): void {
-  const leading = c.role === 'leader';
+  const leading = c._role === 'leader';
   switch (message.t) {
     case 'hello':
-      if (leading) c.tabs?.post({ t: 'state', to: message.from, state: c.shareableState() });
+      if (leading) c._tabs?.post({ t: 'state', to: message.from, state: c._shareableState() });
       return;
     case 'lead':
       // A new leader: resend what the old one did not answer.
-      c.requests.resend();
+      c._requests.resend();
       return;
     case 'focus':
-      c.focusedTab = message.from;
+      c._focusedTab = message.from;
       return;
     case 'req':
       if (leading) void answer(c, message);
       return;
     case 'ack':
-      if (leading) c.acks.add(message.ids as string[]);
+      if (leading) c._acks.add(message.ids as string[]);
       return;
   }
   if (!leading) onLeaderMessage(c, message);
@@ -103,60 +103,60 @@ function onTabMessage(c: Core, message: TabMessage): void {
 function onLeaderMessage(c: Core, message: TabMessage): void {
   switch (message.t) {
     case 'state': {
-      if (message.to !== undefined && message.to !== c.tabs?.id) return;
+      if (message.to !== undefined && message.to !== c._tabs?.id) return;
       const state = message.state as SharedState;
-      const before = c.store.lastOffset;
-      if (state.reset) c.store.clear();
-      c.store.setUnread(state.unread);
+      const before = c._store.lastOffset;
+      if (state.reset) c._store.clear();
+      c._store.setUnread(state.unread);
       // Only what is newer than this tab had is news; the rest is history (a first state, a reload).
-      for (const item of c.store.merge(state.items))
+      for (const item of c._store.merge(state.items))
         if (before !== undefined && compareOffsets(item.offset, before) > 0)
-          c.emitNotification(item, true, false);
-      c.needSnapshot = false;
-      if (state.lastOffset) c.store.advanceTo(state.lastOffset);
-      c.lastResume = state.lastResume;
-      c.setConnection(state.connection, false);
-      c.emitState();
+          c._emitNotification(item, true, false);
+      c._needSnapshot = false;
+      if (state.lastOffset) c._store.advanceTo(state.lastOffset);
+      c._lastResume = state.lastResume;
+      c._setConnection(state.connection, false);
+      c._emitState();
       return;
     }
     case 'n': {
       const event = message.event as NotificationEvent;
-      const outcome = c.store.add(event);
-      c.store.setUnread(event.unread);
+      const outcome = c._store.add(event);
+      c._store.setUnread(event.unread);
       if (outcome.kind === 'duplicate') {
-        c.emitState();
+        c._emitState();
         return;
       }
       // A gap can only mean this tab missed the leader's messages: ask for its whole state.
-      if (outcome.kind === 'gap') c.tabs?.post({ t: 'hello' });
-      c.emitNotification(
-        c.itemOf(event.offset) ?? { ...event, read: false },
+      if (outcome.kind === 'gap') c._tabs?.post({ t: 'hello' });
+      c._emitNotification(
+        c._itemOf(event.offset) ?? { ...event, read: false },
         message.replayed === true,
-        message.toast === c.tabs?.id,
+        message.toast === c._tabs?.id,
       );
-      c.emitState();
+      c._emitState();
       return;
     }
     case 'unread':
-      if (c.store.setUnread(message.unread as UnreadEvent)) c.emitState();
+      if (c._store.setUnread(message.unread as UnreadEvent)) c._emitState();
       return;
     case 'read':
-      c.store.markRead(message.ids as string[]);
-      c.store.setUnread(message.unread as UnreadEvent | undefined);
-      c.emitState();
+      c._store.markRead(message.ids as string[]);
+      c._store.setUnread(message.unread as UnreadEvent | undefined);
+      c._emitState();
       return;
     case 'read-all':
-      c.store.markAllRead(message.upTo as InboxOffset | undefined);
-      c.store.setUnread(message.unread as UnreadEvent | undefined);
-      c.emitState();
+      c._store.markAllRead(message.upTo as InboxOffset | undefined);
+      c._store.setUnread(message.unread as UnreadEvent | undefined);
+      c._emitState();
       return;
     case 'conn':
-      c.lastResume = (message.lastResume as ResumeInfo | undefined) ?? c.lastResume;
-      c.setConnection(message.connection as ConnectionState, false);
-      if (message.resume) c.events.emit('resume', message.resume as ResumeInfo);
+      c._lastResume = (message.lastResume as ResumeInfo | undefined) ?? c._lastResume;
+      c._setConnection(message.connection as ConnectionState, false);
+      if (message.resume) c._events.emit('resume', message.resume as ResumeInfo);
       return;
     case 'res':
-      c.requests.settle(message);
+      c._requests.settle(message);
       return;
   }
 }
@@ -164,7 +164,7 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
 /** The leader runs a follower's command and posts the outcome back. */
 async function answer(c: Core, message: TabMessage): Promise<void> {
   const reply = (body: Record<string, unknown>) =>
-    c.tabs?.post({ t: 'res', to: message.from, id: message.id, ...body });
+    c._tabs?.post({ t: 'res', to: message.from, id: message.id, ...body });
   try {
     const value =
       message.op === 'resync' ? await resync(c) : await run(c, message.op as string, message.args);
