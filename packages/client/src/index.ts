@@ -1,17 +1,17 @@
 export { type BackoffOptions, backoffDelay } from './backoff.js';
-export {
-  type ConnectionState,
-  createHeraldClient,
-  type HeraldClient,
-  type HeraldClientOptions,
-  type HeraldEvents,
-  type HeraldState,
-  type PageLike,
-  type PageTarget,
-  type ResumeInfo,
-} from './client.js';
+export { createHeraldClient } from './client.js';
 export { HeraldError, HeraldUnauthorizedError } from './errors.js';
 export { compareOffsets, isOffset, parseOffset } from './offsets.js';
 export { type AddOutcome, type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 export type { ChannelLike, LockManagerLike } from './tabs.js';
 export { refreshDelay, type TokenClaims, tokenClaims } from './token.js';
+export type {
+  ConnectionState,
+  HeraldClient,
+  HeraldClientOptions,
+  HeraldEvents,
+  HeraldState,
+  PageLike,
+  PageTarget,
+  ResumeInfo,
+} from './types.js';

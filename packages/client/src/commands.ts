@@ -1,0 +1,47 @@
+import type { CommandReply, InboxOffset, ListReply, UnreadEvent } from '@herald/protocol';
+import type { Core, HeraldSocket } from './core.js';
+import { HeraldError } from './errors.js';
+
+/** A command (`list`, `read`, `read-all`): through this tab's socket (leader, solo) or the leader's (follower). */
+export async function run(c: Core, op: string, args: unknown): Promise<unknown> {
+  if (c._closed) throw new HeraldError('HERALD_ERR_CLOSED', 'The client was closed.');
+  if (c._role === 'follower') return c._requests.send(op, args);
+  const socket = await liveSocket(c);
+  const reply = (await socket
+    .timeout(c._timeoutMs)
+    .emitWithAck(op as 'read', args as { ids: string[] })
+    .catch((error: unknown) => {
+      throw new HeraldError('HERALD_ERR_TIMEOUT', `Herald did not answer ${op} in time: retry.`, {
+        cause: error,
+      });
+    })) as CommandReply | ListReply;
+  if (!reply.ok)
+    throw new HeraldError(reply.code, reply.error, {
+      ...(reply.retryAfterMs !== undefined ? { retryAfterMs: reply.retryAfterMs } : {}),
+    });
+  const { ok: _ok, ...value } = reply;
+  if (op === 'read' || op === 'read-all') {
+    const result = value as { changed: number; unread?: UnreadEvent };
+    const body = args as { ids?: string[]; upTo?: InboxOffset };
+    if (op === 'read') c._store.markRead(body.ids ?? []);
+    else c._store.markAllRead(body.upTo);
+    c._store.setUnread(result.unread);
+    c._tabs?.post({ t: op, ids: body.ids, upTo: body.upTo, unread: result.unread });
+    c._emitState();
+  }
+  return value;
+}
+
+/** The socket once it is live (commands wait through a reconnect rather than fail at once). */
+async function liveSocket(c: Core): Promise<HeraldSocket> {
+  const deadline = Date.now() + c._timeoutMs;
+  for (;;) {
+    const socket = c._socket;
+    if (socket?.connected) return socket;
+    if (c._closed || c._connection === 'unauthorized')
+      throw new HeraldError('HERALD_ERR_NOT_CONNECTED', `Not connected (${c._connection}).`);
+    if (Date.now() > deadline)
+      throw new HeraldError('HERALD_ERR_TIMEOUT', 'Not connected to Herald in time: retry.');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}

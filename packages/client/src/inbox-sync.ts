@@ -1,0 +1,122 @@
+import type { InboxListPage, InboxOffset, ListReply, NotificationEvent, ResyncEvent } from '@herald/protocol';
+import type { Core, HeraldSocket } from './core.js';
+import { HeraldError } from './errors.js';
+import { compareOffsets } from './offsets.js';
+
+// The inbox held in step with the server's: the stream, its gaps, and the snapshots (first connection, resync).
+
+/** A notification on the leader's (or solo tab's) socket. */
+export function onStream(c: Core, event: NotificationEvent): void {
+  const outcome = c._store.add(event);
+  c._store.setUnread(event.unread);
+  if (outcome.kind === 'duplicate') {
+    c._emitState();
+    return;
+  }
+  // Before `synced` it is the replay; once live (the old socket of a token refresh included) it is new.
+  const replayed = c._connection !== 'live';
+  const toastTab = replayed ? undefined : toastTabOf(c);
+  c._tabs?.post({ t: 'n', event, replayed, toast: toastTab });
+  if (outcome.kind === 'gap') void fill(c, outcome.after, outcome.before);
+  c._emitNotification(
+    c._itemOf(event.offset) ?? { ...event, read: false },
+    replayed,
+    !replayed && (toastTab === undefined || toastTab === c._tabs?.id),
+  );
+  c._emitState();
+}
+
+/** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */
+export function onResync(c: Core, resync: ResyncEvent, socket: HeraldSocket): void {
+  c._log('resync', { reason: resync.reason, lastOffset: resync.lastOffset });
+  c._store.clear();
+  c._store.advanceTo(resync.lastOffset);
+  c._needSnapshot = true;
+  c._resyncedOn = socket;
+  c._lastResume = { recovered: false, wasRecovering: true, replayed: 0, resynced: true };
+  c._resyncPending = loadSnapshot(c, socket, resync.lastOffset).finally(() => {
+    c._resyncPending = undefined;
+  });
+}
+
+/** Drops the inbox held and reloads it (`HeraldClient.resync`); a follower asks the leader to. */
+export async function resync(c: Core): Promise<void> {
+  if (c._role === 'follower') {
+    await c._requests.send('resync', {});
+    return;
+  }
+  c._store.clear();
+  c._needSnapshot = true;
+  await loadSnapshot(c, c._socket, undefined, true);
+}
+
+/** Reloads the inbox (oldest first, keeping the newest `maxItems`) up to `upTo`, silently. */
+export function loadSnapshot(
+  c: Core,
+  socket: HeraldSocket | undefined,
+  upTo: InboxOffset | undefined,
+  rethrow = false,
+): Promise<void> {
+  c._snapshotLoading ??= (async () => {
+    try {
+      let after: InboxOffset | undefined;
+      for (let page = 0; page < 20; page++) {
+        const listing = await listOn(c, socket, { ...(after ? { after } : {}), limit: 1000 });
+        const items =
+          upTo === undefined
+            ? listing.items
+            : listing.items.filter((item) => compareOffsets(item.offset, upTo) <= 0);
+        c._store.merge(items);
+        c._store.setUnread(listing.unread);
+        if (listing.nextAfter === null || items.length < listing.items.length) break;
+        after = listing.nextAfter;
+      }
+      c._needSnapshot = false;
+      c._tabs?.post({ t: 'state', state: c._shareableState(true) });
+      c._emitState();
+    } finally {
+      c._snapshotLoading = undefined;
+    }
+  })();
+  const loading = c._snapshotLoading;
+  // resync() tells its caller; the client's own reloads report on `error` and go on.
+  return rethrow ? loading : loading.catch((error: unknown) => c._events.emit('error', error));
+}
+
+/** Reads the notifications between two offsets from the inbox (a gap on the stream). */
+async function fill(c: Core, after: InboxOffset, before: InboxOffset): Promise<void> {
+  if (c._fillLoading) return;
+  c._fillLoading = true;
+  try {
+    const listing = await listOn(c, c._socket, { after, limit: 1000 });
+    const missing = listing.items.filter((item) => compareOffsets(item.offset, before) < 0);
+    for (const item of c._store.merge(missing)) {
+      c._tabs?.post({ t: 'n', event: item, replayed: true });
+      c._emitNotification(item, true, false);
+    }
+    c._emitState();
+  } catch (error) {
+    c._events.emit('error', error);
+  } finally {
+    c._fillLoading = false;
+  }
+}
+
+async function listOn(
+  c: Core,
+  socket: HeraldSocket | undefined,
+  args: { after?: InboxOffset; limit: number },
+): Promise<InboxListPage> {
+  if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', 'Not connected.');
+  const reply = (await socket.timeout(c._timeoutMs).emitWithAck('list', args)) as ListReply;
+  if (!reply.ok) throw new HeraldError(reply.code, reply.error);
+  const { ok: _ok, ...page } = reply;
+  return page;
+}
+
+/** Which tab shows a toast: the last one that got focus while visible, else the leader (undefined). */
+function toastTabOf(c: Core): string | undefined {
+  const focused = c._page?.document?.hasFocus?.() ?? false;
+  if (focused || !c._tabs) return undefined;
+  return c._focusedTab;
+}
