@@ -5,6 +5,7 @@ import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
+import { notificationStatus } from './status.js';
 import {
   type AppendBounds,
   type AppendResult,
@@ -386,20 +387,11 @@ export class Inbox {
   async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
     const keys = this.keys(userId);
     const results = await this.#redis.multi().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
-    const marker = (results?.[0]?.[1] ?? {}) as Record<string, string>;
-    if (marker.state === undefined) return undefined;
-    const deliveredAt = marker.deliveredAt ? new Date(Number(marker.deliveredAt)).toISOString() : null;
-    return {
-      id,
+    return notificationStatus(
       userId,
-      state: marker.state as NotificationStatus['state'],
-      offset: marker.offset ?? null,
-      delivered: deliveredAt !== null,
-      deliveredAt,
-      deliveredBy: marker.deliveredBy ?? null,
-      read: marker.state === 'inbox' && results?.[1]?.[1] !== 1,
-      duplicateOf: marker.duplicateOf ?? null,
-      tenantId: marker.tenantId ?? null,
-    };
+      id,
+      (results?.[0]?.[1] ?? {}) as Record<string, string>,
+      results?.[1]?.[1] === 1,
+    );
   }
 }
