@@ -231,11 +231,24 @@ for (const contender of contenders)
 
 type Sample = { rps: number; p50: number; p99: number; statuses: Record<string, number> };
 const samples = new Map<string, Sample[]>(contenders.map((c) => [c.name, []]));
+/**
+ * The order of one round: each round starts one contender later (as bench/limiter does), so no contender
+ * always runs right after the same neighbour or always first. A baseline contender runs right next to
+ * its Herald counterpart (before it in even rounds, after it in odd ones): the two are compared, so
+ * they should share the machine's state of the moment.
+ */
+function roundOrder(round: number): Contender[] {
+  const heralds = contenders.filter((contender) => !Object.values(BASELINE_OF).includes(contender.name));
+  const rotated = heralds.map((_, k) => heralds[(k + round - 1) % heralds.length] as Contender);
+  return rotated.flatMap((contender) => {
+    const baseline = contenders.find((c) => c.name === BASELINE_OF[contender.name]);
+    if (baseline === undefined) return [contender];
+    return round % 2 === 0 ? [baseline, contender] : [contender, baseline];
+  });
+}
+
 for (let round = 1; round <= ROUNDS; round++) {
-  // Each round starts one contender later (as bench/limiter does), so no contender always runs right
-  // after the same neighbour or always first.
-  for (let k = 0; k < contenders.length; k++) {
-    const contender = contenders[(k + round - 1) % contenders.length] as Contender;
+  for (const contender of roundOrder(round)) {
     const result = await load(contender.port, contender.userId, contender.headers);
     const statuses: Record<string, number> = {};
     for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count.count;
