@@ -719,6 +719,9 @@ class Client implements HeraldClient {
     this.#error = undefined;
     this.#store.advanceTo(synced.lastOffset);
     this.#store.setUnread(synced.unread);
+    // Replayed notifications carry no count: after a replay alone, this is the count the other tabs
+    // would never hear (they keep the highest version, so sending it again is harmless).
+    this.#tabs?.post({ t: 'unread', unread: synced.unread });
     const retiring = this.#retiring;
     this.#retiring = undefined;
     retiring?.disconnect();
