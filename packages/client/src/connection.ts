@@ -137,6 +137,9 @@ function onSynced(c: Core, synced: SyncedEvent, wasRecovering: boolean, socket: 
   c._error = undefined;
   c._store.advanceTo(synced.lastOffset);
   c._store.setUnread(synced.unread);
+  // Replayed notifications carry no count: after a replay alone, this is the count the other tabs
+  // would never hear (they keep the highest version, so sending it again is harmless).
+  c._tabs?.post({ t: 'unread', unread: synced.unread });
   dropRetiring(c);
   const finish = () => {
     const resynced = c._lastResume?.resynced === true && c._resyncedOn === socket;

@@ -102,6 +102,43 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     await waitFor(() => rest.every((t) => t.client.getState().unread?.count === 7), { what: 'count 7' });
   });
 
+  it('a new leader that catches up by replay alone shares the count with the other tabs, not only the notifications', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('alice');
+    const locks = new MemoryLocks();
+    let target = a.url;
+    const three = [1, 2, 3].map(() =>
+      tab({
+        url: () => target,
+        locks,
+        getToken: () => stack.token(user),
+        backoff: { minMs: 50, maxMs: 500 },
+      }),
+    );
+    for (const t of three) await live(t, 'every tab live');
+    const first = await notify(gateway, user, 1);
+    await waitFor(() => three.every((t) => t.client.getState().unread?.count === 1), { what: 'count 1' });
+
+    // No realtime server while the leader closes and three more arrive: the next leader gets them by
+    // replay only (replayed notifications carry no count; the count comes with `synced`).
+    await a.stop('SIGKILL');
+    const leader = leaders(three)[0] as Recorded;
+    const rest = three.filter((t) => t !== leader);
+    leader.client.close();
+    const missed = await notify(gateway, user, 3, 1);
+    await appended(gateway, user, missed.at(-1));
+    target = (await stack.start('realtime', 'rt-b')).url;
+
+    await waitFor(() => rest.every((t) => itemIds(t).length === 4), {
+      timeoutMs: 30_000,
+      what: 'four in both',
+    });
+    for (const t of rest) expect(itemIds(t)).toEqual([...first, ...missed]);
+    await waitFor(() => rest.every((t) => t.client.getState().unread?.count === 4), {
+      what: 'count 4 in both tabs',
+    });
+  });
+
   it('a toast shows in the focused tab only, not in the unfocused leader', async () => {
     const { stack, gateway, a } = await startStack();
     const user = randomId('erin');

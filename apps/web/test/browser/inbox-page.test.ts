@@ -19,6 +19,15 @@ function focused(page: Page): Promise<string> {
 describe('the inbox page, in Chromium, against the stack as processes', () => {
   const env = stackAndBrowser();
 
+  /** Sends `titles` to `userId` one at a time, each once `inbox` shows it (so their order is fixed). */
+  async function sendInTurn(inbox: InboxPage, userId: string, titles: readonly string[]): Promise<void> {
+    const before = (await inbox.titles()).length;
+    for (const [index, title] of titles.entries()) {
+      await env.stack.notify(userId, { title });
+      await waitFor(async () => (await inbox.titles()).length === before + index + 1, { what: title });
+    }
+  }
+
   it('a notification sent over HTTP appears as a toast and in the list, and the badge goes up by one', async () => {
     // The stack's inbox prefix is its own: a plain name is alone here (and reads well in the screenshot).
     const user = 'alice';
@@ -103,8 +112,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const user = randomId('reload');
     const context = await env.browser.newContext();
     const inbox = await InboxPage.open(context, env.stack.url, user);
-    for (const title of ['one', 'two', 'three']) await env.stack.notify(user, { title });
-    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'three articles' });
+    // One at a time: workers take queued notifications in parallel, so only this fixes their order.
+    await sendInTurn(inbox, user, ['one', 'two', 'three']);
     await inbox.articles
       .filter({ hasText: 'two' })
       .getByRole('button', { name: /^Mark read/ })
@@ -128,7 +137,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
       InboxPage.open(contextA, env.stack.url, ana),
       InboxPage.open(contextB, env.stack.url, ben),
     ]);
-    await env.stack.notify(ana, { title: 'for ana 1' });
+    await sendInTurn(inboxA, ana, ['for ana 1']);
     await env.stack.notify(ben, { title: 'for ben' });
     await env.stack.notify(ana, { title: 'for ana 2' });
     await waitFor(async () => (await inboxA.unread()) === 2 && (await inboxB.unread()) === 1, {
@@ -214,10 +223,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const user = randomId('keys');
     const context = await env.browser.newContext();
     const inbox = await InboxPage.open(context, env.stack.url, user);
-    for (const title of ['first', 'second', 'third']) await env.stack.notify(user, { title });
-    await waitFor(async () => (await inbox.unread()) === 3 && (await inbox.titles()).length === 3, {
-      what: 'three unread',
-    });
+    await sendInTurn(inbox, user, ['first', 'second', 'third']);
+    await waitFor(async () => (await inbox.unread()) === 3, { what: 'three unread' });
     const { page } = inbox;
 
     await page.keyboard.press('Tab');

@@ -86,14 +86,24 @@ export class WebStack {
 
   /** The server's unread count of `userId` (the gateway's inbox listing). */
   async unread(userId: string): Promise<number> {
+    return (await this.#listing(userId)).unread.count;
+  }
+
+  /**
+   * The ids in `userId`'s inbox, in offset order (oldest first): the order every screen must show.
+   * Not always the order they were sent in: workers take queued notifications in parallel.
+   */
+  async inboxIds(userId: string): Promise<string[]> {
+    return (await this.#listing(userId)).items.map((item) => item.id);
+  }
+
+  async #listing(userId: string): Promise<{ items: { id: string }[]; unread: { count: number } }> {
     if (!this.#gateway) throw new Error('start() first');
-    const response = await fetch(
-      `${this.#gateway.url}/users/${encodeURIComponent(userId)}/notifications?limit=1`,
-      {
-        headers: { authorization: `Bearer ${API_KEY}` },
-      },
-    );
-    return ((await response.json()) as { unread: { count: number } }).unread.count;
+    const path = `/users/${encodeURIComponent(userId)}/notifications?limit=1000`;
+    const response = await fetch(`${this.#gateway.url}${path}`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    return (await response.json()) as { items: { id: string }[]; unread: { count: number } };
   }
 
   /** Kills the realtime server (`SIGKILL`: no goodbye, the sockets just drop). */
