@@ -15,11 +15,12 @@ describe("list: a page of the user's own inbox over the socket (what a browser l
     const { a } = await stack.startDelivery();
     const user = randomId('alice');
     const other = randomId('bob');
-    await stack.send(user, 5);
+    const sent = await stack.send(user, 5);
     await stack.send(other, 2);
     await waitFor(async () => (await stack?.inboxIds(user))?.length === 5, { what: 'five appended' });
-    // The inbox's own order (workers take jobs in parallel, so it need not be the send order).
+    // The inbox's order: workers take the five jobs in parallel, so it may differ from the sending order.
     const ids = await stack.inboxIds(user);
+    expect([...ids].sort()).toEqual([...sent].sort());
     const client = stack.client(user);
     await client.connect(a.url);
     expect(await client.command('read', { ids: [ids[1]] })).toMatchObject({ ok: true, changed: 1 });
