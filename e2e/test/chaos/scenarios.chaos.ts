@@ -1,0 +1,72 @@
+import { writeFileSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { type ChaosResult, table } from './ledger.js';
+import { ChaosStack, pause, runScenario } from './stack.js';
+
+/**
+ * The chaos suite (`pnpm test:chaos`): load with an `Idempotency-Key` on every request, real clients,
+ * one real fault per scenario on real processes; the ledger of 202s must match what the clients were
+ * shown: nothing missing, nothing twice, nothing out of order, and recovery within 5 s of the fault's end.
+ */
+const USERS = 20;
+const PER_SECOND = Number(process.env.CHAOS_PER_SECOND ?? 100);
+const WARMUP_MS = 3000;
+const AFTER_MS = 4000;
+/** How long Redis stays stopped (the issue asks 30 s; CI runs 10 s). */
+const REDIS_STOP_MS = Number(process.env.CHAOS_REDIS_STOP_MS ?? 10_000);
+const RECOVERY_GOAL_MS = 5000;
+
+const results: ChaosResult[] = [];
+
+/** Starts the usual chaos stack: two gateways, one worker, two realtime instances. */
+async function usualStack(stacks: ChaosStack[]): Promise<ChaosStack> {
+  const stack = await ChaosStack.create();
+  stacks.push(stack);
+  await Promise.all([
+    stack.start('gateway'),
+    stack.start('gateway'),
+    stack.start('worker'),
+    stack.start('realtime'),
+    stack.start('realtime'),
+  ]);
+  return stack;
+}
+
+function expectGoals(result: ChaosResult & { refusals: string[] }): void {
+  results.push(result);
+  process.stderr.write(`${table([result])}\n`);
+  expect(result.refusals).toEqual([]);
+  expect({ missing: result.missing, ids: result.missingIds }).toEqual({ missing: 0, ids: [] });
+  expect(result.duplicates).toBe(0);
+  expect(result.outOfOrder).toBe(0);
+  expect(result.unexpected).toBe(0);
+  expect(result.recoveryMs).toBeLessThanOrEqual(RECOVERY_GOAL_MS);
+}
+
+describe.sequential('chaos: ledger of 202s against what clients were shown', () => {
+  const stacks: ChaosStack[] = [];
+  afterEach(async () => {
+    for (const stack of stacks.splice(0)) await stack.dispose();
+  });
+  afterAll(() => {
+    const report = table(results);
+    process.stderr.write(`\nChaos suite (${USERS} users, ${PER_SECOND}/s):\n${report}\n`);
+    if (process.env.CHAOS_REPORT) writeFileSync(process.env.CHAOS_REPORT, `${report}\n`);
+  });
+
+  const base = { users: USERS, perSecond: PER_SECOND, warmupMs: WARMUP_MS, afterMs: AFTER_MS };
+
+  it('kill -9 of the worker (a new one starts)', async () => {
+    const stack = await usualStack(stacks);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'kill -9 worker',
+      fault: async () => {
+        const [worker] = stack.apps.worker;
+        if (worker) await stack.kill(worker);
+        await stack.start('worker');
+      },
+    });
+    expectGoals(result);
+  }, 120_000);
+});
