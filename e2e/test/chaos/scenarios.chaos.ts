@@ -69,4 +69,96 @@ describe.sequential('chaos: ledger of 202s against what clients were shown', () 
     });
     expectGoals(result);
   }, 120_000);
+
+  it('kill -9 of a realtime instance (its clients fail over to the other; a new one starts)', async () => {
+    const stack = await usualStack(stacks);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'kill -9 realtime',
+      fault: async () => {
+        const [realtime] = stack.apps.realtime;
+        if (realtime) await stack.kill(realtime);
+        await stack.start('realtime');
+      },
+    });
+    expectGoals(result);
+  }, 120_000);
+
+  it('kill -9 of a gateway (the load generator retries its keys on the other; a new one starts)', async () => {
+    const stack = await usualStack(stacks);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'kill -9 gateway',
+      fault: async () => {
+        const [gateway] = stack.apps.gateway;
+        if (gateway) await stack.kill(gateway);
+        await stack.start('gateway');
+      },
+    });
+    expectGoals(result);
+  }, 150_000);
+
+  it('Redis frozen (SIGSTOP) for 5 s', async () => {
+    const stack = await usualStack(stacks);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'Redis SIGSTOP 5 s',
+      fault: async () => {
+        stack.redis.process.kill('SIGSTOP');
+        await pause(5000);
+        stack.redis.process.kill('SIGCONT');
+      },
+    });
+    expectGoals(result);
+  }, 150_000);
+
+  it(`Redis stopped for ${REDIS_STOP_MS / 1000} s (append-only file, restarted on the same port)`, async () => {
+    const stack = await usualStack(stacks);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: `Redis stopped ${REDIS_STOP_MS / 1000} s`,
+      fault: async () => {
+        await stack.redis.stop();
+        await pause(REDIS_STOP_MS);
+        await stack.redis.restart();
+      },
+    });
+    expectGoals(result);
+  }, 180_000);
+
+  it('a gateway whose clock is 30 s ahead (faketime)', async () => {
+    const stack = await ChaosStack.create();
+    stacks.push(stack);
+    await Promise.all([
+      stack.start('gateway', ['faketime', '-f', '+30s']),
+      stack.start('gateway'),
+      stack.start('worker'),
+      stack.start('realtime'),
+      stack.start('realtime'),
+    ]);
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'gateway clock +30 s',
+      fault: async () => {},
+    });
+    expectGoals(result);
+  }, 120_000);
+
+  it('a realtime instance cut off from Redis for 3 s (its connections killed as they come back)', async () => {
+    const stack = await ChaosStack.create();
+    stacks.push(stack);
+    await Promise.all([stack.start('gateway'), stack.start('gateway'), stack.start('worker'), stack.start('realtime')]);
+    const others = await stack.connectionIds();
+    await stack.start('realtime');
+    let cut = 0;
+    const result = await runScenario(stack, {
+      ...base,
+      scenario: 'realtime cut from Redis 3 s',
+      fault: async () => {
+        cut = await stack.partition(others, 3000);
+      },
+    });
+    expect(cut).toBeGreaterThan(0);
+    expectGoals(result);
+  }, 120_000);
 });
