@@ -147,7 +147,12 @@ describe.sequential('chaos: ledger of 202s against what clients were shown', () 
   it('a realtime instance cut off from Redis for 3 s (its connections killed as they come back)', async () => {
     const stack = await ChaosStack.create();
     stacks.push(stack);
-    await Promise.all([stack.start('gateway'), stack.start('gateway'), stack.start('worker'), stack.start('realtime')]);
+    await Promise.all([
+      stack.start('gateway'),
+      stack.start('gateway'),
+      stack.start('worker'),
+      stack.start('realtime'),
+    ]);
     const others = await stack.connectionIds();
     await stack.start('realtime');
     let cut = 0;

@@ -1,8 +1,14 @@
-import { type AppProcess, type RedisServerHandle, startApp, startRedisServer, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  type RedisServerHandle,
+  startApp,
+  startRedisServer,
+  waitFor,
+} from '@herald/testing';
 import { Redis } from 'ioredis';
 import { API_KEY, entries, SECRET, stackEnv } from '../support/stack.js';
 import { ChaosClient } from './client.js';
-import { check, type ChaosResult } from './ledger.js';
+import { type ChaosResult, check } from './ledger.js';
 import { LoadGenerator } from './load.js';
 
 export type Kind = keyof typeof entries;
@@ -72,7 +78,8 @@ export class ChaosStack {
   /** Connects one client per user, spread over the realtime instances, and waits for their `synced`. */
   clients(users: readonly string[]): ChaosClient[] {
     this.#clients = users.map(
-      (user, i) => new ChaosClient(user, { realtimes: () => this.urls('realtime'), secret: SECRET, first: i }),
+      (user, i) =>
+        new ChaosClient(user, { realtimes: () => this.urls('realtime'), secret: SECRET, first: i }),
     );
     for (const client of this.#clients) client.connect();
     return this.#clients;
@@ -142,7 +149,10 @@ export async function runScenario(
 ): Promise<ChaosResult & { refusals: string[] }> {
   const users = Array.from({ length: options.users }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
   const clients = stack.clients(users);
-  await waitFor(() => clients.every((client) => client.synced), { timeoutMs: 20_000, what: 'clients synced' });
+  await waitFor(() => clients.every((client) => client.synced), {
+    timeoutMs: 20_000,
+    what: 'clients synced',
+  });
   const load = stack.load(users, options.perSecond);
   load.start();
   await pause(options.warmupMs);
