@@ -5,7 +5,7 @@ import type { Accepted, LoadCounts } from './ledger.js';
  * Sends notifications at a fixed rate, round-robin over `users`, each request with its own
  * `Idempotency-Key`, as a real backend would: a 503, a 409 (the key still in flight) or a connection
  * error is retried with the same key and body (a connection error on the next gateway), until a 202,
- * which goes into the ledger.
+ * which goes into the ledger. 503s and 409s are retried after their `Retry-After`.
  */
 export class LoadGenerator {
   readonly accepted: Accepted[] = [];
@@ -82,7 +82,12 @@ export class LoadGenerator {
         const text = await response.text();
         if (response.status === 202) {
           const at = Date.now();
-          this.accepted.push({ id: (JSON.parse(text) as { id: string }).id, userId, at });
+          this.accepted.push({
+            id: (JSON.parse(text) as { id: string }).id,
+            userId,
+            sentAt: firstAttempt,
+            at,
+          });
           this.counts.accepted++;
           this.counts.maxAcceptMs = Math.max(this.counts.maxAcceptMs, at - firstAttempt);
           return;
@@ -94,7 +99,8 @@ export class LoadGenerator {
           if (this.refusals.length < 5) this.refusals.push(`${response.status} ${text}`);
           return;
         }
-        retryMs = Math.min(250, Number(response.headers.get('retry-after') ?? 1) * 1000);
+        // As the gateway asks (`Retry-After`, whole seconds), spread so that retries do not come in waves.
+        retryMs = Number(response.headers.get('retry-after') ?? 1) * 1000 * (0.5 + Math.random() / 2);
       } catch {
         this.counts.connectionErrors++;
         gateway++;
