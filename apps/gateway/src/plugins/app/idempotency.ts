@@ -155,7 +155,10 @@ function registerIdempotencyRelease(app: FastifyInstance): void {
     app.idempotency.abandon(claim.scope, claim.key, claim.owner).then(
       () => done(),
       (error: unknown) => {
-        request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');
+        request.log.warn(
+          { err: error },
+          'could not release an idempotency key; it frees itself after HERALD_IDEMPOTENCY_IN_FLIGHT_MS',
+        );
         done();
       },
     );
