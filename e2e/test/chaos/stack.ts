@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import {
   type AppProcess,
   type RedisServerHandle,
@@ -89,30 +90,25 @@ export class ChaosStack {
     return new LoadGenerator({ gateways: () => this.urls('gateway'), apiKey: API_KEY, users, perSecond });
   }
 
-  /** Ids of the Redis connections open now (to tell one process's connections from the others'). */
-  async connectionIds(): Promise<Set<string>> {
-    const redis = new Redis(this.redis.url, { maxRetriesPerRequest: 1 });
-    try {
-      return listIds((await redis.call('CLIENT', 'LIST')) as string);
-    } finally {
-      redis.disconnect();
-    }
-  }
-
   /**
-   * A network partition between one process and Redis for `ms`: every connection not in `others` (nor
-   * this call's own) is cut with `CLIENT KILL ID`, and cut again as soon as it reconnects. Answers how
-   * many connections were cut.
+   * A network partition between `app` and Redis for `ms`: its connections (found by their local ports,
+   * from /proc) are cut with `CLIENT KILL ID`, and cut again as soon as they come back, while every other
+   * process keeps its own. Answers how many connections were cut.
    */
-  async partition(others: ReadonlySet<string>, ms: number): Promise<number> {
+  async partition(app: AppProcess, ms: number): Promise<number> {
     const redis = new Redis(this.redis.url, { maxRetriesPerRequest: 1 });
+    const pid = app.process.pid ?? 0;
     try {
-      const own = String(await redis.call('CLIENT', 'ID'));
       let cut = 0;
       const until = Date.now() + ms;
       while (Date.now() < until) {
-        for (const id of listIds((await redis.call('CLIENT', 'LIST')) as string))
-          if (id !== own && !others.has(id)) cut += Number(await redis.call('CLIENT', 'KILL', 'ID', id));
+        const ports = localPorts(pid);
+        const list = (await redis.call('CLIENT', 'LIST')) as string;
+        for (const line of list.split('\n')) {
+          const match = /(?:^|\s)id=(\d+) addr=[^\s]*:(\d+)\s/.exec(line);
+          if (match?.[1] && ports.has(Number(match[2])))
+            cut += Number(await redis.call('CLIENT', 'KILL', 'ID', match[1]));
+        }
         await pause(20);
       }
       return cut;
@@ -182,8 +178,26 @@ export function pause(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
-function listIds(clientList: string): Set<string> {
-  return new Set(clientList.split('\n').flatMap((line) => /(?:^|\s)id=(\d+)/.exec(line)?.[1] ?? []));
+/** The local TCP ports of process `pid`'s sockets (Linux: its /proc fds matched with /proc/net/tcp). */
+function localPorts(pid: number): Set<number> {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      if (inode) inodes.add(inode);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of [`/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`]) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const columns = line.trim().split(/\s+/);
+      const port = columns[1]?.split(':').at(-1);
+      if (port && columns[9] && inodes.has(columns[9])) ports.add(Number.parseInt(port, 16));
+    }
+  }
+  return ports;
 }
 
 /** Polls until `done` or `timeoutMs`; answers whether it was done (the checker reports what is not). */
