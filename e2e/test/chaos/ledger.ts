@@ -47,6 +47,8 @@ export interface ChaosResult {
   /** Shown but never accepted (a request whose 202 was lost, enqueued twice under another id). */
   unexpected: number;
   unavailable: number;
+  /** 503s answered more than a second after the fault's end (Redis was back by then). */
+  unavailableAfter: number;
   inFlight: number;
   connectionErrors: number;
   maxAcceptMs: number;
@@ -71,6 +73,8 @@ export function check(options: {
   accepted: readonly Accepted[];
   shown: ReadonlyMap<string, readonly Shown[]>;
   load: LoadCounts;
+  /** When each 503 arrived. */
+  unavailableAt: readonly number[];
   faultEndAt: number;
 }): ChaosResult {
   const acceptedIds = new Set(options.accepted.map((entry) => entry.id));
@@ -112,6 +116,7 @@ export function check(options: {
     outOfOrder,
     unexpected,
     unavailable: options.load.unavailable,
+    unavailableAfter: options.unavailableAt.filter((at) => at > options.faultEndAt + 1000).length,
     inFlight: options.load.inFlight,
     connectionErrors: options.load.connectionErrors,
     maxAcceptMs: options.load.maxAcceptMs,
@@ -130,6 +135,7 @@ const COLUMNS: [keyof ChaosResult, string][] = [
   ['outOfOrder', 'out of order'],
   ['unexpected', 'not accepted'],
   ['unavailable', '503s'],
+  ['unavailableAfter', '503s > 1 s after'],
   ['inFlight', '409s'],
   ['connectionErrors', 'conn errors'],
   ['maxAcceptMs', 'longest 202 wait ms'],

@@ -17,6 +17,8 @@ export class LoadGenerator {
     other: 0,
     maxAcceptMs: 0,
   };
+  /** When each 503 arrived (to count those after a fault's end). */
+  readonly unavailableAt: number[] = [];
   /** Answers that were neither retried nor accepted, for the failure message. */
   readonly refusals: string[] = [];
 
@@ -92,8 +94,10 @@ export class LoadGenerator {
           this.counts.maxAcceptMs = Math.max(this.counts.maxAcceptMs, at - firstAttempt);
           return;
         }
-        if (response.status === 503) this.counts.unavailable++;
-        else if (response.status === 409) this.counts.inFlight++;
+        if (response.status === 503) {
+          this.counts.unavailable++;
+          this.unavailableAt.push(Date.now());
+        } else if (response.status === 409) this.counts.inFlight++;
         else {
           this.counts.other++;
           if (this.refusals.length < 5) this.refusals.push(`${response.status} ${text}`);

@@ -43,9 +43,19 @@ export class ChaosStack {
   }
 
   static async create(): Promise<ChaosStack> {
-    return new ChaosStack(
-      await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
-    );
+    // A port below Linux's ephemeral range (32768–60999): while Redis is stopped, the apps' reconnects
+    // to a free ephemeral port can connect to themselves (TCP self-connect) and hold it, and Redis could
+    // not start again on it (seen once with a 30 s stop).
+    for (let attempt = 1; ; attempt++) {
+      const port = 20_000 + Math.floor(Math.random() * 12_000);
+      try {
+        return new ChaosStack(
+          await startRedisServer({ port, args: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
+        );
+      } catch (error) {
+        if (attempt >= 5) throw error;
+      }
+    }
   }
 
   /** Starts one more `kind` process; `wrapper` runs node under another command (e.g. faketime). */
@@ -168,6 +178,7 @@ export async function runScenario(
     accepted: load.accepted,
     shown: new Map(clients.map((client) => [client.userId, client.shown])),
     load: load.counts,
+    unavailableAt: load.unavailableAt,
     faultEndAt,
   });
   return { ...result, refusals: load.refusals };
