@@ -45,6 +45,7 @@ export const EnvSchema = Type.Object({
   HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
+  HERALD_IDEMPOTENCY_IN_FLIGHT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 5000 }),
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
@@ -98,6 +99,8 @@ export interface GatewayConfig {
   /** How long a gateway trusts a looked-up API key before asking Redis again (revocation delay). */
   apiKeyCacheMs: number;
   idempotencyTtlSeconds: number;
+  /** How long a claimed `Idempotency-Key` answers 409 before a retry may take over (a dead gateway's). */
+  idempotencyInFlightMs: number;
   /** A Redis operation that takes longer is abandoned and the request answered 503. */
   redisTimeoutMs: number;
   /** `redis`: 202 once the primary has the job. `aof`: also once it is fsynced to the AOF (WAITAOF, Redis ≥ 7.2). */
@@ -169,6 +172,7 @@ export function loadConfig(
     keyPrefix: parsed.HERALD_KEY_PREFIX,
     apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,
     idempotencyTtlSeconds: parsed.HERALD_IDEMPOTENCY_TTL_SECONDS,
+    idempotencyInFlightMs: parsed.HERALD_IDEMPOTENCY_IN_FLIGHT_MS,
     redisTimeoutMs: parsed.HERALD_REDIS_TIMEOUT_MS,
     durability: parsed.HERALD_DURABILITY,
     jobAttempts: parsed.HERALD_JOB_ATTEMPTS,

@@ -5,8 +5,6 @@ import stringify from 'safe-stable-stringify';
 
 /** Longest `Idempotency-Key` accepted. */
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
-/** How long a request may stay "in flight" before another with the same key may take over. */
-const IN_FLIGHT_TTL_MS = 30_000;
 
 const RELEASE_LUA = readFileSync(new URL('./idempotency-release-1.lua', import.meta.url), 'utf8');
 
@@ -43,12 +41,19 @@ export class IdempotencyStore {
   readonly #redis: Redis;
   readonly #prefix: string;
   readonly #ttlMs: number;
+  readonly #inFlightMs: number;
   readonly #release: (key: string, owner: string) => Promise<number>;
 
-  constructor(options: { redis: Redis; keyPrefix: string; ttlSeconds: number }) {
+  /**
+   * `inFlightMs`: how long a claim holds its key before another request with it may take over (a
+   * gateway killed mid-request never releases its claims). Taking over never enqueues twice: the job
+   * id is derived from the key.
+   */
+  constructor(options: { redis: Redis; keyPrefix: string; ttlSeconds: number; inFlightMs: number }) {
     this.#redis = options.redis;
     this.#prefix = options.keyPrefix;
     this.#ttlMs = options.ttlSeconds * 1000;
+    this.#inFlightMs = options.inFlightMs;
     // ioredis `defineCommand`: EVALSHA, EVAL on NOSCRIPT; once per client.
     if (!(RELEASE_COMMAND in this.#redis)) {
       this.#redis.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: RELEASE_LUA });
@@ -84,7 +89,7 @@ export class IdempotencyStore {
       this.#key(scope, key),
       JSON.stringify(claim),
       'PX',
-      IN_FLIGHT_TTL_MS,
+      this.#inFlightMs,
       'NX',
       'GET',
     );

@@ -1,11 +1,16 @@
-import { randomId } from '@herald/testing';
+import { randomId, waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { IdempotencyStore } from '../src/idempotency.js';
 import { API_KEY_2, auth, buildTestApp, disposeTestApp } from './helpers.js';
 
 let app: FastifyInstance;
 beforeAll(async () => {
-  app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
+  app = await buildTestApp({
+    HERALD_RATE_LIMIT_BURST: '1000',
+    HERALD_SENDER_RATE_LIMIT_BURST: '1000',
+    HERALD_IDEMPOTENCY_IN_FLIGHT_MS: '1000',
+  });
 });
 afterAll(async () => {
   await disposeTestApp(app);
@@ -117,5 +122,26 @@ describe('Idempotency-Key', () => {
     } finally {
       await disposeTestApp(limited);
     }
+  });
+
+  it('a claim left by a gateway that died mid-request holds the key for HERALD_IDEMPOTENCY_IN_FLIGHT_MS only, then a retry is accepted once', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'idem-dead', payload: { n: 1 } };
+    // What a gateway killed after its claim leaves behind: the claim, never completed nor released.
+    const scope = (await app.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
+    const fingerprint = IdempotencyStore.fingerprint({ route: '/notify', body });
+    expect(await app.idempotency.begin(scope, key, fingerprint, randomId('dead-owner'))).toEqual({
+      state: 'new',
+    });
+    expect((await send(key, body)).statusCode).toBe(409);
+    const accepted = await waitFor(
+      async () => {
+        const response = await send(key, body);
+        return response.statusCode === 202 && response;
+      },
+      { timeoutMs: 5000, intervalMs: 100, what: 'the dead claim to expire' },
+    );
+    expect(accepted.json<{ id: string }>().id).toBe(IdempotencyStore.derivedId(scope, key));
+    expect((await send(key, body)).headers['idempotency-replayed']).toBe('true');
   });
 });

@@ -45,6 +45,7 @@ export default fp(
         redis: app.redis,
         keyPrefix: config.keyPrefix,
         ttlSeconds: config.idempotencyTtlSeconds,
+        inFlightMs: config.idempotencyInFlightMs,
       }),
     );
     app.decorateRequest('idempotency', undefined);
@@ -90,7 +91,7 @@ function idempotencyPreValidation(app: FastifyInstance) {
       begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint, owner));
     } catch (error) {
       // The claim may still land when a stalled Redis wakes up, and would hold the key "in flight"
-      // for 30 s: send its release now, behind it on the same connection, so that a retry is accepted
+      // for HERALD_IDEMPOTENCY_IN_FLIGHT_MS: send its release now, behind it on the same connection, so that a retry is accepted
       // as soon as Redis is back.
       app.idempotency.abandon(scope, key, owner).catch(() => {});
       throw unavailable('Redis', error);
@@ -154,7 +155,10 @@ function registerIdempotencyRelease(app: FastifyInstance): void {
     app.idempotency.abandon(claim.scope, claim.key, claim.owner).then(
       () => done(),
       (error: unknown) => {
-        request.log.warn({ err: error }, 'could not release an idempotency key; it frees itself in 30 s');
+        request.log.warn(
+          { err: error },
+          'could not release an idempotency key; it frees itself after HERALD_IDEMPOTENCY_IN_FLIGHT_MS',
+        );
         done();
       },
     );

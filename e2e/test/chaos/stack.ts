@@ -1,0 +1,222 @@
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import {
+  type AppProcess,
+  type RedisServerHandle,
+  startApp,
+  startRedisServer,
+  waitFor,
+} from '@herald/testing';
+import { Redis } from 'ioredis';
+import { API_KEY, entries, SECRET, stackEnv } from '../support/stack.js';
+import { ChaosClient } from './client.js';
+import { type ChaosResult, check } from './ledger.js';
+import { LoadGenerator } from './load.js';
+
+export type Kind = keyof typeof entries;
+
+/** Settings of every chaos stack (documented in the README's chaos section). */
+export const CHAOS_ENV: Record<string, string> = {
+  // A dead worker's active jobs are taken over within about 3 s, not 15 s (the defaults 10 s + 5 s).
+  HERALD_WORKER_LOCK_MS: '2000',
+  HERALD_WORKER_STALLED_INTERVAL_MS: '1000',
+  // The load generator is one sender at a steady rate, far below these.
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: '10000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '10000',
+  HERALD_RATE_LIMIT_PER_SECOND: '1000',
+  HERALD_RATE_LIMIT_BURST: '1000',
+};
+
+/**
+ * One chaos run's processes, each its own OS process, on a private `redis-server` (append-only, fsync
+ * always, so that stopping it loses nothing accepted): gateways, workers and realtime instances that
+ * a scenario kills, freezes or cuts off, and replaces.
+ */
+export class ChaosStack {
+  readonly env: Record<string, string>;
+  readonly apps: Record<Kind, AppProcess[]> = { gateway: [], worker: [], realtime: [] };
+  readonly #all: AppProcess[] = [];
+  #clients: ChaosClient[] = [];
+  #count = 0;
+
+  private constructor(readonly redis: RedisServerHandle) {
+    this.env = stackEnv(redis.url, CHAOS_ENV);
+  }
+
+  static async create(): Promise<ChaosStack> {
+    // A port below Linux's ephemeral range (32768–60999): while Redis is stopped, the apps' reconnects
+    // to a free ephemeral port can connect to themselves (TCP self-connect) and hold it, and Redis could
+    // not start again on it (seen once with a 30 s stop).
+    for (let attempt = 1; ; attempt++) {
+      const port = 20_000 + Math.floor(Math.random() * 12_000);
+      try {
+        return new ChaosStack(
+          await startRedisServer({ port, args: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
+        );
+      } catch (error) {
+        if (attempt >= 5) throw error;
+      }
+    }
+  }
+
+  /** Starts one more `kind` process; `wrapper` runs node under another command (e.g. faketime). */
+  async start(kind: Kind, wrapper: string[] = []): Promise<AppProcess> {
+    const name = `${kind}-${++this.#count}`;
+    const [command, ...args] = [...wrapper, process.execPath, entries[kind]];
+    const app = await startApp({
+      name,
+      entry: entries[kind],
+      env: { ...this.env, HERALD_INSTANCE_ID: name },
+      ...(wrapper.length > 0 ? { command, args } : {}),
+    });
+    this.#all.push(app);
+    this.apps[kind].push(app);
+    return app;
+  }
+
+  /** `kill -9` of `app`, once it has exited it is no longer one of its kind's. */
+  async kill(app: AppProcess): Promise<void> {
+    await app.stop('SIGKILL', 0);
+    for (const list of Object.values(this.apps)) {
+      const at = list.indexOf(app);
+      if (at >= 0) list.splice(at, 1);
+    }
+  }
+
+  urls(kind: Kind): string[] {
+    return this.apps[kind].map((app) => app.url);
+  }
+
+  /** Connects one client per user, spread over the realtime instances, and waits for their `synced`. */
+  clients(users: readonly string[]): ChaosClient[] {
+    this.#clients = users.map(
+      (user, i) =>
+        new ChaosClient(user, { realtimes: () => this.urls('realtime'), secret: SECRET, first: i }),
+    );
+    for (const client of this.#clients) client.connect();
+    return this.#clients;
+  }
+
+  load(users: readonly string[], perSecond: number): LoadGenerator {
+    return new LoadGenerator({ gateways: () => this.urls('gateway'), apiKey: API_KEY, users, perSecond });
+  }
+
+  /**
+   * A network partition between `app` and Redis for `ms`: its connections (found by their local ports,
+   * from /proc) are cut with `CLIENT KILL ID`, and cut again as soon as they come back, while every other
+   * process keeps its own. Answers how many connections were cut.
+   */
+  async partition(app: AppProcess, ms: number): Promise<number> {
+    const redis = new Redis(this.redis.url, { maxRetriesPerRequest: 1 });
+    const pid = app.process.pid ?? 0;
+    try {
+      let cut = 0;
+      const until = Date.now() + ms;
+      while (Date.now() < until) {
+        const ports = localPorts(pid);
+        const list = (await redis.call('CLIENT', 'LIST')) as string;
+        for (const line of list.split('\n')) {
+          const match = /(?:^|\s)id=(\d+) addr=[^\s]*:(\d+)\s/.exec(line);
+          if (match?.[1] && ports.has(Number(match[2])))
+            cut += Number(await redis.call('CLIENT', 'KILL', 'ID', match[1]));
+        }
+        await pause(20);
+      }
+      return cut;
+    } finally {
+      redis.disconnect();
+    }
+  }
+
+  async dispose(): Promise<void> {
+    for (const client of this.#clients) client.close();
+    await Promise.all(this.#all.map((app) => app.stop('SIGTERM', 3000)));
+    if (this.redis.process.signalCode === 'SIGSTOP' || this.redis.process.exitCode === null)
+      this.redis.process.kill('SIGCONT');
+    await this.redis.dispose();
+  }
+}
+
+/**
+ * One scenario: `users` clients, load at `perSecond` for `warmupMs`, then `fault` (which answers when
+ * the fault ends: a replacement is up, Redis answers again), load for `afterMs` more, then waits for
+ * every accepted notification to be shown (up to `drainMs`) and checks the ledger.
+ */
+export async function runScenario(
+  stack: ChaosStack,
+  options: {
+    scenario: string;
+    users: number;
+    perSecond: number;
+    warmupMs: number;
+    afterMs: number;
+    drainMs?: number;
+    fault: () => Promise<void>;
+  },
+): Promise<ChaosResult & { refusals: string[] }> {
+  const users = Array.from({ length: options.users }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
+  const clients = stack.clients(users);
+  await waitFor(() => clients.every((client) => client.synced), {
+    timeoutMs: 20_000,
+    what: 'clients synced',
+  });
+  const load = stack.load(users, options.perSecond);
+  load.start();
+  await pause(options.warmupMs);
+  await options.fault();
+  const faultEndAt = Date.now();
+  await pause(options.afterMs);
+  await load.stop();
+  const expected = new Map<string, number>();
+  for (const entry of load.accepted) expected.set(entry.userId, (expected.get(entry.userId) ?? 0) + 1);
+  const shownIds = (client: ChaosClient) => new Set(client.shown.map((event) => event.id)).size;
+  await waitUntil(
+    () => clients.every((client) => shownIds(client) >= (expected.get(client.userId) ?? 0)),
+    options.drainMs ?? 30_000,
+  );
+  const result = check({
+    scenario: options.scenario,
+    accepted: load.accepted,
+    shown: new Map(clients.map((client) => [client.userId, client.shown])),
+    load: load.counts,
+    unavailableAt: load.unavailableAt,
+    faultEndAt,
+  });
+  return { ...result, refusals: load.refusals };
+}
+
+/** The scenario's own timeline (how long load runs, how long a fault lasts): not a wait for a result. */
+export function pause(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The local TCP ports of process `pid`'s sockets (Linux: its /proc fds matched with /proc/net/tcp). */
+function localPorts(pid: number): Set<number> {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const inode = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1];
+      if (inode) inodes.add(inode);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports = new Set<number>();
+  for (const table of [`/proc/${pid}/net/tcp`, `/proc/${pid}/net/tcp6`]) {
+    for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+      const columns = line.trim().split(/\s+/);
+      const port = columns[1]?.split(':').at(-1);
+      if (port && columns[9] && inodes.has(columns[9])) ports.add(Number.parseInt(port, 16));
+    }
+  }
+  return ports;
+}
+
+/** Polls until `done` or `timeoutMs`; answers whether it was done (the checker reports what is not). */
+async function waitUntil(done: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) return false;
+    await pause(50);
+  }
+  return true;
+}
