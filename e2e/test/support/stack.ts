@@ -61,9 +61,7 @@ export async function startApps<Name extends string>(
 ): Promise<Record<Name, AppProcess>> {
   const started = await Promise.all(
     (Object.entries(apps) as [Name, keyof typeof entries][]).map(async ([name, kind]) => {
-      const app = await startApp({ name, entry: entries[kind], env });
-      processes.push(app);
-      return [name, app] as const;
+      return [name, await startApp({ name, entry: entries[kind], env, into: processes })] as const;
     }),
   );
   return Object.fromEntries(started) as Record<Name, AppProcess>;
@@ -105,13 +103,12 @@ export class Stack {
     name: string,
     env: Record<string, string> = {},
   ): Promise<AppProcess> {
-    const app = await startApp({
+    return await startApp({
       name,
       entry: entries[kind],
       env: { ...this.env, HERALD_INSTANCE_ID: name, ...env },
+      into: this.processes,
     });
-    this.processes.push(app);
-    return app;
   }
 
   /** The usual stack: realtime instances `rt-a` and `rt-b` and one worker, each its own OS process. */

@@ -17,7 +17,8 @@ export interface AppProcess {
 
 /**
  * Starts `node <entry>` with `env` on top of this process's environment and waits for its JSON log
- * line whose `msg` is `listening` (with `port`) or `ready`.
+ * line whose `msg` is `listening` (with `port`) or `ready`. With `into`, the started process is added
+ * to that list (the test's processes, stopped after it).
  */
 export async function startApp(options: {
   name: string;
@@ -26,6 +27,7 @@ export async function startApp(options: {
   args?: string[];
   command?: string;
   timeoutMs?: number;
+  into?: AppProcess[];
 }): Promise<AppProcess> {
   const command = options.command ?? process.execPath;
   const args = options.command ? (options.args ?? []) : [options.entry, ...(options.args ?? [])];
@@ -64,7 +66,7 @@ export async function startApp(options: {
   });
 
   const port = await ready;
-  return {
+  const app: AppProcess = {
     name: options.name,
     process: child,
     port,
@@ -79,4 +81,6 @@ export async function startApp(options: {
       return code;
     },
   };
+  options.into?.push(app);
+  return app;
 }

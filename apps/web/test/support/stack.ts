@@ -129,18 +129,10 @@ export class WebStack {
     });
   }
 
-  async #start(
-    kind: keyof typeof entries,
-    name: string,
-    env: Record<string, string> = {},
-  ): Promise<AppProcess> {
-    const app = await startApp({
-      name,
-      entry: entries[kind],
-      env: { ...this.env, HERALD_INSTANCE_ID: `${name}-${randomId('i')}`, ...env },
-    });
-    this.processes.push(app);
-    return app;
+  /** Starts app `kind` as `name` (a random instance id: a restarted one is another instance). */
+  #start(kind: keyof typeof entries, name: string, env: Record<string, string> = {}): Promise<AppProcess> {
+    const own = { HERALD_INSTANCE_ID: `${name}-${randomId('i')}`, ...env };
+    return startApp({ name, entry: entries[kind], env: { ...this.env, ...own }, into: this.processes });
   }
 }
 
