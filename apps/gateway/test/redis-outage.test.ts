@@ -41,6 +41,36 @@ describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by
   });
 });
 
+describe('a long Redis outage: every connection is back within moments of Redis', () => {
+  const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_BURST: '1000' });
+
+  it('after 12 s down, a 202 within 3 s of Redis answering again (no reconnect backoff grown to seconds)', async () => {
+    const notify = (userId: string) =>
+      own.app.inject({ method: 'POST', url: '/notify', headers: auth, payload: { userId, payload: {} } });
+    expect((await notify('before')).statusCode).toBe(202);
+    await own.redis.stop();
+    // Requests meanwhile, as a backend keeps sending: every one a 503.
+    const downUntil = Date.now() + 12_000;
+    const during: number[] = [];
+    await waitFor(
+      async () => {
+        during.push((await notify(randomId('during'))).statusCode);
+        return Date.now() >= downUntil;
+      },
+      { timeoutMs: 20_000, intervalMs: 500, what: '12 s of outage' },
+    );
+    expect(new Set(during)).toEqual(new Set([503]));
+    await own.redis.restart();
+    // BullMQ's own reconnect backoff grows to 8 s and more (exp(attempts), up to 20 s) and ioredis's to
+    // 2 s: the queue came back up to ~8 s after Redis did (the chaos suite's 'Redis stopped' scenario).
+    await waitFor(async () => (await notify(randomId('after'))).statusCode === 202, {
+      timeoutMs: 3000,
+      intervalMs: 100,
+      what: 'a 202 within 3 s of Redis answering again',
+    });
+  });
+});
+
 describe('HERALD_DURABILITY=aof', () => {
   it('refuses to start, saying why, on a Redis without WAITAOF (before 7.2)', async () => {
     const { Redis } = await import('ioredis');

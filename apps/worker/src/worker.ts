@@ -1,3 +1,4 @@
+import { REDIS_ROLE_OPTIONS, reconnectDelayMs } from '@herald/config';
 import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
@@ -89,7 +90,11 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   // scrape or probe while Redis is down answers at once.
   const queue = new Queue(config.queue.name, {
     prefix: config.queue.prefix,
-    connection: bullConnection ?? { url: config.redisUrl, enableOfflineQueue: false },
+    connection: bullConnection ?? {
+      url: config.redisUrl,
+      enableOfflineQueue: false,
+      retryStrategy: reconnectDelayMs,
+    },
   });
   queue.on('error', () => {});
   const metrics = createMetrics(() => queue.getJobCounts());
@@ -125,7 +130,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       concurrency: config.concurrency,
       lockDuration: config.lockMs,
       stalledInterval: config.stalledIntervalMs,
-      connection: bullConnection ?? { url: config.redisUrl, maxRetriesPerRequest: null },
+      connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
     },
   );
   worker.on('failed', (job, error) => {

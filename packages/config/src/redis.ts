@@ -40,14 +40,24 @@ export function clusterNodes(parsed: {
  * - `worker` (BullMQ workers, realtime): wait for Redis (`maxRetriesPerRequest: null`, as BullMQ requires),
  *   so that work in flight outlives a Redis restart.
  */
+/**
+ * How long a lost connection waits before its next reconnect attempt, ms: 50 ms more per attempt, at
+ * most 500 ms, so that every connection is back within half a second of Redis, however long it was
+ * away. ioredis's default grows to 2 s and BullMQ's (for connections it makes from options) to 20 s
+ * (`exp(attempt)`): after a 10 s outage the gateway's queue came back up to 8 s after Redis did. The
+ * cost is one connection attempt per connection every 500 ms while Redis is down.
+ */
+export const reconnectDelayMs = (attempt: number): number => Math.min(attempt * 50, 500);
+
 export const REDIS_ROLE_OPTIONS = Object.freeze({
   producer: Object.freeze({
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
     maxRetriesPerRequest: 1,
     connectTimeout: 2000,
+    retryStrategy: reconnectDelayMs,
   }),
-  worker: Object.freeze({ maxRetriesPerRequest: null }),
+  worker: Object.freeze({ maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs }),
 } satisfies Record<string, RedisOptions>);
 
 /** Where an app's Redis is: one server, or a Cluster's start-up nodes. */
