@@ -41,7 +41,7 @@ const LIMIT_FIELDS = ['recipientPerSecond', 'recipientBurst', 'senderPerSecond',
 const INBOX_FIELDS = { maxLength: 'inboxMaxLength', maxAgeMs: 'inboxMaxAgeMs' } as const;
 
 /** SHA-256 of `value`: one-shot `crypto.hash` where Node has it (20.12+), about twice as fast. */
-const sha256Buffer: (value: string) => Buffer =
+export const sha256Buffer: (value: string) => Buffer =
   typeof (crypto as { hash?: unknown }).hash === 'function'
     ? (value) => crypto.hash('sha256', value, 'buffer')
     : (value) => createHash('sha256').update(value).digest();

@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { everySecond, statsKeys } from '@herald/config';
 import type { AdminSnapshot } from '@herald/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -6,6 +6,7 @@ import fp from 'fastify-plugin';
 import { readSnapshot } from '../../admin/snapshot.js';
 import { SnapshotStream } from '../../admin/stream.js';
 import { TrafficTally } from '../../admin/traffic.js';
+import { sha256Buffer } from '../../api-keys.js';
 import { ErrorCode, HttpError } from '../../errors.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../../limits.js';
 import { bearerToken } from './api-keys.js';
@@ -24,8 +25,6 @@ declare module 'fastify' {
     adminStream: SnapshotStream;
   }
 }
-
-const sha256 = (value: string) => createHash('sha256').update(value).digest();
 
 /**
  * The operator's side of the gateway: the per-second tally of rate-limit decisions, written to Redis
@@ -85,7 +84,7 @@ export default fp(
 
 /** The admin key check: the one operator key, compared in constant time; tenant API keys never pass. */
 function adminAuth(adminKey: string | undefined): OnRequest {
-  const expected = adminKey === undefined ? undefined : sha256(adminKey);
+  const expected = adminKey === undefined ? undefined : sha256Buffer(adminKey);
   const challenge = { headers: { 'WWW-Authenticate': 'Bearer realm="herald-admin"' } };
   return (request, _reply, done) => {
     if (expected === undefined) {
@@ -108,7 +107,7 @@ function adminAuth(adminKey: string | undefined): OnRequest {
       );
       return;
     }
-    if (!timingSafeEqual(sha256(token), expected)) {
+    if (!timingSafeEqual(sha256Buffer(token), expected)) {
       done(
         new HttpError(
           ErrorCode.UNAUTHORIZED,
