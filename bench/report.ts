@@ -1,5 +1,6 @@
 // Writes a benchmark's figures into bench/README.md, between `<!-- bench:<name> -->` and
 // `<!-- /bench:<name> -->`: the README is the report the benchmarks write (its history is git's).
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 
 const README = new URL('./README.md', import.meta.url);
@@ -36,4 +37,13 @@ export function writeReport(name: 'limiter' | 'gateway' | 'delivery', markdown: 
     README,
     `${text.slice(0, start + open.length)}\n${stamp}\n\n${markdown.trim()}\n${text.slice(end)}`,
   );
+}
+
+/** The short commit of a checkout (a `BENCH_BASELINE`), for a report. */
+export function commitOf(dir: string): string {
+  try {
+    return execFileSync('git', ['-C', dir, 'log', '-1', '--format=%h'], { encoding: 'utf8' }).trim();
+  } catch {
+    return dir;
+  }
 }

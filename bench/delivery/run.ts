@@ -7,12 +7,12 @@
 //
 // Usage: pnpm --filter @herald/bench delivery   (after `pnpm build`)
 // Env:   BENCH_SECONDS (per rate, default 10), BENCH_HOLD_SECONDS (default 30), BENCH_USERS (1000),
-//        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000).
-import { type ChildProcess, spawn } from 'node:child_process';
+//        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000),
+//        BENCH_BASELINE (a built checkout of an older commit: its whole pipeline runs beside this one's,
+//        on its own redis-server, at the same rates in the same rounds, and the report compares them).
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
-import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import {
@@ -21,16 +21,15 @@ import {
   NOTIFY_JOB_NAME,
   type NotificationJob,
   notificationJobOptions,
-  signUserToken,
 } from '@herald/protocol';
-import { type AppProcess, freePort, startApp, startRedisServer, waitFor } from '@herald/testing';
+import { type AppProcess, startApp, startRedisServer, waitFor } from '@herald/testing';
 import { Emitter } from '@socket.io/redis-emitter';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { barChart, writeReport } from '../report.js';
+import { type Pipeline, startPipeline } from './pipeline.js';
 
-const require = createRequire(import.meta.url);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const HOLD_SECONDS = Number(process.env.BENCH_HOLD_SECONDS ?? 30);
 const USERS = Number(process.env.BENCH_USERS ?? 1000);
@@ -41,6 +40,7 @@ const WARMUP_MS = 1000;
 const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const PUBSUB = 'bench-pubsub';
+const BASELINE = process.env.BENCH_BASELINE;
 
 const now = () => performance.timeOrigin + performance.now();
 
@@ -54,12 +54,21 @@ interface Sample {
   received: number;
 }
 
+interface Contender {
+  name: string;
+  send: (user: string) => Promise<boolean>;
+  /** Whose CPU the row shows: gateway / worker / realtime A+B / Redis / this process. */
+  pids: (number | undefined)[][];
+}
+
 async function main(): Promise<void> {
   const started = Date.now();
   const redis = await startRedisServer({ args: ['--appendonly', 'no'] });
-  const processes: (AppProcess | { stop(): Promise<unknown> })[] = [];
+  // The baseline's own redis-server: the two pipelines share nothing but the machine.
+  const baseRedis =
+    BASELINE === undefined ? undefined : await startRedisServer({ args: ['--appendonly', 'no'] });
+  const processes: { stop(): Promise<unknown> }[] = [];
   const env = {
-    REDIS_URL: redis.url,
     HERALD_API_KEYS: API_KEY,
     HERALD_JWT_SECRET: SECRET,
     HERALD_PUBSUB_KEY: PUBSUB,
@@ -71,43 +80,29 @@ async function main(): Promise<void> {
     HERALD_MAX_CONNECTIONS_PER_USER: '100',
   };
   try {
-    const realtime = await Promise.all(
-      ['rt-a', 'rt-b'].map((name) =>
-        startApp({
-          name,
-          entry: '',
-          command: process.execPath,
-          args: ['--expose-gc', require.resolve('@herald/realtime/server')],
-          env: { ...env, HERALD_INSTANCE_ID: name },
-        }),
-      ),
-    );
-    processes.push(...realtime);
-    processes.push(await startApp({ name: 'worker', entry: require.resolve('@herald/worker/server'), env }));
-    const gateway = await spawnQuiet(require.resolve('@herald/gateway/server'), env);
-    processes.push(gateway);
-    const worker = processes[2] as AppProcess;
-    const pids = [
-      [gateway.pid],
-      [worker.process.pid],
-      realtime.map((app) => app.process.pid),
-      [redis.process.pid],
-      [process.pid],
-    ];
-    const urls = realtime.map((app) => app.url);
+    const pipeline = await startPipeline({ redis, env, secret: SECRET });
+    processes.push(pipeline);
+    const baseline =
+      BASELINE === undefined || baseRedis === undefined
+        ? undefined
+        : await startPipeline({ redis: baseRedis, env, secret: SECRET, root: BASELINE });
+    if (baseline) processes.push(baseline);
+    const pipelines = baseline ? [pipeline, baseline] : [pipeline];
 
-    // 1,000 users, half on each instance.
+    // 1,000 users per pipeline, half on each of its realtime instances.
     const latencies: { current: number[] | undefined } = { current: undefined };
     let received = 0;
+    const record = (t: number) => {
+      received++;
+      latencies.current?.push(now() - t);
+    };
     const clients: Socket[] = [];
-    for (let i = 0; i < USERS; i++) {
-      const socket = await connect(urls[i % 2] ?? '', `user-${i}`);
-      const record = (t: number) => {
-        received++;
-        latencies.current?.push(now() - t);
-      };
-      socket.on('notification', (event: { payload: { t: number } }) => record(event.payload.t));
-      clients.push(socket);
+    for (const { connect, realtimeUrls } of pipelines) {
+      for (let i = 0; i < USERS; i++) {
+        const socket = await connect(realtimeUrls[i % 2] ?? '', `user-${i}`);
+        socket.on('notification', (event: { payload: { t: number } }) => record(event.payload.t));
+        clients.push(socket);
+      }
     }
     // The peer's users: as many, half on each of two bare Socket.IO servers on Redis (rooms by user).
     const peers = await Promise.all(
@@ -118,16 +113,19 @@ async function main(): Promise<void> {
     processes.push(...peers);
     for (let i = 0; i < USERS; i++) {
       const socket = await connectBare(peers[i % 2]?.url ?? '', `user-${i}`);
-      socket.on('bench', (event: { t: number }) => {
-        received++;
-        latencies.current?.push(now() - event.t);
-      });
+      socket.on('bench', (event: { t: number }) => record(event.t));
       clients.push(socket);
     }
-    process.stderr.write(`[bench] ${USERS} users connected (and ${USERS} to the peer)\n`);
+    process.stderr.write(
+      `[bench] ${USERS} users connected to each of ${pipelines.map((p) => p.label).join(', ')} and the peer\n`,
+    );
 
     const agent = new Agent({ keepAlive: true, maxSockets: 128 });
-    const herald = (user: string) => postNotify(agent, gateway.url, user, { t: now() });
+    const heraldOf = (p: Pipeline): Contender => ({
+      name: p.label,
+      send: (user) => postNotify(agent, p.gatewayUrl, user, { t: now() }),
+      pids: [...p.pids, [process.pid]],
+    });
     const emitterRedis = new Redis(redis.url);
     const emitter = new Emitter(emitterRedis, { key: PUBSUB });
     // Herald without the gateway: the job the gateway would write, added straight to the queue.
@@ -135,31 +133,35 @@ async function main(): Promise<void> {
       prefix: DEFAULT_QUEUE_PREFIX,
       connection: { url: redis.url },
     });
-    const fromQueue = async (user: string) => {
-      const job: NotificationJob = {
-        id: randomUUID(),
-        userId: user,
-        payload: { t: now() },
-        createdAt: new Date().toISOString(),
-      };
-      await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
-      return true;
+    const fromQueue: Contender = {
+      name: 'Herald from the queue (no gateway)',
+      pids: [[], ...pipeline.pids.slice(1), [process.pid]],
+      send: async (user) => {
+        const job: NotificationJob = {
+          id: randomUUID(),
+          userId: user,
+          payload: { t: now() },
+          createdAt: new Date().toISOString(),
+        };
+        await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+        return true;
+      },
     };
-    const peer = async (user: string) => {
-      emitter.to(`user:default/${user}`).emit('bench', { t: now() }); // bare-socketio.ts's room
-      return true;
+    const peer: Contender = {
+      name: 'peer (bare redis-emitter)',
+      pids: [[], [], peers.map((p) => p.process.pid), [redis.process.pid], [process.pid]],
+      send: async (user) => {
+        emitter.to(`user:default/${user}`).emit('bench', { t: now() }); // bare-socketio.ts's room
+        return true;
+      },
     };
 
-    const run = async (
-      send: (user: string) => Promise<boolean>,
-      rate: number,
-      seconds: number,
-    ): Promise<Sample> => {
+    const run = async (contender: Contender, rate: number, seconds: number): Promise<Sample> => {
       const sample: Sample = { latencies: [], sent: 0, accepted: 0, refused: 0, received: 0 };
       const receivedBefore = received;
       const inFlight = new Set<Promise<unknown>>();
       const start = now();
-      const cpuBefore = pids.map(cpuTicks);
+      const cpuBefore = contender.pids.map(cpuTicks);
       const end = start + WARMUP_MS + seconds * 1000;
       let next = 0;
       while (now() < end) {
@@ -167,7 +169,7 @@ async function main(): Promise<void> {
         const due = Math.floor(((now() - start) / 1000) * rate);
         while (next < due && inFlight.size < 2000) {
           if (next === Math.floor((WARMUP_MS / 1000) * rate)) latencies.current = sample.latencies;
-          const p = send(`user-${next % USERS}`).then(
+          const p = contender.send(`user-${next % USERS}`).then(
             (ok) => (ok ? sample.accepted++ : sample.refused++),
             () => sample.refused++,
           );
@@ -179,7 +181,7 @@ async function main(): Promise<void> {
         await new Promise((resolve) => setTimeout(resolve, 2));
       }
       const elapsed = (now() - start) / 1000;
-      sample.cpu = pids
+      sample.cpu = contender.pids
         .map(cpuTicks)
         .map((ticks, i) => Math.round(((ticks - (cpuBefore[i] ?? 0)) / 100 / elapsed) * 100))
         .join(' / ');
@@ -194,78 +196,103 @@ async function main(): Promise<void> {
       return sample;
     };
 
+    const heralds = pipelines.map(heraldOf);
+    // Warm-up: each pipeline once at the first rate, unrecorded, so that no round measures its JIT.
+    for (const h of heralds) await run(h, RATES[0] ?? 500, 2);
     const rows: string[][] = [];
-    const results = new Map<number, Sample>();
-    for (const rate of RATES) {
-      const h = await run(herald, rate, SECONDS);
+    const results = new Map<string, Map<number, Sample>>(heralds.map((h) => [h.name, new Map()]));
+    for (const [round, rate] of RATES.entries()) {
+      // Herald and the baseline side by side, first in turns: neither always follows the same neighbour.
+      const pair = round % 2 === 0 ? heralds : [...heralds].reverse();
+      const samples = new Map<string, Sample>();
+      for (const contender of pair) samples.set(contender.name, await run(contender, rate, SECONDS));
       const q = await run(fromQueue, rate, SECONDS);
       const p = await run(peer, rate, SECONDS);
-      results.set(rate, h);
-      rows.push(row(`Herald, ${rate}/s`, h, SECONDS, p));
-      rows.push(row(`Herald from the queue (no gateway), ${rate}/s`, q, SECONDS, p));
-      rows.push(row(`peer (bare redis-emitter), ${rate}/s`, p, SECONDS));
+      for (const h of heralds) {
+        const s = samples.get(h.name) as Sample;
+        results.get(h.name)?.set(rate, s);
+        rows.push(row(`${h.name}, ${rate}/s`, s, SECONDS, p));
+      }
+      rows.push(row(`${fromQueue.name}, ${rate}/s`, q, SECONDS, p));
+      rows.push(row(`${peer.name}, ${rate}/s`, p, SECONDS));
       process.stderr.write(`[bench] ${rate}/s done\n`);
     }
 
-    // Highest rate with p99 < 100 ms: probe above the best tested rate (or between), then hold it.
-    const passes = (s: Sample) => s.received >= s.accepted && s.refused === 0 && pct(s.latencies, 0.99) < 100;
-    let good = Math.max(0, ...RATES.filter((rate) => passes(results.get(rate) as Sample)));
-    let bad = Math.min(
-      Number.POSITIVE_INFINITY,
-      ...RATES.filter((rate) => !passes(results.get(rate) as Sample)),
-    );
-    for (let probe = 0; probe < 3; probe++) {
-      const rate = Number.isFinite(bad) ? Math.round((good + bad) / 2 / 100) * 100 : good * 2;
-      if (rate <= good || rate >= bad) break;
-      const s = await run(herald, rate, SECONDS);
-      rows.push(row(`Herald probe, ${rate}/s`, s, SECONDS));
-      if (passes(s)) good = rate;
-      else bad = rate;
-    }
-    let held = 'none';
-    if (good > 0) {
-      const s = await run(herald, good, HOLD_SECONDS);
-      rows.push(row(`Herald held ${HOLD_SECONDS} s, ${good}/s`, s, HOLD_SECONDS));
-      held = passes(s) ? `${good}/s` : `${good}/s did not hold for ${HOLD_SECONDS} s`;
+    // The highest rate with p99 < 100 ms of each pipeline: probe above its best tested rate (or
+    // between), then hold it.
+    const held = new Map<string, string>();
+    for (const h of heralds) {
+      const tested = results.get(h.name) as Map<number, Sample>;
+      let good = Math.max(0, ...RATES.filter((rate) => passes(tested.get(rate) as Sample)));
+      let bad = Math.min(
+        Number.POSITIVE_INFINITY,
+        ...RATES.filter((rate) => !passes(tested.get(rate) as Sample)),
+      );
+      for (let probe = 0; probe < 3; probe++) {
+        const rate = Number.isFinite(bad) ? Math.round((good + bad) / 2 / 100) * 100 : good * 2;
+        if (rate <= good || rate >= bad) break;
+        const s = await run(h, rate, SECONDS);
+        rows.push(row(`${h.name} probe, ${rate}/s`, s, SECONDS));
+        if (passes(s)) good = rate;
+        else bad = rate;
+      }
+      let verdict = 'none';
+      if (good > 0) {
+        const s = await run(h, good, HOLD_SECONDS);
+        rows.push(row(`${h.name} held ${HOLD_SECONDS} s, ${good}/s`, s, HOLD_SECONDS));
+        verdict = passes(s) ? `${good}/s` : `${good}/s did not hold for ${HOLD_SECONDS} s`;
+      }
+      held.set(h.name, verdict);
     }
 
     // Memory per idle connection: disconnect everyone, measure, connect IDLE idle users, measure.
     for (const socket of clients) socket.disconnect();
+    const urls = pipeline.realtimeUrls;
     await waitFor(async () => (await Promise.all(urls.map(health))).every((h) => h.connections === 0), {
       timeoutMs: 30_000,
     });
-    await Promise.all(peers.map((peer) => peer.stop()));
+    await Promise.all(peers.map((p) => p.stop()));
+    await baseline?.stop();
     const bare = await startBare('bare', {});
     processes.push(bare);
     const memory = [
-      await idleMemory(urls, (url, i) => connect(url, `idle-${i}`)),
+      await idleMemory(urls, (url, i) => pipeline.connect(url, `idle-${i}`)),
       await idleMemory([bare.url], (url) => connectBare(url)),
     ];
 
     await emitterRedis.quit();
     await queue.close();
     agent.destroy();
-    printReport(rows, held, memory, Date.now() - started);
+    const versus = baseline ? comparison(results, pipeline.label, baseline.label) : [];
+    printReport(rows, held, versus, memory, Date.now() - started);
   } finally {
     await Promise.all(processes.map((p) => p.stop().catch(() => undefined)));
     await redis.dispose();
+    await baseRedis?.dispose();
   }
 }
 
-async function connect(url: string, userId: string): Promise<Socket> {
-  const { token } = await signUserToken({
-    userId,
-    tenantId: 'default',
-    keyId: 'bench',
-    secret: SECRET,
-    ttlSeconds: 3600,
-  });
-  const socket = io(url, { auth: { token }, transports: ['websocket'], reconnection: false, forceNew: true });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('synced', () => resolve());
-    socket.once('connect_error', reject);
-  });
-  return socket;
+const passes = (s: Sample) => s.received >= s.accepted && s.refused === 0 && pct(s.latencies, 0.99) < 100;
+
+/** Herald against the baseline, rate by rate: p50 and p99 of each, and Herald's ÷ the baseline's. */
+function comparison(results: Map<string, Map<number, Sample>>, herald: string, baseline: string): string[] {
+  const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
+  const rateOf = (s: Sample) => Math.round(s.accepted / (SECONDS + WARMUP_MS / 1000));
+  const lines = [
+    `| rate | ${herald} p50 / p99 ms | ${baseline} p50 / p99 ms | ${herald} ÷ ${baseline}: p50 / p99 | delivered/s ${herald} / ${baseline} |`,
+    '| --: | --: | --: | --: | --: |',
+  ];
+  for (const rate of RATES) {
+    const h = results.get(herald)?.get(rate);
+    const b = results.get(baseline)?.get(rate);
+    if (!h || !b) continue;
+    const [h50, h99] = [pct(h.latencies, 0.5), pct(h.latencies, 0.99)];
+    const [b50, b99] = [pct(b.latencies, 0.5), pct(b.latencies, 0.99)];
+    lines.push(
+      `| ${rate}/s | ${f(h50)} / ${f(h99)} | ${f(b50)} / ${f(b99)} | ${(h50 / b50).toFixed(2)}× / ${(h99 / b99).toFixed(2)}× | ${rateOf(h)} / ${rateOf(b)} |`,
+    );
+  }
+  return lines;
 }
 
 /** A bare Socket.IO server (bare-socketio.ts), its own process. */
@@ -361,36 +388,6 @@ function postNotify(
   });
 }
 
-/** The gateway with warn-level logs (info logs every request), ready when it answers HTTP. */
-async function spawnQuiet(
-  entry: string,
-  env: Record<string, string>,
-): Promise<{ url: string; pid: number | undefined; stop(): Promise<unknown> }> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, [entry], {
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', HERALD_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitFor(
-    async () => {
-      const response = await fetch(`${url}/healthz`).catch(() => undefined);
-      return response !== undefined;
-    },
-    { timeoutMs: 20_000, what: 'gateway' },
-  );
-  return {
-    url,
-    pid: child.pid,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 /** utime + stime of processes, in clock ticks (100 per second on Linux). */
 function cpuTicks(pidList: (number | undefined)[]): number {
   let ticks = 0;
@@ -431,7 +428,8 @@ function row(name: string, s: Sample, seconds: number, peer?: Sample): string[] 
 
 function printReport(
   rows: string[][],
-  held: string,
+  held: Map<string, string>,
+  versus: string[],
   memory: { heap: number; rss: number }[],
   elapsedMs: number,
 ): void {
@@ -439,14 +437,17 @@ function printReport(
     `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
       .join(' ')}`,
-    `run: ${SECONDS} s per rate (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway; ${Math.round(elapsedMs / 1000)} s in all`,
+    `run: ${SECONDS} s per rate (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway${BASELINE === undefined ? '' : ' (each; the baseline on its own redis-server)'}; ${Math.round(elapsedMs / 1000)} s in all`,
     '',
     '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 | CPU % gateway / worker / realtime A+B / Redis / bench clients |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: |',
     ...rows.map((r) => `| ${r.join(' | ')} |`),
     '',
-    `highest rate held ${HOLD_SECONDS} s with p99 < 100 ms: ${held}`,
+    ...[...held].map(
+      ([name, rate]) => `${name}: highest rate held ${HOLD_SECONDS} s with p99 < 100 ms: ${rate}`,
+    ),
     '',
+    ...(versus.length > 0 ? [...versus, ''] : []),
     `| idle connections (${IDLE}) | heap per connection | RSS per connection |`,
     '| --- | --: | --: |',
     `| Herald realtime (2 instances: auth, live channel, inbox replay, delivery state) | ${((memory[0]?.heap ?? 0) / 1024).toFixed(1)} KB | ${((memory[0]?.rss ?? 0) / 1024).toFixed(1)} KB |`,

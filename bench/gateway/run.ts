@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
-import { barChart, writeReport } from '../report.js';
+import { barChart, commitOf, writeReport } from '../report.js';
 
 const require = createRequire(import.meta.url);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -100,14 +100,6 @@ const env = {
   HERALD_SENDER_RATE_LIMIT_BURST: '1000000000',
   HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000000',
 };
-/** The short commit of a checkout, for the report. */
-function baselineCommit(dir: string): string {
-  try {
-    return execFileSync('git', ['-C', dir, 'log', '-1', '--format=%h'], { encoding: 'utf8' }).trim();
-  } catch {
-    return dir;
-  }
-}
 const here = (file: string) => fileURLToPath(new URL(file, import.meta.url));
 // The operator CLI's `herald` bin (@herald/cli).
 const heraldBin = join(dirname(require.resolve('@herald/cli/package.json')), 'dist', 'bin.js');
@@ -302,7 +294,7 @@ const rows = contenders.map((contender) => {
   };
 });
 console.table(rows);
-const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}${BASELINE === undefined ? '' : `; baseline: the gateway of ${baselineCommit(BASELINE)}`}`;
+const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}${BASELINE === undefined ? '' : `; baseline: the gateway of ${commitOf(BASELINE)}`}`;
 console.log(method);
 const columns = Object.keys(rows[0] ?? {});
 writeReport(

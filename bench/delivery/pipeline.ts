@@ -1,0 +1,140 @@
+// One Herald pipeline of the delivery benchmark, each app its own OS process on its own redis-server:
+// a gateway, a worker and two realtime instances, from this checkout or from a built checkout of an
+// older commit (`BENCH_BASELINE`), which then signs its users' tokens with that commit's own code.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { signUserToken } from '@herald/protocol';
+import { type AppProcess, freePort, type RedisServerHandle, startApp, waitFor } from '@herald/testing';
+import { io, type Socket } from 'socket.io-client';
+import { commitOf } from '../report.js';
+
+const require = createRequire(import.meta.url);
+
+type SignUserToken = typeof signUserToken;
+
+export interface Pipeline {
+  /** `Herald`, or `baseline <short commit>`. */
+  readonly label: string;
+  readonly gatewayUrl: string;
+  readonly realtimeUrls: string[];
+  /** Process ids for the CPU column: gateway / worker / realtime A+B / Redis. */
+  readonly pids: (number | undefined)[][];
+  /** Connects `userId` to realtime `url` and resolves on its `synced`. */
+  connect(url: string, userId: string): Promise<Socket>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts a pipeline on `redis` with `env`: this checkout's apps, or those of the built checkout `root`.
+ * Its user tokens are signed with `secret` by the same checkout's `@herald/protocol`.
+ */
+export async function startPipeline(options: {
+  redis: RedisServerHandle;
+  env: Record<string, string>;
+  secret: string;
+  root?: string;
+}): Promise<Pipeline> {
+  const { root, redis, secret } = options;
+  const env = { ...options.env, REDIS_URL: redis.url };
+  const entry = (app: string) =>
+    root === undefined ? require.resolve(`@herald/${app}/server`) : join(root, `apps/${app}/dist/server.js`);
+  const sign: SignUserToken =
+    root === undefined
+      ? signUserToken
+      : (
+          (await import(pathToFileURL(join(root, 'packages/protocol/dist/index.js')).href)) as {
+            signUserToken: SignUserToken;
+          }
+        ).signUserToken;
+  const label = root === undefined ? 'Herald' : `baseline ${commitOf(root)}`;
+  const tag = root === undefined ? '' : 'base-';
+  const stoppable: { stop(): Promise<unknown> }[] = [];
+  try {
+    const realtime = await Promise.all(
+      ['rt-a', 'rt-b'].map((name) =>
+        startApp({
+          name: `${tag}${name}`,
+          entry: '',
+          command: process.execPath,
+          args: ['--expose-gc', entry('realtime')],
+          env: { ...env, HERALD_INSTANCE_ID: `${tag}${name}` },
+        }),
+      ),
+    );
+    stoppable.push(...realtime);
+    const worker: AppProcess = await startApp({ name: `${tag}worker`, entry: entry('worker'), env });
+    stoppable.push(worker);
+    const gateway = await spawnQuiet(entry('gateway'), env);
+    stoppable.push(gateway);
+    return {
+      label,
+      gatewayUrl: gateway.url,
+      realtimeUrls: realtime.map((app) => app.url),
+      pids: [
+        [gateway.pid],
+        [worker.process.pid],
+        realtime.map((app) => app.process.pid),
+        [redis.process.pid],
+      ],
+      connect: async (url, userId) => {
+        // An older commit's signUserToken takes what it knows (userId, secret, ttlSeconds).
+        const { token } = await sign({
+          userId,
+          tenantId: 'default',
+          keyId: 'bench',
+          secret,
+          ttlSeconds: 3600,
+        });
+        const socket = io(url, {
+          auth: { token },
+          transports: ['websocket'],
+          reconnection: false,
+          forceNew: true,
+        });
+        await new Promise<void>((resolve, reject) => {
+          socket.once('synced', () => resolve());
+          socket.once('connect_error', reject);
+        });
+        return socket;
+      },
+      stop: async () => {
+        await Promise.all(stoppable.map((p) => p.stop().catch(() => undefined)));
+      },
+    };
+  } catch (error) {
+    await Promise.all(stoppable.map((p) => p.stop().catch(() => undefined)));
+    throw error;
+  }
+}
+
+/** The gateway with warn-level logs (info logs every request), ready when it answers HTTP. */
+async function spawnQuiet(
+  entry: string,
+  env: Record<string, string>,
+): Promise<{ url: string; pid: number | undefined; stop(): Promise<unknown> }> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, [entry], {
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', HERALD_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitFor(
+    async () => {
+      const response = await fetch(`${url}/healthz`).catch(() => undefined);
+      return response !== undefined;
+    },
+    { timeoutMs: 20_000, what: 'gateway' },
+  );
+  return {
+    url,
+    pid: child.pid,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
