@@ -33,6 +33,14 @@ export async function statusOf(
     ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
   };
   if (stored?.state === 'expired') return { ...base, status: 'expired' };
+  if (stored?.state === 'cancelled') {
+    return {
+      ...base,
+      attempts: job?.attemptsMade ?? 0,
+      status: 'cancelled',
+      ...(stored.cancelledAt ? { cancelledAt: stored.cancelledAt } : {}),
+    };
+  }
   if (stored?.state === 'deduplicated' && stored.duplicateOf) {
     const original = await inbox.statusById(stored.duplicateOf);
     return {
@@ -58,4 +66,28 @@ export async function statusOf(
     };
   }
   return { ...base, status: 'queued' };
+}
+
+/**
+ * Cancels notification `id` of `tenantId` if no worker has stored it yet (`DELETE /notifications/:id`):
+ * the inbox marker first (a worker appending it afterwards stores nothing), then its job leaves the
+ * queue (one already running cannot be removed: it finds the marker). Answers whether it is cancelled
+ * (now or before) with its status; undefined when it is not that tenant's.
+ */
+export async function cancel(
+  queue: Queue<NotificationJob>,
+  root: Inbox,
+  tenantId: string,
+  id: string,
+): Promise<{ cancelled: boolean; status: TenantStatus } | undefined> {
+  const found = await queue.getJob(id);
+  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
+  // Failed for good or processed: final already (a processed one has its marker; the inbox answers it).
+  const state = job ? await job.getState() : 'unknown';
+  if (job && state !== 'failed' && state !== 'completed') {
+    const { state: marker } = await root.tenant(tenantId).cancel(job.data.userId, id);
+    if (marker === 'cancelled') await job.remove().catch(() => undefined);
+  }
+  const status = await statusOf(queue, root, tenantId, id);
+  return status && { cancelled: status.status === 'cancelled', status };
 }

@@ -10,10 +10,10 @@ describe('one limit shared by several gateway processes', () => {
 
   beforeAll(async () => {
     const env = testEnv({
-      // Burst 10 as the default; refill slowed from 10/s to 1/s so that the 30 requests, which take
-      // some tens of ms on a loaded 2-core machine, cannot earn an 11th token while they run.
+      // Burst 10 as the default; refill slowed to one token per 100 s so that the 30 requests cannot
+      // earn an 11th token while they run (at 1/s they did, once, on a 2-core machine at load 20).
       HERALD_RATE_LIMIT_BURST: '10',
-      HERALD_RATE_LIMIT_PER_SECOND: '1',
+      HERALD_RATE_LIMIT_PER_SECOND: '0.01',
     });
     gateways.push(
       ...(await Promise.all([1, 2, 3].map((n) => startApp({ name: `gateway-${n}`, entry, env })))),

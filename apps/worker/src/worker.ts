@@ -21,7 +21,7 @@ export interface NotificationWorker {
 /** What a completed job returns (BullMQ keeps it as the job's `returnvalue`). */
 export type JobResult =
   | { outcome: 'appended' | 'already-appended'; offset: string }
-  | { outcome: 'expired' }
+  | { outcome: 'expired' | 'cancelled' }
   | { outcome: 'deduplicated'; duplicateOf: string };
 
 /**
@@ -120,8 +120,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
         'notification processed',
       );
-      if (result.outcome === 'expired')
-        log.info({ notificationId: job.data.id }, 'notification expired before delivery');
+      if (result.outcome === 'expired' || result.outcome === 'cancelled')
+        log.info({ notificationId: job.data.id }, `notification ${result.outcome} before delivery`);
       const { unread: _unread, ...jobResult } = result;
       return jobResult;
     },

@@ -11,7 +11,7 @@
   KEYS[1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
   KEYS[2]  meta     hash: `uv` = unread version, incremented on every change of the unread set
   KEYS[3]  unread   set of the ids of unread notifications still in the stream
-  KEYS[4]  marker   hash of this notification: state (inbox|expired|deduplicated), offset, at (ms),
+  KEYS[4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled), offset, at (ms),
                     duplicateOf, deliveredAt (ms), deliveredBy; the idempotency marker
   KEYS[5]  dedupe   string: the id of the first notification with this dedupe key (unused when ARGV[5] = 0)
 
@@ -26,8 +26,8 @@
   ARGV[9]  tenantId      sender's tenant, kept in the marker ("" = none)
 
   Returns, always 5 elements: { code, offset, unreadCount, unreadVersion, duplicateOf }
-    code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated
-          (see AppendCode in scripts.ts); offset is "" unless the notification is in the inbox;
+    code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated,
+          5 cancelled before it was stored (cancel-1.lua) (see AppendCode in scripts.ts); offset is "" unless the notification is in the inbox;
           duplicateOf is the first notification's id for code 4, else "".
 ]]
 local now
@@ -47,10 +47,11 @@ local function unread()
   return redis.call('SCARD', KEYS[3]), tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
 end
 
--- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did.
+-- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
+-- one cancelled before this pass (cancel-1.lua) stays cancelled.
 local previous = redis.call('HMGET', KEYS[4], 'state', 'offset', 'duplicateOf')
 if previous[1] then
-  local codes = { inbox = 2, expired = 3, deduplicated = 4 }
+  local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5 }
   local count, version = unread()
   return { codes[previous[1]] or 2, previous[2] or '', count, version, previous[3] or '' }
 end

@@ -169,6 +169,8 @@ export class Inbox {
         return { outcome: 'already-appended', offset, unread };
       case AppendCode.Expired:
         return { outcome: 'expired', unread };
+      case AppendCode.Cancelled:
+        return { outcome: 'cancelled', unread };
       case AppendCode.Deduplicated:
         return { outcome: 'deduplicated', duplicateOf, unread };
       default:
@@ -393,5 +395,24 @@ export class Inbox {
       (results?.[0]?.[1] ?? {}) as Record<string, string>,
       results?.[1]?.[1] === 1,
     );
+  }
+
+  /**
+   * Cancels notification `id` of `userId` unless the worker has stored it already: answers `cancelled`
+   * (now or earlier) or the state it had. A worker that appends it afterwards stores nothing.
+   *
+   * @example
+   * ```ts
+   * const { state } = await inbox.cancel(job.data.userId, job.id); // 'cancelled' | 'inbox' | …
+   * ```
+   */
+  async cancel(userId: string, id: string): Promise<{ state: NotificationStatus['state']; at: string }> {
+    const index = this.#redis.set(notificationIndexKey(this.#base, id), userId, 'PX', this.retentionMs);
+    const script = this.#scripts.cancel(this.keys(userId).marker(id), this.retentionMs, this.tenantId);
+    const [[state, at]] = (await Promise.all([script, index])) as [
+      [NotificationStatus['state'], string],
+      unknown,
+    ];
+    return { state, at };
   }
 }

@@ -14,12 +14,14 @@ export enum AppendCode {
   AlreadyAppended = 2,
   Expired = 3,
   Deduplicated = 4,
+  Cancelled = 5,
 }
 
 const SCRIPTS = {
   append: { command: 'heraldInboxAppend', file: 'append-5.lua', numberOfKeys: 5 },
   read: { command: 'heraldInboxRead', file: 'read-3.lua', numberOfKeys: 3 },
   ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
+  cancel: { command: 'heraldInboxCancel', file: 'cancel-1.lua', numberOfKeys: 1 },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

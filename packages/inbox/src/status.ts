@@ -24,5 +24,8 @@ export function notificationStatus(
     read: marker.state === 'inbox' && !unread,
     duplicateOf: marker.duplicateOf ?? null,
     tenantId: marker.tenantId ?? null,
+    ...(marker.state === 'cancelled' && marker.at
+      ? { cancelledAt: new Date(Number(marker.at)).toISOString() }
+      : {}),
   };
 }

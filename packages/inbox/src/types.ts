@@ -33,7 +33,7 @@ export type InboxNotification = Omit<NotificationEvent, 'offset'>;
 /** Outcome of {@link Inbox.append}. */
 export type AppendResult =
   | { outcome: 'appended' | 'already-appended'; offset: InboxOffset; unread: UnreadEvent }
-  | { outcome: 'expired'; unread: UnreadEvent }
+  | { outcome: 'expired' | 'cancelled'; unread: UnreadEvent }
   | { outcome: 'deduplicated'; duplicateOf: string; unread: UnreadEvent };
 
 /** A page read from an inbox, in offset order. */
@@ -78,8 +78,11 @@ export interface ReadResult {
 export interface NotificationStatus {
   id: string;
   userId: string;
-  /** `inbox`: stored and pushed; `expired`: its `ttlMs` passed before delivery; `deduplicated`: collapsed. */
-  state: 'inbox' | 'expired' | 'deduplicated';
+  /**
+   * `inbox`: stored and pushed; `expired`: its `ttlMs` passed before delivery; `deduplicated`: collapsed;
+   * `cancelled`: cancelled by its sender before the worker stored it.
+   */
+  state: 'inbox' | 'expired' | 'deduplicated' | 'cancelled';
   offset: InboxOffset | null;
   /** True once any client of the user acked it. */
   delivered: boolean;
@@ -91,6 +94,8 @@ export interface NotificationStatus {
   duplicateOf: string | null;
   /** The sender's tenant, when the job carried one. */
   tenantId: string | null;
+  /** For `cancelled`: when it was cancelled (ISO time). */
+  cancelledAt?: string;
 }
 
 /** Which notifications {@link Inbox.markRead} marks read. */

@@ -103,6 +103,54 @@ describe('inbox', () => {
     expect(await inbox.status(user, 'n-3')).toMatchObject({ state: 'deduplicated', duplicateOf: 'n-2' });
   });
 
+  it('cancels a notification not stored yet: a later append stores nothing; a stored one stays stored', async () => {
+    const prefix = `${randomId('inbox')}:`;
+    const user = randomId('u');
+    const inbox = new Inbox(redis, { prefix }).tenant('acme');
+    // The worker's side on a connection of its own, so that the race below is one.
+    const other = new Redis(redisUrl());
+    const worker = new Inbox(other, { prefix }).tenant('acme');
+    const cancelled = await inbox.cancel(user, 'n-1');
+    expect(cancelled.state).toBe('cancelled');
+    // Cancelling again answers the first cancel, with its time.
+    expect(await inbox.cancel(user, 'n-1')).toEqual(cancelled);
+    // The worker's append (a job already running, or retried) comes second: nothing is stored or counted.
+    expect(await inbox.append(notification(user, 1))).toMatchObject({
+      outcome: 'cancelled',
+      unread: { count: 0 },
+    });
+    expect((await inbox.read(user)).entries).toEqual([]);
+    expect(await inbox.statusById('n-1')).toMatchObject({
+      state: 'cancelled',
+      userId: user,
+      tenantId: 'acme',
+      delivered: false,
+      offset: null,
+      cancelledAt: new Date(Number(cancelled.at)).toISOString(),
+    });
+    // Stored first: the cancel answers the stored state and changes nothing.
+    await inbox.append(notification(user, 2));
+    expect((await inbox.cancel(user, 'n-2')).state).toBe('inbox');
+    expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual(['n-2']);
+    expect(await inbox.status(user, 'n-2')).toMatchObject({ state: 'inbox' });
+    // Two cancels and an append racing: one state wins, in every pass.
+    for (let n = 3; n < 23; n++) {
+      const [a, b, c] = await Promise.all([
+        inbox.cancel(user, `n-${n}`),
+        worker.append(notification(user, n)),
+        inbox.cancel(user, `n-${n}`),
+      ]);
+      const stored = (await inbox.read(user)).entries.some((e) => e.id === `n-${n}`);
+      // Stored: the append came first, and both cancels saw it. Not stored: a cancel came first.
+      expect({ stored, append: b.outcome, cancels: [a.state, c.state] }).toEqual(
+        stored
+          ? { stored, append: 'appended', cancels: ['inbox', 'inbox'] }
+          : { stored, append: 'cancelled', cancels: ['cancelled', 'cancelled'] },
+      );
+    }
+    other.disconnect();
+  });
+
   it('records delivered once, with time and instance, only for the user’s own notifications', async () => {
     const { inbox, user } = setup();
     const other = randomId('other');

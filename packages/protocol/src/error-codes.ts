@@ -57,6 +57,12 @@ export const ERRORS = {
     status: 409,
     message: 'The notification is not in the failed set (it is queued, delivered or retried already).',
   },
+  NOT_CANCELLABLE: {
+    code: 'HERALD_ERR_NOT_CANCELLABLE',
+    status: 409,
+    message:
+      'The notification can no longer be cancelled: a worker has stored it in the inbox already, or it failed or expired.',
+  },
   IDEMPOTENCY_IN_FLIGHT: {
     code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT',
     status: 409,

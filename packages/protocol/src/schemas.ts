@@ -147,6 +147,7 @@ export const NotificationStatus = Type.Object({
     Type.Literal('delivered'),
     Type.Literal('failed'),
     Type.Literal('expired'),
+    Type.Literal('cancelled'),
   ]),
   attempts: Type.Integer({ description: 'Delivery attempts the worker made.' }),
   createdAt: Type.Optional(
@@ -159,6 +160,9 @@ export const NotificationStatus = Type.Object({
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedReason: Type.Optional(Type.String()),
+  cancelledAt: Type.Optional(
+    Type.String({ format: 'date-time', description: 'With `cancelled`: when `DELETE` cancelled it.' }),
+  ),
   duplicateOf: Type.Optional(
     Type.String({
       description: 'Collapsed by `dedupeKey` into this notification; the status is its status.',
@@ -216,7 +220,7 @@ export const ErrorResponse = Type.Object({
   state: Type.Optional(
     Type.String({
       description:
-        'With `HERALD_ERR_NOT_FAILED` (admin retry): the state the notification is in (`waiting`, `active`, `completed`, …).',
+        'With `HERALD_ERR_NOT_FAILED` (admin retry): the state the notification is in (`waiting`, `active`, `completed`, …); with `HERALD_ERR_NOT_CANCELLABLE`: its status (`queued`, `delivered`, `failed`, `expired`).',
     }),
   ),
 });

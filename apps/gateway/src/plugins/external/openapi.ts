@@ -180,7 +180,8 @@ export default fp(
           rateLimited: route.config?.rateLimit !== undefined,
           idempotent:
             schema.headers?.properties !== undefined && 'idempotency-key' in schema.headers.properties,
-          hasBody: schema.body !== undefined,
+          // Fastify parses a body sent with any of these methods, whether the route reads one or not.
+          hasBody: schema.body !== undefined || ['POST', 'PUT', 'PATCH', 'DELETE'].includes(method),
           hasParams: schema.params !== undefined,
         });
       }

@@ -4,7 +4,10 @@ import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import type { TenantStatus } from '../../status.js';
 
-/** `GET /notifications/:id`: where a notification is, for the tenant that sent it. */
+/**
+ * `GET /notifications/:id`: where a notification is; `DELETE`: cancel it before it is sent. Only for the
+ * tenant that sent it.
+ */
 const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.get(
     '/notifications/:id',
@@ -34,6 +37,48 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
         );
       }
       const { tenantId: _tenant, ...visible } = status;
+      return visible;
+    },
+  );
+
+  app.delete(
+    '/notifications/:id',
+    {
+      onRequest: app.authenticate,
+      schema: {
+        summary: 'Cancel a notification not sent yet',
+        description:
+          'Cancels a notification no worker has stored yet (typically one sent with `delayMs`): it is never stored, pushed or shown, and its status says `cancelled`. Cancelling again answers the same. Once stored (`queued` in the inbox, `delivered`), failed or expired: `409 HERALD_ERR_NOT_CANCELLABLE` with its `state`. Only the tenant that sent it.',
+        params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
+        response: {
+          200: NotificationStatus,
+          401: ErrorResponse,
+          404: ErrorResponse,
+          409: ErrorResponse,
+          503: ErrorResponse,
+        },
+      },
+    },
+    async (request) => {
+      const { id } = request.params;
+      const { tenantId } = request.identity;
+      let outcome: Awaited<ReturnType<typeof app.cancelNotification>>;
+      try {
+        outcome = await app.withRedisTimeout(app.cancelNotification(tenantId, id));
+      } catch (error) {
+        throw unavailable('Redis', error);
+      }
+      if (!outcome || outcome.status.tenantId !== tenantId) {
+        throw new HttpError(ErrorCode.NOT_FOUND, `No notification ${id} for this API key's tenant`);
+      }
+      const { tenantId: _tenant, ...visible } = outcome.status;
+      if (!outcome.cancelled) {
+        throw new HttpError(
+          ErrorCode.NOT_CANCELLABLE,
+          `Notification ${id} is ${visible.status}: it can no longer be cancelled.`,
+          { extra: { state: visible.status } },
+        );
+      }
       return visible;
     },
   );
