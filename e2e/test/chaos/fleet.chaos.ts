@@ -1,0 +1,388 @@
+import { writeFileSync } from 'node:fs';
+import { DEFAULT_TENANT, userKey } from '@herald/protocol';
+import { bucketKey } from '@herald/rate-limiter';
+import { Redis } from 'ioredis';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { countSets } from './aof.js';
+import { Flood, type FloodRequest } from './flood.js';
+import { markdownTable } from './ledger.js';
+import { ChaosStack, pause } from './stack.js';
+
+/**
+ * Limiter exactness across a fleet (`pnpm test:chaos`): four gateways, each its own OS process, on one
+ * `redis-server`, flooded at once on every limit the gateway applies: `recipient` (one hot user, from 8
+ * API keys), `sender` (one hot API key, to 1,000 users), `tokens` (`POST /tokens`) and `inbox`
+ * (`GET /users/:userId/notifications`), each offered 5× its rate, round-robin over the four gateways.
+ * For each policy, what the fleet admitted must be within ±1 of capacity + rate × elapsed, elapsed on
+ * the limiter's own clock (Redis `TIME`), also when Redis is stopped and restarted mid-run under the
+ * `closed` failure mode.
+ *
+ * The bound, exactly. A token bucket starts full (capacity C) and gains rate r continuously, capped at
+ * C. Under saturation it is never full after the first burst, so nothing is lost to the cap, and it
+ * holds less than one token after each decision that took from it. With T0 the first such decision and
+ * T1 the last, taken = C + r × (T1 − T0) − left, left < 1 (the tokens in the bucket after T1), so taken
+ * = ⌊C + r × (T1 − T0)⌋. T1 is read back from the bucket itself (its stored timestamp is the Redis TIME
+ * of the last decision that took from it: a denied decision writes nothing). T0 is not stored; the run
+ * reads Redis TIME just before its first request instead (`start`, a few ms before T0, the connections
+ * already open), so with elapsed = T1 − start, allowed max = ⌊C + r × elapsed⌋ may count up to
+ * r × (T0 − start) more: taken is allowed max or allowed max − 1 (difference 0 or −1).
+ *
+ * Two counts. `taken` is Redis's: every decision that took a token wrote its bucket with one `SET`, and
+ * Redis logs it in its append-only file (`fsync always`) before it answers, so counting those `SET`s
+ * (aof.ts) counts the limiter's admissions exactly, answered or not. `admitted` is what the fleet's
+ * callers saw: every 2xx, plus every 503 answered after the limiter (the queue or the inbox did not
+ * answer after it took the token, around the restart). The two differ only by decisions that took a
+ * token whose answer never came back in time (the limiter's 150 ms timeout on a starved machine, a reply
+ * lost as Redis shut down): `closed` answers those 503 too, so admitted ≤ taken ≤ admitted + those 503s.
+ *
+ * Redis restarted: the bucket (value and expiry) is on disk before any decision is answered and comes
+ * back as it was. While Redis is away, `closed` refuses everything and the bucket keeps refilling on
+ * Redis's clock (the host's, which does not stop with redis-server); the first decision after the
+ * restart finds what refilled meanwhile. With a burst of 10 s of rate against an outage of a few, nothing
+ * reaches the cap, so the same bound holds over the whole run, and a bucket lost in the restart (full
+ * again) would show as about half a burst taken too many. Only if the outage (Redis clock, from before
+ * the stop to after the restart, plus the gateways' reconnect delay of at most 500 ms, counted as 1 s)
+ * outlasted 10 s does the lower bound give up what could have refilled beyond the cap (`lost`).
+ * The key's TTL plays no part: it expires only once the bucket would be full anyway.
+ */
+const GATEWAYS = 4;
+/** The run: 60 s, shorter in CI (`.ci/run` sets CHAOS_FLEET_MS). */
+const FLEET_MS = Number(process.env.CHAOS_FLEET_MS ?? 60_000);
+/**
+ * Every policy's rate (tokens/s): low enough that a shared 2-core machine floods all four at 5× through
+ * four gateways and mostly answers within the limiter's 150 ms timeout. The burst is 10 s of rate: far
+ * longer than Redis's restart (seen up to 3.8 s on a loaded machine), so nothing refills past the cap.
+ */
+const RATE = 20;
+const BURST = 10 * RATE;
+const OFFERED_PER_SECOND = 5 * RATE;
+const MAX_IN_FLIGHT = 32;
+/** How long Redis stays stopped in the restart scenario, besides the time it takes to stop and start. */
+const REDIS_DOWN_MS = 500;
+/** What a gateway may take to reconnect after Redis is back (its reconnect delay is at most 500 ms). */
+const RECONNECT_SLACK_MS = 1000;
+/** Nine API keys: the first is the hot API key, the other eight send to the hot recipient. */
+const API_KEYS = Array.from({ length: 9 }, (_, i) => `fleet-key-${i + 1}-0123456789abcdef0123456789abcdef`);
+/** `HERALD_API_KEYS` keys are `env-<n>`, in order. */
+const HOT_KEY_ID = 'env-1';
+const HOT_USER = 'hot-user';
+const COLD_USERS = 1000;
+
+/** The fleet's settings: every policy at RATE/BURST, `closed` when Redis is away. */
+const FLEET_ENV: Record<string, string> = {
+  HERALD_API_KEYS: API_KEYS.join(','),
+  HERALD_RATE_LIMIT_PER_SECOND: String(RATE),
+  HERALD_RATE_LIMIT_BURST: String(BURST),
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: String(RATE),
+  HERALD_SENDER_RATE_LIMIT_BURST: String(BURST),
+  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: String(RATE),
+  HERALD_TOKEN_RATE_LIMIT_BURST: String(BURST),
+  HERALD_INBOX_RATE_LIMIT_PER_SECOND: String(RATE),
+  HERALD_INBOX_RATE_LIMIT_BURST: String(BURST),
+  HERALD_RATE_LIMIT_FAILURE: 'closed',
+  HERALD_EXPECTED_GATEWAYS: String(GATEWAYS),
+  // No request log: two JSON lines per request, at well over a thousand requests a second, would cost
+  // the fleet (and this process, which reads them) more than the requests.
+  HERALD_LOG_LEVEL: 'warn',
+};
+
+/** One policy's flood: its bucket's Redis key and its requests. */
+interface PolicyFlood {
+  policy: string;
+  bucket: string;
+  request: (n: number) => FloodRequest;
+}
+
+function policyFloods(prefix: string): PolicyFlood[] {
+  const hotKey = API_KEYS[0] ?? '';
+  const senders = API_KEYS.slice(1);
+  return [
+    {
+      // Eight senders, each far under its own sender limit (their 50/s of the hot user is split 8 ways,
+      // and a decision the recipient denies takes nothing from the sender): only the recipient binds.
+      policy: 'recipient',
+      bucket: bucketKey(prefix, userKey(DEFAULT_TENANT, HOT_USER)),
+      request: (n) => ({
+        method: 'POST',
+        path: '/notify',
+        apiKey: senders[Math.floor(n / GATEWAYS) % senders.length] ?? '',
+        body: { userId: HOT_USER, payload: { n } },
+      }),
+    },
+    {
+      // 1,000 recipients, each well under its limit: only the sender binds.
+      policy: 'sender',
+      bucket: bucketKey(`${prefix}sender:`, HOT_KEY_ID),
+      request: (n) => ({
+        method: 'POST',
+        path: '/notify',
+        apiKey: hotKey,
+        body: { userId: `cold-${n % COLD_USERS}`, payload: { n } },
+      }),
+    },
+    {
+      policy: 'tokens',
+      bucket: bucketKey(`${prefix}tokens:`, HOT_KEY_ID),
+      request: () => ({ method: 'POST', path: '/tokens', apiKey: hotKey, body: { userId: HOT_USER } }),
+    },
+    {
+      policy: 'inbox',
+      bucket: bucketKey(`${prefix}inbox:`, HOT_KEY_ID),
+      request: () => ({ method: 'GET', path: `/users/${HOT_USER}/notifications?limit=1`, apiKey: hotKey }),
+    },
+  ];
+}
+
+/** One policy's figures: the report table's row. */
+interface FleetRow {
+  scenario: string;
+  policy: string;
+  gateways: number;
+  runS: number;
+  rate: number;
+  burst: number;
+  /** From the Redis TIME before the first request to the last admitted decision's, in s. */
+  elapsedS: string;
+  /** ⌊burst + rate × elapsed⌋. */
+  allowedMax: number;
+  /** Decisions that took a token: `SET`s of the bucket in Redis's append-only file. */
+  taken: number;
+  /** 2xx + 503s after the limiter. */
+  admitted: number;
+  ok: number;
+  afterLimiter: number;
+  limited: number;
+  limiterDown: number;
+  /** Tokens in the bucket after its last admitted decision. */
+  left: string;
+  /** taken − allowed max. */
+  difference: number;
+}
+
+const COLUMNS: [keyof FleetRow, string][] = [
+  ['scenario', 'scenario'],
+  ['policy', 'policy'],
+  ['gateways', 'gateways'],
+  ['runS', 'run s'],
+  ['rate', 'rate/s'],
+  ['burst', 'burst'],
+  ['elapsedS', 'elapsed s (Redis clock)'],
+  ['allowedMax', 'allowed max'],
+  ['taken', 'taken (Redis)'],
+  ['admitted', 'admitted (HTTP)'],
+  ['ok', '2xx'],
+  ['afterLimiter', '503s after the limiter'],
+  ['limited', '429s'],
+  ['limiterDown', '503s (limiter, closed)'],
+  ['left', 'tokens left'],
+  ['difference', 'difference'],
+];
+
+/** Redis TIME in µs. */
+async function redisTimeUs(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1_000_000 + Number(micros);
+}
+
+/** A client that fails fast (the run reads Redis TIME through it around the restart). */
+function client(url: string): Redis {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 2000 });
+  redis.on('error', () => {});
+  return redis;
+}
+
+/** A bucket as token-bucket-1.lua stores it (struct '<Bddd': format 2, microtokens, ts µs, expiry µs). */
+function decodeBucket(stored: Buffer | null): { tokens: number; tsUs: number } {
+  if (stored?.length !== 25 || stored.readUInt8(0) !== 2) throw new Error('no format-2 bucket');
+  return { tokens: stored.readDoubleLE(1) / 1_000_000, tsUs: stored.readDoubleLE(9) };
+}
+
+/** The Redis outage of the restart scenario. */
+interface Outage {
+  /** From Redis TIME before the stop to Redis TIME after the restart. */
+  ms: number;
+  /** Local clock: when redis-server had exited, and when it was started again. */
+  stoppedAt: number;
+  restartingAt: number;
+}
+
+/** One policy's run: its row and what its checks need. */
+interface PolicyRun {
+  row: FleetRow;
+  flood: Flood;
+  elapsedUs: number;
+  outage: Outage | undefined;
+  /** Local clock: when the floods stopped sending. */
+  endAt: number;
+}
+
+/** Floods every policy for FLEET_MS (stopping and restarting Redis at half-time with `restart`). */
+async function runFleet(stack: ChaosStack, scenario: string, restart: boolean): Promise<PolicyRun[]> {
+  const gateways = stack.urls('gateway');
+  const plans = policyFloods(stack.env.HERALD_RATE_LIMIT_PREFIX ?? '');
+  // Keep-alive connections open before the clock starts (one per flood and gateway): the first
+  // decisions come a few ms after `start`, not a TCP handshake later.
+  await Promise.all(
+    gateways.flatMap((url) => plans.map(() => fetch(`${url}/healthz`).then((r) => r.text()))),
+  );
+  const clock = client(stack.redis.url);
+  await clock.ping();
+  const floods = plans.map(
+    ({ policy, request }) =>
+      new Flood({ policy, gateways, perSecond: OFFERED_PER_SECOND, maxInFlight: MAX_IN_FLIGHT, request }),
+  );
+  const startUs = await redisTimeUs(clock);
+  for (const flood of floods) flood.start();
+  const startedAt = Date.now();
+
+  let outage: Outage | undefined;
+  if (restart) {
+    await pause(FLEET_MS / 2);
+    const downUs = await redisTimeUs(clock);
+    await stack.redis.stop();
+    const stoppedAt = Date.now();
+    await pause(REDIS_DOWN_MS);
+    const restartingAt = Date.now();
+    await stack.redis.restart();
+    const fresh = client(stack.redis.url);
+    const upUs = await redisTimeUs(fresh);
+    fresh.disconnect();
+    outage = { ms: Math.round((upUs - downUs) / 1000), stoppedAt, restartingAt };
+  }
+  await pause(startedAt + FLEET_MS - Date.now());
+  const endAt = Date.now();
+  await Promise.all(floods.map((flood) => flood.stop()));
+  clock.disconnect();
+
+  const reader = client(stack.redis.url);
+  const buckets = await Promise.all(plans.map(({ bucket }) => reader.getBuffer(bucket)));
+  const [, dir = ''] = (await reader.config('GET', 'dir')) as string[];
+  reader.disconnect();
+  const sets = countSets(
+    dir,
+    plans.map(({ bucket }) => bucket),
+  );
+
+  const label = outage ? `${scenario} (down ${(outage.ms / 1000).toFixed(1)} s, Redis clock)` : scenario;
+  return plans.map(({ policy, bucket }, i): PolicyRun => {
+    const flood = floods[i] as Flood;
+    const { tokens, tsUs } = decodeBucket(buckets[i] ?? null);
+    const elapsedUs = tsUs - startUs;
+    // In microtokens every term is an integer (integer rate, µs): the floor is exact.
+    const allowedMax = Math.floor((BURST * 1_000_000 + RATE * elapsedUs) / 1_000_000);
+    const ok = flood.count('ok');
+    const afterLimiter = flood.count('afterLimiter');
+    const admitted = ok + afterLimiter;
+    const row: FleetRow = {
+      scenario: label,
+      policy,
+      gateways: gateways.length,
+      runS: FLEET_MS / 1000,
+      rate: RATE,
+      burst: BURST,
+      elapsedS: (elapsedUs / 1_000_000).toFixed(3),
+      allowedMax,
+      taken: sets.get(bucket) ?? 0,
+      admitted,
+      ok,
+      afterLimiter,
+      limited: flood.count('limited'),
+      limiterDown: flood.count('limiterDown'),
+      left: tokens.toFixed(2),
+      difference: (sets.get(bucket) ?? 0) - allowedMax,
+    };
+    return { row, flood, elapsedUs, outage, endAt };
+  });
+}
+
+/** One policy's checks: a clean run, flooded to the end, `closed` while Redis was away, the bound. */
+function expectExact({ row, flood, elapsedUs, outage, endAt }: PolicyRun): void {
+  const { policy, taken, admitted, allowedMax } = row;
+  expect(flood.refusals, policy).toEqual([]);
+  expect(flood.count('other'), `${policy}: other answers`).toBe(0);
+  expect(flood.count('connectionError'), `${policy}: connection errors`).toBe(0);
+  expect(flood.count('limitedByOther'), `${policy}: 429s naming another policy`).toBe(0);
+  // Flooded to the end: refused in the run's last second, and less than a token left after the last take.
+  expect(
+    flood.count('limited', (answer) => answer.at >= endAt - 1000),
+    `${policy}: 429s in the last second`,
+  ).toBeGreaterThan(0);
+  expect(Number(row.left), `${policy}: tokens left`).toBeLessThan(1);
+  expect(elapsedUs, `${policy}: µs to the last admitted decision`).toBeGreaterThan((FLEET_MS - 1000) * 1000);
+  let lower = allowedMax - 1;
+  if (outage) {
+    lower -= Math.max(0, Math.ceil((RATE * (outage.ms + RECONNECT_SLACK_MS)) / 1000 - BURST));
+    // `closed`: while Redis was away nothing was admitted, and the refusals say why.
+    const during = (answer: { sentAt: number; at: number }) =>
+      answer.sentAt >= outage.stoppedAt && answer.at <= outage.restartingAt;
+    expect(flood.count('ok', during), `${policy}: 2xx while Redis was away`).toBe(0);
+    expect(flood.count('afterLimiter', during), `${policy}: admitted while Redis was away`).toBe(0);
+    expect(flood.count('limiterDown', during), `${policy}: closed 503s while away`).toBeGreaterThan(0);
+  } else {
+    expect(row.afterLimiter, `${policy}: 503s after the limiter`).toBe(0);
+  }
+  // The limiter's own count, within ±1 of burst + rate × elapsed (0 or −1 by the reasoning above).
+  expect(taken, `${policy}: taken over burst + rate × elapsed`).toBeLessThanOrEqual(allowedMax + 1);
+  expect(taken, `${policy}: taken under burst + rate × elapsed`).toBeGreaterThanOrEqual(lower);
+  // What callers saw: never more than the limiter took; less only by answers `closed` refused late.
+  expect(admitted, `${policy}: admitted over taken`).toBeLessThanOrEqual(taken);
+  expect(taken - admitted, `${policy}: taken without an admitted answer`).toBeLessThanOrEqual(
+    row.limiterDown,
+  );
+}
+
+const rows: FleetRow[] = [];
+
+describe.sequential(`chaos: limiter exactness across ${GATEWAYS} gateways`, () => {
+  const stacks: ChaosStack[] = [];
+  afterEach(async () => {
+    for (const stack of stacks.splice(0)) await stack.dispose();
+  });
+  afterAll(() => {
+    if (rows.length === 0) return;
+    const report = markdownTable(COLUMNS, rows);
+    process.stderr.write(`\nLimiter exactness (${OFFERED_PER_SECOND}/s offered per policy):\n${report}\n`);
+    if (process.env.CHAOS_FLEET_REPORT) writeFileSync(process.env.CHAOS_FLEET_REPORT, `${report}\n`);
+  });
+
+  async function startFleet(): Promise<ChaosStack> {
+    // No AOF rewrite: countSets reads the limiter's writes from the append-only files.
+    const stack = await ChaosStack.create({
+      env: FLEET_ENV,
+      redisArgs: ['--auto-aof-rewrite-percentage', '0'],
+    });
+    stacks.push(stack);
+    await Promise.all(Array.from({ length: GATEWAYS }, () => stack.start('gateway')));
+    return stack;
+  }
+
+  for (const { title, scenario, restart } of [
+    {
+      title: 'steady flood: every policy within ±1 of burst + rate × elapsed',
+      scenario: 'steady',
+      restart: false,
+    },
+    {
+      title: `Redis stopped and restarted mid-run (closed failure mode): still within the bound`,
+      scenario: 'Redis restarted',
+      restart: true,
+    },
+  ]) {
+    it(
+      title,
+      async () => {
+        const stack = await startFleet();
+        const runs = await runFleet(stack, scenario, restart);
+        rows.push(...runs.map((run) => run.row));
+        process.stderr.write(
+          `${markdownTable(
+            COLUMNS,
+            runs.map((run) => run.row),
+          )}\n`,
+        );
+        for (const run of runs) expectExact(run);
+      },
+      FLEET_MS + 90_000,
+    );
+  }
+});
