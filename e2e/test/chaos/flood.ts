@@ -98,19 +98,10 @@ export class Flood {
 
   async #send(n: number): Promise<void> {
     const { gateways, policy } = this.options;
-    const { method, path, apiKey, body } = this.options.request(n);
     const sentAt = Date.now();
     let kind: AnswerKind;
     try {
-      const response = await fetch(`${gateways[n % gateways.length]}${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${apiKey}`,
-          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-        },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-        signal: AbortSignal.timeout(5000),
-      });
+      const response = await send(gateways[n % gateways.length] ?? '', this.options.request(n));
       const text = await response.text();
       kind = classify(response.status, text, policy);
       if (kind === 'other' && this.refusals.length < 5) this.refusals.push(`${response.status} ${text}`);
@@ -119,6 +110,19 @@ export class Flood {
     }
     this.answers.push({ kind, sentAt, at: Date.now() });
   }
+}
+
+/** Sends `request` to the gateway at `url` (5 s at most). */
+export function send(url: string, { method, path, apiKey, body }: FloodRequest): Promise<Response> {
+  return fetch(`${url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    signal: AbortSignal.timeout(5000),
+  });
 }
 
 function classify(status: number, text: string, policy: string): AnswerKind {
