@@ -25,6 +25,8 @@ export interface Replay {
   lostInWindowMicro: number;
   /** The same, between every other two takes (the bucket sat full: it was not flooded then). */
   lostElsewhereMicro: number;
+  /** Where `lostElsewhereMicro` came from: the Redis TIME of the take after each such gap, and how much. */
+  idle: { atUs: number; micro: number }[];
   /**
    * Takes that do not follow from the one before: not (capacity, or the last value refilled at `rate`
    * up to capacity) minus one token. A second process deciding on a stale value (a double spend) or a
@@ -51,6 +53,7 @@ export function replayBucket(
     leftMicro: writes.at(-1)?.micro ?? 0,
     lostInWindowMicro: 0,
     lostElsewhereMicro: 0,
+    idle: [],
     inconsistent: 0,
   };
   let before: BucketWrite | undefined;
@@ -62,7 +65,10 @@ export function replayBucket(
     if (before !== undefined && refilled > full) {
       const straddles = window !== undefined && before.tsUs <= window.toUs && write.tsUs >= window.fromUs;
       if (straddles) replay.lostInWindowMicro += refilled - full;
-      else replay.lostElsewhereMicro += refilled - full;
+      else {
+        replay.lostElsewhereMicro += refilled - full;
+        replay.idle.push({ atUs: write.tsUs, micro: refilled - full });
+      }
     }
     before = write;
   }
