@@ -59,15 +59,18 @@ export class Flood {
       gateways: readonly string[];
       perSecond: number;
       maxInFlight: number;
+      /** Requests sent at once at the start, before the steady rate (default 0). */
+      volley?: number;
       request: (n: number) => FloodRequest;
     },
   ) {}
 
-  /** Starts sending: the first requests leave now, not at the first tick. */
+  /** Starts sending: the first requests (the volley, or one) leave now, not at the first tick. */
   start(): void {
     const startedAt = Date.now();
+    const first = Math.max(1, this.options.volley ?? 0);
     const tick = () => {
-      const due = Math.floor(((Date.now() - startedAt) * this.options.perSecond) / 1000) + 1;
+      const due = Math.floor(((Date.now() - startedAt) * this.options.perSecond) / 1000) + first;
       while (this.#sent + this.#skipped < due) {
         // Over `maxInFlight` (the fleet is slow or away): this one is not sent, the rate is kept.
         if (this.#pending.size >= this.options.maxInFlight) this.#skipped++;
