@@ -149,17 +149,27 @@ const RECOVERY: (keyof ChaosResult)[] = ['acceptRecoveryMs', 'recoveryMs'];
 
 /** The report: a Markdown table, one row per scenario; a figure that misses its goal is marked ✗. */
 export function table(results: readonly ChaosResult[], recoveryGoalMs: number): string {
-  const cell = (result: ChaosResult, key: keyof ChaosResult): string => {
+  return markdownTable(COLUMNS, results, (result, key) => {
     const value = result[key];
     const bad =
       (ZERO.includes(key) && value !== 0) ||
       (RECOVERY.includes(key) && typeof value === 'number' && value > recoveryGoalMs);
     return bad ? `${String(value)} ✗` : String(value);
-  };
-  const rows = [
-    `| ${COLUMNS.map(([, title]) => title).join(' | ')} |`,
-    `| ${COLUMNS.map(([key]) => (key === 'scenario' ? '---' : '---:')).join(' | ')} |`,
-    ...results.map((result) => `| ${COLUMNS.map(([key]) => cell(result, key)).join(' | ')} |`),
-  ];
-  return rows.join('\n');
+  });
+}
+
+/**
+ * A Markdown table of `rows`, one column per `[key, title]` of `columns` (the first left-aligned, the
+ * others right-aligned figures), each cell written by `cell` (default: the value as a string).
+ */
+export function markdownTable<Row>(
+  columns: readonly (readonly [keyof Row, string])[],
+  rows: readonly Row[],
+  cell: (row: Row, key: keyof Row) => string = (row, key) => String(row[key]),
+): string {
+  return [
+    `| ${columns.map(([, title]) => title).join(' | ')} |`,
+    `| ${columns.map((_, i) => (i === 0 ? '---' : '---:')).join(' | ')} |`,
+    ...rows.map((row) => `| ${columns.map(([key]) => cell(row, key)).join(' | ')} |`),
+  ].join('\n');
 }

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import {
   type AppProcess,
+  freePort,
   type RedisServerHandle,
   startApp,
   startRedisServer,
@@ -38,11 +39,20 @@ export class ChaosStack {
   #clients: ChaosClient[] = [];
   #count = 0;
 
-  private constructor(readonly redis: RedisServerHandle) {
-    this.env = stackEnv(redis.url, CHAOS_ENV);
+  private constructor(
+    readonly redis: RedisServerHandle,
+    env: Record<string, string>,
+  ) {
+    this.env = stackEnv(redis.url, { ...CHAOS_ENV, ...env });
   }
 
-  static async create(): Promise<ChaosStack> {
+  /**
+   * A stack on its own `redis-server` (`redisArgs` added to its command line); `env` replaces or adds to
+   * {@link CHAOS_ENV} for its processes.
+   */
+  static async create(
+    options: { env?: Record<string, string>; redisArgs?: string[] } = {},
+  ): Promise<ChaosStack> {
     // A port below Linux's ephemeral range (32768–60999): while Redis is stopped, the apps' reconnects
     // to a free ephemeral port can connect to themselves (TCP self-connect) and hold it, and Redis could
     // not start again on it (seen once with a 30 s stop).
@@ -50,7 +60,11 @@ export class ChaosStack {
       const port = 20_000 + Math.floor(Math.random() * 12_000);
       try {
         return new ChaosStack(
-          await startRedisServer({ port, args: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
+          await startRedisServer({
+            port,
+            args: ['--appendonly', 'yes', '--appendfsync', 'always', ...(options.redisArgs ?? [])],
+          }),
+          options.env ?? {},
         );
       } catch (error) {
         if (attempt >= 5) throw error;
@@ -58,15 +72,23 @@ export class ChaosStack {
     }
   }
 
-  /** Starts one more `kind` process; `wrapper` runs node under another command (e.g. faketime). */
+  /**
+   * Starts one more `kind` process; `wrapper` runs node under another command (e.g. faketime). A
+   * gateway or realtime instance of a stack logging below `info` (which never logs `listening`) gets a
+   * free port and is up once it answers HTTP there.
+   */
   async start(kind: Kind, wrapper: string[] = []): Promise<AppProcess> {
     const name = `${kind}-${++this.#count}`;
     const [command, ...args] = [...wrapper, process.execPath, entries[kind]];
+    const quiet = !['trace', 'debug', 'info'].includes(this.env.HERALD_LOG_LEVEL ?? 'info');
     const app = await startApp({
       name,
       entry: entries[kind],
       env: { ...this.env, HERALD_INSTANCE_ID: name },
       ...(wrapper.length > 0 ? { command, args } : {}),
+      ...(quiet && kind !== 'worker' ? { port: await freePort() } : {}),
+      // Four gateways starting at once on a loaded 2-core machine took over the default 20 s.
+      timeoutMs: 60_000,
     });
     this.#all.push(app);
     this.apps[kind].push(app);

@@ -18,7 +18,9 @@ export interface AppProcess {
 /**
  * Starts `node <entry>` with `env` on top of this process's environment and waits for its JSON log
  * line whose `msg` is `listening` (with `port`) or `ready`. With `into`, the started process is added
- * to that list (the test's processes, stopped after it).
+ * to that list (the test's processes, stopped after it). With `port`, the app listens there and is also
+ * ready once it answers `GET /healthz` (any status): for apps logging below `info`
+ * (`HERALD_LOG_LEVEL: 'warn'`), which never log `listening`.
  */
 export async function startApp(options: {
   name: string;
@@ -28,11 +30,17 @@ export async function startApp(options: {
   command?: string;
   timeoutMs?: number;
   into?: AppProcess[];
+  port?: number;
 }): Promise<AppProcess> {
   const command = options.command ?? process.execPath;
   const args = options.command ? (options.args ?? []) : [options.entry, ...(options.args ?? [])];
   const child = spawn(command, args, {
-    env: { ...process.env, PORT: '0', HERALD_LOG_LEVEL: 'info', ...options.env },
+    env: {
+      ...process.env,
+      PORT: String(options.port ?? 0),
+      HERALD_LOG_LEVEL: 'info',
+      ...options.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const lines: string[] = [];
@@ -55,6 +63,13 @@ export async function startApp(options: {
         // not a JSON log line
       }
     };
+    if (options.port !== undefined) {
+      void answersHttp(options.port, child).then((up) => {
+        if (!up) return;
+        clearTimeout(timer);
+        resolve(options.port);
+      });
+    }
     if (child.stdout) createInterface({ input: child.stdout }).on('line', onLine);
     if (child.stderr) createInterface({ input: child.stderr }).on('line', onLine);
     child.once('exit', (code) => {
@@ -83,4 +98,17 @@ export async function startApp(options: {
   };
   options.into?.push(app);
   return app;
+}
+
+/** Polls `GET /healthz` on `port` until it answers (true) or `child` exits (false). */
+async function answersHttp(port: number, child: ChildProcess): Promise<boolean> {
+  while (child.exitCode === null && child.signalCode === null) {
+    try {
+      await (await fetch(`http://127.0.0.1:${port}/healthz`, { signal: AbortSignal.timeout(1000) })).text();
+      return true;
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  return false;
 }
