@@ -12,6 +12,8 @@ import { ChaosClient } from './client.js';
 import { type ChaosResult, check } from './ledger.js';
 import { LoadGenerator } from './load.js';
 
+export type { ChaosResult } from './ledger.js';
+
 export type Kind = keyof typeof entries;
 
 /** Settings of every chaos stack (documented in the README's chaos section). */
@@ -38,20 +40,28 @@ export class ChaosStack {
   #clients: ChaosClient[] = [];
   #count = 0;
 
-  private constructor(readonly redis: RedisServerHandle) {
-    this.env = stackEnv(redis.url, CHAOS_ENV);
+  private constructor(
+    readonly redis: RedisServerHandle,
+    extra: Record<string, string>,
+  ) {
+    this.env = stackEnv(redis.url, { ...CHAOS_ENV, ...extra });
   }
 
-  static async create(): Promise<ChaosStack> {
+  /**
+   * A stack on a new private `redis-server`: `env` goes on top of {@link CHAOS_ENV}, `redisArgs` replaces
+   * the append-only file with fsync always (what a Redis stopped mid-scenario needs to lose nothing).
+   */
+  static async create(
+    options: { env?: Record<string, string>; redisArgs?: string[] } = {},
+  ): Promise<ChaosStack> {
+    const args = options.redisArgs ?? ['--appendonly', 'yes', '--appendfsync', 'always'];
     // A port below Linux's ephemeral range (32768–60999): while Redis is stopped, the apps' reconnects
     // to a free ephemeral port can connect to themselves (TCP self-connect) and hold it, and Redis could
     // not start again on it (seen once with a 30 s stop).
     for (let attempt = 1; ; attempt++) {
       const port = 20_000 + Math.floor(Math.random() * 12_000);
       try {
-        return new ChaosStack(
-          await startRedisServer({ port, args: ['--appendonly', 'yes', '--appendfsync', 'always'] }),
-        );
+        return new ChaosStack(await startRedisServer({ port, args }), options.env ?? {});
       } catch (error) {
         if (attempt >= 5) throw error;
       }
@@ -153,18 +163,39 @@ export async function runScenario(
     fault: () => Promise<void>;
   },
 ): Promise<ChaosResult & { refusals: string[] }> {
-  const users = Array.from({ length: options.users }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
-  const clients = stack.clients(users);
-  await waitFor(() => clients.every((client) => client.synced), {
-    timeoutMs: 20_000,
-    what: 'clients synced',
-  });
+  const { users, clients } = await connectUsers(stack, options.users);
   const load = stack.load(users, options.perSecond);
   load.start();
   await pause(options.warmupMs);
   await options.fault();
   const faultEndAt = Date.now();
   await pause(options.afterMs);
+  return await drainAndCheck(load, clients, { ...options, faultEndAt });
+}
+
+/** `count` users named after the stack's deployment, one {@link ChaosClient} each, all synced. */
+export async function connectUsers(
+  stack: ChaosStack,
+  count: number,
+): Promise<{ users: string[]; clients: ChaosClient[] }> {
+  const users = Array.from({ length: count }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
+  const clients = stack.clients(users);
+  await waitFor(() => clients.every((client) => client.synced), {
+    timeoutMs: 20_000,
+    what: 'clients synced',
+  });
+  return { users, clients };
+}
+
+/**
+ * Stops `load` (every request started ends in a 202 or its deadline), waits for every accepted
+ * notification to be shown (up to `drainMs`) and checks the ledger against what `clients` were shown.
+ */
+export async function drainAndCheck(
+  load: LoadGenerator,
+  clients: readonly ChaosClient[],
+  options: { scenario: string; faultEndAt: number; drainMs?: number },
+): Promise<ChaosResult & { refusals: string[] }> {
   await load.stop();
   const expected = new Map<string, number>();
   for (const entry of load.accepted) expected.set(entry.userId, (expected.get(entry.userId) ?? 0) + 1);
@@ -180,7 +211,7 @@ export async function runScenario(
     shown: new Map(clients.map((client) => [client.userId, client.shown])),
     load: load.counts,
     unavailableAt: load.unavailableAt,
-    faultEndAt,
+    faultEndAt: options.faultEndAt,
   });
   return { ...result, refusals: load.refusals };
 }
