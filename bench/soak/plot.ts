@@ -1,7 +1,7 @@
 // The soak's plot: docs/soak.svg (and docs/soak.png, through Chromium), from its samples. d3-scale gives
 // the scales and their ticks ("nice" bounds, 1-2-5 steps), d3-shape the line paths; the SVG around them
 // is assembled here. Run alone to plot samples again: pnpm --filter @herald/bench exec tsx soak/plot.ts
-import { writeFileSync } from 'node:fs';
+import { statSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { launchChromium } from '@herald/testing';
 import { scaleLinear } from 'd3-scale';
@@ -87,10 +87,12 @@ export function plotSvg(samples: readonly Sample[], options: { warmupS: number; 
   const x = scaleLinear()
     .domain([0, Math.max(60, ...times)])
     .range([MARGIN.left, WIDTH - MARGIN.right]);
-  // Whole minutes when there are enough of them, else seconds: one unit along the axis.
-  const minutes = x.ticks(12).filter((t) => t % 60 === 0);
-  const inMinutes = minutes.length >= 4;
-  const xTicks = inMinutes ? minutes : x.ticks(10);
+  // A tick every minute from 4 minutes on (d3's 1-2-5 steps would give 50 s), else d3's in seconds.
+  const span = x.domain()[1] ?? 0;
+  const inMinutes = span >= 240;
+  const xTicks = inMinutes
+    ? Array.from({ length: Math.floor(span / 60) + 1 }, (_, i) => i * 60)
+    : x.ticks(10);
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
@@ -175,7 +177,20 @@ export async function writePlot(svg: string): Promise<void> {
   }
 }
 
+/** The plot's title: what ran, and when. */
+export function soakTitle(run: { perSecond: number; ms: number; users: number; at: Date }): string {
+  return `Herald soak: ${run.perSecond}/s for ${run.ms / 60_000} min, ${run.users} clients (${run.at.toISOString().slice(0, 10)})`;
+}
+
+// Run alone: the samples file plotted again, with the run's settings from the same variables run.ts reads.
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const warmupS = Number(process.env.SOAK_WARMUP_MS ?? 120_000) / 1000;
-  await writePlot(plotSvg(readSamples(SAMPLES_FILE), { warmupS, title: 'Herald soak' }));
+  const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
+  const samples = readSamples(SAMPLES_FILE);
+  const title = soakTitle({
+    perSecond: env('SOAK_PER_SECOND', 150),
+    ms: env('SOAK_MS', 600_000),
+    users: env('SOAK_USERS', 200),
+    at: statSync(SAMPLES_FILE).mtime,
+  });
+  await writePlot(plotSvg(samples, { warmupS: env('SOAK_WARMUP_MS', 120_000) / 1000, title }));
 }

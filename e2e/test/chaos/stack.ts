@@ -106,8 +106,14 @@ export class ChaosStack {
     return this.#clients;
   }
 
-  load(users: readonly string[], perSecond: number): LoadGenerator {
-    return new LoadGenerator({ gateways: () => this.urls('gateway'), apiKey: API_KEY, users, perSecond });
+  load(users: readonly string[], perSecond: number, options: { maxInFlight?: number } = {}): LoadGenerator {
+    return new LoadGenerator({
+      gateways: () => this.urls('gateway'),
+      apiKey: API_KEY,
+      users,
+      perSecond,
+      ...options,
+    });
   }
 
   /**
