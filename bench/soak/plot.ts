@@ -8,9 +8,12 @@ import { scaleLinear } from 'd3-scale';
 import { line } from 'd3-shape';
 import { readSamples, type Sample } from './samples.js';
 
-export const SAMPLES_FILE = new URL('./samples.csv', import.meta.url);
-export const SVG_FILE = new URL('../../docs/soak.svg', import.meta.url);
-export const PNG_FILE = new URL('../../docs/soak.png', import.meta.url);
+/** Where a reported run's files go: its samples beside this file, its plot in docs/. */
+export const REPORTED = {
+  samples: fileURLToPath(new URL('./samples.csv', import.meta.url)),
+  svg: fileURLToPath(new URL('../../docs/soak.svg', import.meta.url)),
+  png: fileURLToPath(new URL('../../docs/soak.png', import.meta.url)),
+};
 
 const WIDTH = 960;
 const PANEL = 190;
@@ -160,15 +163,15 @@ export function plotSvg(samples: readonly Sample[], options: { warmupS: number; 
   return `${parts.join('\n')}\n`;
 }
 
-/** Writes docs/soak.svg, and docs/soak.png through Chromium when there is one (else says so). */
-export async function writePlot(svg: string): Promise<void> {
-  writeFileSync(SVG_FILE, svg);
+/** Writes the SVG, and the PNG through Chromium when there is one (else says so). */
+export async function writePlot(svg: string, files: { svg: string; png: string } = REPORTED): Promise<void> {
+  writeFileSync(files.svg, svg);
   try {
     const browser = await launchChromium();
     try {
       const page = await browser.newPage({ viewport: { width: WIDTH, height: 600 }, deviceScaleFactor: 1 });
       await page.setContent(`<body style="margin:0">${svg}</body>`);
-      await page.locator('svg').screenshot({ path: fileURLToPath(PNG_FILE) });
+      await page.locator('svg').screenshot({ path: files.png });
     } finally {
       await browser.close();
     }
@@ -185,12 +188,12 @@ export function soakTitle(run: { perSecond: number; ms: number; users: number; a
 // Run alone: the samples file plotted again, with the run's settings from the same variables run.ts reads.
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const env = (name: string, fallback: number) => Number(process.env[name] ?? fallback);
-  const samples = readSamples(SAMPLES_FILE);
+  const samples = readSamples(REPORTED.samples);
   const title = soakTitle({
     perSecond: env('SOAK_PER_SECOND', 150),
     ms: env('SOAK_MS', 600_000),
     users: env('SOAK_USERS', 200),
-    at: statSync(SAMPLES_FILE).mtime,
+    at: statSync(REPORTED.samples).mtime,
   });
   await writePlot(plotSvg(samples, { warmupS: env('SOAK_WARMUP_MS', 120_000) / 1000, title }));
 }

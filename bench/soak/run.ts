@@ -9,12 +9,13 @@
 // Env:   SOAK_PER_SECOND (150), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (120000),
 //        SOAK_USERS (200); BENCH_WRITE_README=0 leaves bench/README.md alone.
 import { readFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
 import { ChaosStack, connectUsers, drainAndCheck, pause } from '@herald/e2e/chaos';
 import type { AppProcess } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { writeReport } from '../report.js';
-import { plotSvg, SAMPLES_FILE, soakTitle, writePlot } from './plot.js';
+import { plotSvg, REPORTED, soakTitle, writePlot } from './plot.js';
 import { type Sample, writeSamples } from './samples.js';
 
 /** Half of the 300/s bench:delivery held with p99 < 100 ms (bench/README.md, 2026-12-01). */
@@ -115,15 +116,21 @@ async function main(): Promise<void> {
       ([name, app]) => logLevels(name, app),
     );
 
-    writeSamples(SAMPLES_FILE, samples);
+    // A run not to report (BENCH_WRITE_README=0) leaves the reported samples and plot alone too.
+    const aside = (path: string) => join(tmpdir(), basename(path));
+    const files =
+      process.env.BENCH_WRITE_README === '0'
+        ? { samples: aside(REPORTED.samples), svg: aside(REPORTED.svg), png: aside(REPORTED.png) }
+        : REPORTED;
+    writeSamples(files.samples, samples);
     const title = soakTitle({ perSecond: PER_SECOND, ms: SOAK_MS, users: USERS, at: new Date() });
-    await writePlot(plotSvg(samples, { warmupS: WARMUP_MS / 1000, title }));
+    await writePlot(plotSvg(samples, { warmupS: WARMUP_MS / 1000, title }), files);
+    process.stderr.write(`[soak] samples: ${files.samples}; plot: ${files.svg}, ${files.png}\n`);
     const report = markdown({ samples, result, requests, errors, elapsedMs: Date.now() - startedAt });
     process.stdout.write(`${report}\n`);
     writeReport('soak', report);
     const bad =
-      result.missing + result.duplicates + result.outOfOrder + result.unexpected + result.refusals.length >
-        0 ||
+      result.missing + result.duplicates + result.outOfOrder + result.unexpected + requests.refused > 0 ||
       errors.some((e) => e.errors > 0) ||
       series(samples).some((s) => s.verdict === 'grows');
     if (bad) process.exitCode = 1;
