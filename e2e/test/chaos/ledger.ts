@@ -13,6 +13,11 @@ export interface LoadCounts {
   inFlight: number;
   /** Connection errors and timeouts (retried, on another gateway). */
   connectionErrors: number;
+  /**
+   * 408 answers: the request did not reach the gateway in time (a starved sender; retried with the same
+   * key, as its message asks: an earlier attempt may have been accepted).
+   */
+  requestTimeouts: number;
   /** Other answers (not retried: a bug in the harness or the gateway). */
   other: number;
   /** The longest time from a request's first attempt to its 202, in ms. */

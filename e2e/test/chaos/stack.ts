@@ -13,6 +13,8 @@ import { ChaosClient } from './client.js';
 import { type ChaosResult, check } from './ledger.js';
 import { LoadGenerator } from './load.js';
 
+export type { ChaosResult } from './ledger.js';
+
 export type Kind = keyof typeof entries;
 
 /** Settings of every chaos stack (documented in the README's chaos section). */
@@ -47,8 +49,9 @@ export class ChaosStack {
   }
 
   /**
-   * A stack on its own `redis-server` (`redisArgs` added to its command line); `env` replaces or adds to
-   * {@link CHAOS_ENV} for its processes.
+   * A stack on its own `redis-server`, append-only with fsync always (what a Redis stopped mid-scenario
+   * needs to lose nothing); `redisArgs` come after on its command line, so they may override those (a
+   * later option wins); `env` replaces or adds to {@link CHAOS_ENV} for its processes.
    */
   static async create(
     options: { env?: Record<string, string>; redisArgs?: string[] } = {},
@@ -118,8 +121,14 @@ export class ChaosStack {
     return this.#clients;
   }
 
-  load(users: readonly string[], perSecond: number): LoadGenerator {
-    return new LoadGenerator({ gateways: () => this.urls('gateway'), apiKey: API_KEY, users, perSecond });
+  load(users: readonly string[], perSecond: number, options: { maxInFlight?: number } = {}): LoadGenerator {
+    return new LoadGenerator({
+      gateways: () => this.urls('gateway'),
+      apiKey: API_KEY,
+      users,
+      perSecond,
+      ...options,
+    });
   }
 
   /**
@@ -175,18 +184,39 @@ export async function runScenario(
     fault: () => Promise<void>;
   },
 ): Promise<ChaosResult & { refusals: string[] }> {
-  const users = Array.from({ length: options.users }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
-  const clients = stack.clients(users);
-  await waitFor(() => clients.every((client) => client.synced), {
-    timeoutMs: 20_000,
-    what: 'clients synced',
-  });
+  const { users, clients } = await connectUsers(stack, options.users);
   const load = stack.load(users, options.perSecond);
   load.start();
   await pause(options.warmupMs);
   await options.fault();
   const faultEndAt = Date.now();
   await pause(options.afterMs);
+  return await drainAndCheck(load, clients, { ...options, faultEndAt });
+}
+
+/** `count` users named after the stack's deployment, one {@link ChaosClient} each, all synced. */
+export async function connectUsers(
+  stack: ChaosStack,
+  count: number,
+): Promise<{ users: string[]; clients: ChaosClient[] }> {
+  const users = Array.from({ length: count }, (_, i) => `chaos-${i}-${stack.env.HERALD_DEPLOYMENT}`);
+  const clients = stack.clients(users);
+  await waitFor(() => clients.every((client) => client.synced), {
+    timeoutMs: 20_000,
+    what: 'clients synced',
+  });
+  return { users, clients };
+}
+
+/**
+ * Stops `load` (every request started ends in a 202 or its deadline), waits for every accepted
+ * notification to be shown (up to `drainMs`) and checks the ledger against what `clients` were shown.
+ */
+export async function drainAndCheck(
+  load: LoadGenerator,
+  clients: readonly ChaosClient[],
+  options: { scenario: string; faultEndAt: number; drainMs?: number },
+): Promise<ChaosResult & { refusals: string[] }> {
   await load.stop();
   const expected = new Map<string, number>();
   for (const entry of load.accepted) expected.set(entry.userId, (expected.get(entry.userId) ?? 0) + 1);
@@ -202,7 +232,7 @@ export async function runScenario(
     shown: new Map(clients.map((client) => [client.userId, client.shown])),
     load: load.counts,
     unavailableAt: load.unavailableAt,
-    faultEndAt,
+    faultEndAt: options.faultEndAt,
   });
   return { ...result, refusals: load.refusals };
 }

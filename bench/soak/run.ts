@@ -1,0 +1,322 @@
+// Soak: the chaos suite's stack (gateway, worker and two realtime instances, each its own OS process, on
+// a private redis-server) under the chaos suite's load (an Idempotency-Key per request, every 202 in a
+// ledger) and clients (real socket.io-clients recording what they are shown), for 10 minutes at half the
+// highest rate bench:delivery holds. Every SOAK_SAMPLE_MS: the RSS of each process, Redis used_memory,
+// DBSIZE and the keys that belong to one notification each. After warm-up every series must be flat
+// (< 10 % growth), no process may log an error, and the ledger must be exact.
+//
+// Usage: pnpm bench:soak   (root; builds the apps first)
+// Env:   SOAK_PER_SECOND (150), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (120000),
+//        SOAK_USERS (200); BENCH_WRITE_README=0 leaves bench/README.md alone.
+import { readFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+import { ChaosStack, connectUsers, drainAndCheck, pause } from '@herald/e2e/chaos';
+import type { AppProcess } from '@herald/testing';
+import { Redis } from 'ioredis';
+import { writeReport } from '../report.js';
+import { plotSvg, REPORTED, soakTitle, writePlot } from './plot.js';
+import { type Sample, writeSamples } from './samples.js';
+
+/** Half of the 300/s bench:delivery held with p99 < 100 ms (bench/README.md, 2026-12-01). */
+const PER_SECOND = Number(process.env.SOAK_PER_SECOND ?? 150);
+const SOAK_MS = Number(process.env.SOAK_MS ?? 600_000);
+const SAMPLE_MS = Number(process.env.SOAK_SAMPLE_MS ?? 10_000);
+const WARMUP_MS = Number(process.env.SOAK_WARMUP_MS ?? 120_000);
+const USERS = Number(process.env.SOAK_USERS ?? 200);
+/** Most a series may grow from the start of the measured span to its end. */
+const FLAT = 0.1;
+
+/**
+ * Settings that let every bounded structure reach its bound well within the warm-up, so that what still
+ * grows after it is a finding, not a queue filling up. At 150/s over 200 users (0.75/s each):
+ */
+const SOAK_ENV: Record<string, string> = {
+  // Each inbox stream is trimmed to its last 50 entries, or its last 60 s, whichever is fewer: full
+  // after 60 s (the defaults, 1,000 entries or 30 days, would take 22 minutes at 0.75/s).
+  HERALD_INBOX_MAX_LENGTH: '50',
+  HERALD_INBOX_MAX_AGE_MS: '60000',
+  // Idempotency records live 60 s (the least the gateway takes; default a day): 9,000 at 150/s, reached
+  // after 60 s. BullMQ keeps the last 10,000 completed jobs (notificationJobOptions): reached after 67 s.
+  HERALD_IDEMPOTENCY_TTL_SECONDS: '60',
+};
+
+async function main(): Promise<void> {
+  const startedAt = Date.now();
+  // Persistence as infra/redis/redis.conf ships it (append-only, fsync every second), not the chaos
+  // suite's fsync always, which a Redis stopped mid-scenario needs and a soak does not.
+  const stack = await ChaosStack.create({
+    env: SOAK_ENV,
+    redisArgs: ['--appendonly', 'yes', '--appendfsync', 'everysec'],
+  });
+  const redis = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
+  try {
+    const [gateway, worker, realtimeA, realtimeB] = await Promise.all([
+      stack.start('gateway'),
+      stack.start('worker'),
+      stack.start('realtime'),
+      stack.start('realtime'),
+    ]);
+    const processes: Record<string, number | undefined> = {
+      gateway: gateway.process.pid,
+      worker: worker.process.pid,
+      'realtime-a': realtimeA.process.pid,
+      'realtime-b': realtimeB.process.pid,
+      'redis-server': stack.redis.process.pid,
+    };
+    const { users, clients } = await connectUsers(stack, USERS);
+    process.stderr.write(`[soak] ${USERS} clients synced; ${PER_SECOND}/s for ${SOAK_MS / 1000} s\n`);
+
+    // At most 256 attempts in flight: 150/s answered within 1.7 s fits; a starved sender queues instead
+    // of opening a socket per late request.
+    const load = stack.load(users, PER_SECOND, { maxInFlight: 256 });
+    const loadAt = Date.now();
+    load.start();
+    const samples: Sample[] = [];
+    const prefix = stack.env.HERALD_INBOX_PREFIX ?? '';
+    // A sample every SAMPLE_MS on the load's clock; a slot missed (this process starved on a loaded
+    // machine) is skipped, not caught up with samples a few ms apart.
+    for (
+      let k = 0;
+      k * SAMPLE_MS <= SOAK_MS;
+      k = Math.max(k + 1, Math.ceil((Date.now() - loadAt) / SAMPLE_MS))
+    ) {
+      await pause(loadAt + k * SAMPLE_MS - Date.now());
+      const t = Math.round((Date.now() - loadAt) / 100) / 10;
+      const rss = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, rssBytes(pid)]));
+      const [info, keys, records] = await Promise.all([
+        redis.info('memory'),
+        redis.dbsize(),
+        notificationRecords(redis, prefix),
+      ]);
+      samples.push({
+        t,
+        accepted: load.counts.accepted,
+        shown: clients.reduce((n, client) => n + client.shown.length, 0),
+        rss,
+        redisUsedMemory: Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN),
+        redisKeys: keys,
+        notificationRecords: records.count,
+        notificationRecordBytes: records.bytes,
+      });
+      process.stderr.write(`[soak] ${describe(samples.at(-1) as Sample)}\n`);
+    }
+    const result = await drainAndCheck(load, clients, {
+      scenario: 'soak',
+      faultEndAt: Date.now(),
+      drainMs: 60_000,
+    });
+    const requests = {
+      sent: load.sent,
+      abandoned: load.abandoned,
+      refused: load.counts.other,
+      requestTimeouts: load.counts.requestTimeouts,
+    };
+    const errors = Object.entries({ gateway, worker, 'realtime-a': realtimeA, 'realtime-b': realtimeB }).map(
+      ([name, app]) => logLevels(name, app),
+    );
+
+    // A run not to report (BENCH_WRITE_README=0) leaves the reported samples and plot alone too.
+    const aside = (path: string) => join(tmpdir(), basename(path));
+    const files =
+      process.env.BENCH_WRITE_README === '0'
+        ? { samples: aside(REPORTED.samples), svg: aside(REPORTED.svg), png: aside(REPORTED.png) }
+        : REPORTED;
+    writeSamples(files.samples, samples);
+    const title = soakTitle({ perSecond: PER_SECOND, ms: SOAK_MS, users: USERS, at: new Date() });
+    await writePlot(plotSvg(samples, { warmupS: WARMUP_MS / 1000, title }), files);
+    process.stderr.write(`[soak] samples: ${files.samples}; plot: ${files.svg}, ${files.png}\n`);
+    const report = markdown({ samples, result, requests, errors, elapsedMs: Date.now() - startedAt });
+    process.stdout.write(`${report}\n`);
+    writeReport('soak', report);
+    const bad =
+      result.missing + result.duplicates + result.outOfOrder + result.unexpected + requests.refused > 0 ||
+      errors.some((e) => e.errors > 0) ||
+      series(samples).some((s) => s.verdict === 'grows');
+    if (bad) process.exitCode = 1;
+  } finally {
+    redis.disconnect();
+    await stack.dispose();
+  }
+}
+
+/** VmRSS of `pid` from /proc, in bytes (NaN when it is gone or this is not Linux). */
+function rssBytes(pid: number | undefined): number {
+  try {
+    const kb = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1];
+    return kb === undefined ? Number.NaN : Number(kb) * 1024;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/**
+ * The keys of one notification each, by a SCAN of the whole keyspace: its marker hash
+ * (`<prefix>{<user>}:n:<id>`) and its id → user index (`<prefix>id:{<id>}`), both kept for the inbox
+ * retention (HERALD_INBOX_MAX_AGE_MS + 1 day) whether or not the entry is still in the stream; and an
+ * estimate of their memory: their count × the mean `MEMORY USAGE` of 200 of them picked at random.
+ */
+async function notificationRecords(redis: Redis, prefix: string): Promise<{ count: number; bytes: number }> {
+  let count = 0;
+  const picked: string[] = [];
+  for await (const keys of redis.scanStream({ count: 5000 }) as AsyncIterable<string[]>) {
+    for (const key of keys) {
+      if (!key.startsWith(prefix)) continue;
+      const rest = key.slice(prefix.length);
+      if (!rest.startsWith('id:{') && !/^\{[^}]*\}:n:/.test(rest)) continue;
+      count++;
+      // Reservoir sampling: every record has the same chance to be one of the 200.
+      if (picked.length < 200) picked.push(key);
+      else {
+        const at = Math.floor(Math.random() * count);
+        if (at < 200) picked[at] = key;
+      }
+    }
+  }
+  if (picked.length === 0) return { count, bytes: 0 };
+  const pipeline = redis.pipeline();
+  for (const key of picked) pipeline.memory('USAGE', key, 'SAMPLES', '0');
+  const sizes = ((await pipeline.exec()) ?? []).map(([, size]) => Number(size ?? 0));
+  return { count, bytes: (count * sizes.reduce((a, b) => a + b, 0)) / sizes.length };
+}
+
+/** Log lines of `app` at error level or above (pino: 50 error, 60 fatal) and at warn (40). */
+function logLevels(
+  name: string,
+  app: AppProcess,
+): { name: string; errors: number; warnings: number; first: string[]; warned: Map<string, number> } {
+  let errors = 0;
+  let warnings = 0;
+  const first: string[] = [];
+  const warned = new Map<string, number>();
+  for (const text of app.lines) {
+    if (!text.startsWith('{')) continue;
+    let entry: { level?: number; msg?: string };
+    try {
+      entry = JSON.parse(text) as { level?: number; msg?: string };
+    } catch {
+      continue;
+    }
+    const level = Number(entry.level ?? 0);
+    if (level >= 50) {
+      errors++;
+      if (first.length < 3) first.push(text.slice(0, 300));
+    } else if (level === 40) {
+      warnings++;
+      warned.set(entry.msg ?? '?', (warned.get(entry.msg ?? '?') ?? 0) + 1);
+    }
+  }
+  return { name, errors, warnings, first, warned };
+}
+
+interface Growth {
+  name: string;
+  unit: 'MB' | 'keys';
+  start: number;
+  end: number;
+  growth: number;
+  verdict: 'flat' | 'grows' | 'grows by design';
+}
+
+/**
+ * Each series' level at the start of the measured span (after warm-up) and at its end, each the median
+ * of three samples (a garbage collection just before one sample does not decide), and the growth.
+ */
+function series(samples: readonly Sample[]): Growth[] {
+  const after = samples.filter((s) => s.t * 1000 >= WARMUP_MS);
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+  const measure = (
+    name: string,
+    unit: Growth['unit'],
+    pick: (s: Sample) => number,
+    byDesign = false,
+  ): Growth => {
+    const start = median(after.slice(0, 3).map(pick));
+    const end = median(after.slice(-3).map(pick));
+    const growth = start > 0 ? (end - start) / start : Number.NaN;
+    const verdict = growth < FLAT ? 'flat' : byDesign ? 'grows by design' : 'grows';
+    return { name, unit, start, end, growth, verdict };
+  };
+  const mb = (bytes: number) => bytes / 2 ** 20;
+  return [
+    ...Object.keys(samples[0]?.rss ?? {}).map((name) =>
+      measure(`RSS ${name}`, 'MB', (s) => mb(s.rss[name] ?? Number.NaN)),
+    ),
+    measure('Redis used_memory', 'MB', (s) => mb(s.redisUsedMemory)),
+    measure(
+      '  of which per-notification records (estimate)',
+      'MB',
+      (s) => mb(s.notificationRecordBytes),
+      true,
+    ),
+    measure('  of which the rest', 'MB', (s) => mb(s.redisUsedMemory - s.notificationRecordBytes)),
+    measure('Redis keys (DBSIZE)', 'keys', (s) => s.redisKeys),
+    measure('  of which per-notification records', 'keys', (s) => s.notificationRecords, true),
+    measure('  of which all other keys', 'keys', (s) => s.redisKeys - s.notificationRecords),
+  ];
+}
+
+function describe(s: Sample): string {
+  const mb = (bytes: number | undefined) => ((bytes ?? 0) / 2 ** 20).toFixed(0);
+  const rss = Object.entries(s.rss)
+    .map(([name, bytes]) => `${name} ${mb(bytes)}`)
+    .join(' ');
+  return `t=${s.t}s accepted=${s.accepted} shown=${s.shown} rss MB: ${rss}; redis ${mb(s.redisUsedMemory)} MB, ${s.redisKeys} keys (${s.notificationRecords} notification records)`;
+}
+
+function markdown(options: {
+  samples: readonly Sample[];
+  result: Awaited<ReturnType<typeof drainAndCheck>>;
+  requests: { sent: number; abandoned: number; refused: number; requestTimeouts: number };
+  errors: ReturnType<typeof logLevels>[];
+  elapsedMs: number;
+}): string {
+  const { samples, result, requests, errors } = options;
+  const growths = series(samples);
+  const format = (g: Growth, value: number) =>
+    g.unit === 'MB' ? value.toFixed(1) : String(Math.round(value));
+  const mark = { flat: '✓ flat', grows: '✗ grows', 'grows by design': 'grows (retention, see below)' };
+  const first = samples.find((s) => s.t * 1000 >= WARMUP_MS);
+  const last = samples.at(-1);
+  // Redis bytes one notification keeps for the retention (its marker and index, 2 records).
+  const perNotification =
+    last && last.notificationRecords > 0
+      ? (2 * last.notificationRecordBytes) / last.notificationRecords
+      : Number.NaN;
+  const rate = last && first ? (last.accepted - first.accepted) / (last.t - first.t) : Number.NaN;
+  const lines = [
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} at the end`,
+    `run: ${PER_SECOND}/s offered for ${SOAK_MS / 1000} s (${rate.toFixed(1)}/s accepted after warm-up), ${USERS} clients over 2 realtime instances, 1 worker, 1 gateway, a sample every ${SAMPLE_MS / 1000} s, warm-up ${WARMUP_MS / 1000} s; ${Math.round(options.elapsedMs / 1000)} s in all`,
+    `settings: ${Object.entries(SOAK_ENV)
+      .map(([name, value]) => `${name}=${value}`)
+      .join(', ')} (on top of the chaos suite's)`,
+    '',
+    `| series | after warm-up (t = ${first?.t ?? '?'} s) | at the end (t = ${last?.t ?? '?'} s) | growth | < 10 % |`,
+    '| --- | --: | --: | --: | --- |',
+    ...growths.map(
+      (g) =>
+        `| ${g.name} | ${format(g, g.start)} ${g.unit} | ${format(g, g.end)} ${g.unit} | ${(g.growth * 100).toFixed(1)} % | ${mark[g.verdict]} |`,
+    ),
+    '',
+    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3). A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + 1 day, even once trimmed from its inbox: at this rate and the default 30 days, ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
+    '',
+    '| ledger | accepted | shown | missing | duplicates | out of order | not accepted | refused | 503s | 409s | 408s | conn errors |',
+    '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',
+    `| soak | ${result.accepted} | ${result.shown} | ${result.missing} | ${result.duplicates} | ${result.outOfOrder} | ${result.unexpected} | ${requests.refused} | ${result.unavailable} | ${result.inFlight} | ${requests.requestTimeouts} | ${result.connectionErrors} |`,
+    '',
+    `requests sent ${requests.sent}, given up after the 60 s stop deadline ${requests.abandoned}, longest 202 wait ${result.maxAcceptMs} ms${result.refusals.length > 0 ? `; refused (first ${result.refusals.length}): ${result.refusals.join('; ')}` : ''}${result.missing > 0 ? `; first missing: ${result.missingIds.join(', ')}` : ''}`,
+    '',
+    `errors logged (pino level ≥ 50): ${errors.map((e) => `${e.name} ${e.errors}`).join(', ')}; warnings (40): ${errors.map((e) => `${e.name} ${e.warnings}`).join(', ')}`,
+    ...errors.flatMap((e) => e.first.map((text) => `    ${e.name}: ${text}`)),
+    ...errors.flatMap((e) =>
+      [...e.warned].map(([msg, count]) => `- ${e.name} warned ${count}× "${msg.slice(0, 160)}"`),
+    ),
+    '',
+    '![RSS per process, Redis memory and keys over the soak](../docs/soak.svg)',
+  ];
+  return lines.join('\n');
+}
+
+await main();
