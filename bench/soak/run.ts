@@ -32,10 +32,13 @@ const FLAT = 0.1;
  * grows after it is a finding, not a queue filling up. At 150/s over 200 users (0.75/s each):
  */
 const SOAK_ENV: Record<string, string> = {
-  // Each inbox stream is trimmed to its last 50 entries, or its last 60 s, whichever is fewer: full
-  // after 60 s (the defaults, 1,000 entries or 30 days, would take 22 minutes at 0.75/s).
+  // Each inbox stream is trimmed to its last 50 entries, or its last 30 s, whichever is fewer: full
+  // after 30 s (the defaults, 1,000 entries or 30 days, would take 22 minutes at 0.75/s).
   HERALD_INBOX_MAX_LENGTH: '50',
-  HERALD_INBOX_MAX_AGE_MS: '60000',
+  HERALD_INBOX_MAX_AGE_MS: '30000',
+  // A notification's marker and id index live 30 s + 60 s (default 30 days + 1 day): 13,500 of each at
+  // 150/s, reached after 90 s.
+  HERALD_INBOX_RECORD_GRACE_MS: '60000',
   // Idempotency records live 60 s (the least the gateway takes; default a day): 9,000 at 150/s, reached
   // after 60 s. BullMQ keeps the last 10,000 completed jobs (notificationJobOptions): reached after 67 s.
   HERALD_IDEMPOTENCY_TTL_SECONDS: '60',
@@ -153,7 +156,7 @@ function rssBytes(pid: number | undefined): number {
 /**
  * The keys of one notification each, by a SCAN of the whole keyspace: its marker hash
  * (`<prefix>{<user>}:n:<id>`) and its id → user index (`<prefix>id:{<id>}`), both kept for the inbox
- * retention (HERALD_INBOX_MAX_AGE_MS + 1 day) whether or not the entry is still in the stream; and an
+ * retention (HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS) whether or not the entry is still in the stream; and an
  * estimate of their memory: their count × the mean `MEMORY USAGE` of 200 of them picked at random.
  */
 async function notificationRecords(redis: Redis, prefix: string): Promise<{ count: number; bytes: number }> {
@@ -300,7 +303,7 @@ function markdown(options: {
         `| ${g.name} | ${format(g, g.start)} ${g.unit} | ${format(g, g.end)} ${g.unit} | ${(g.growth * 100).toFixed(1)} % | ${mark[g.verdict]} |`,
     ),
     '',
-    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3). A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + 1 day, even once trimmed from its inbox: at this rate and the default 30 days, ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
+    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3). A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
     '',
     '| ledger | accepted | shown | missing | duplicates | out of order | not accepted | refused | 503s | 409s | 408s | conn errors |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',

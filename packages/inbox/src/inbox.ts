@@ -12,6 +12,7 @@ import {
   DEFAULT_INBOX_MAX_AGE_MS,
   DEFAULT_INBOX_MAX_LENGTH,
   DEFAULT_INBOX_PREFIX,
+  DEFAULT_INBOX_RECORD_GRACE_MS,
   type InboxListing,
   type InboxNotification,
   type InboxOptions,
@@ -29,7 +30,8 @@ import {
  * Per user, under the hash tag `{<userId>}`: a stream whose entry ids are the offsets (`<ms>-<seq>`,
  * gapless `seq`), bounded by `maxLength` and `maxAgeMs`; a set of unread ids (its size is the exact
  * unread count); a version counter; and one hash per notification (idempotency marker and status).
- * Keys expire `maxAgeMs` + 1 day after the user's last append.
+ * Keys expire `maxAgeMs` + `recordGraceMs` (1 day) after the user's last append, a notification's own
+ * records that long after it was stored (trimmed from the stream or not).
  *
  * @example
  * ```ts
@@ -44,7 +46,7 @@ export class Inbox {
   readonly tenantId: string;
   readonly maxLength: number;
   readonly maxAgeMs: number;
-  /** TTL of every key, refreshed on append: `maxAgeMs` + 1 day. */
+  /** TTL of every key, refreshed on append: `maxAgeMs` + `recordGraceMs`. */
   readonly retentionMs: number;
   readonly #redis: Redis | Cluster;
   readonly #scripts: Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
@@ -71,7 +73,14 @@ export class Inbox {
         `maxAgeMs must be an integer >= 1, not ${this.maxAgeMs}`,
       );
     }
-    this.retentionMs = this.maxAgeMs + 24 * 3600 * 1000;
+    const grace = options.recordGraceMs ?? DEFAULT_INBOX_RECORD_GRACE_MS;
+    if (!Number.isInteger(grace) || grace < 1) {
+      throw new InboxError(
+        InboxErrorCode.INVALID_ARGUMENT,
+        `recordGraceMs must be an integer >= 1, not ${grace}`,
+      );
+    }
+    this.retentionMs = this.maxAgeMs + grace;
     this.#redis = redis;
     this.#scripts = defineScripts(redis);
     this.#tenants = new Map([[this.tenantId, this]]);

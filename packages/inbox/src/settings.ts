@@ -3,6 +3,7 @@ import {
   DEFAULT_INBOX_MAX_AGE_MS,
   DEFAULT_INBOX_MAX_LENGTH,
   DEFAULT_INBOX_PREFIX,
+  DEFAULT_INBOX_RECORD_GRACE_MS,
   type InboxOptions,
 } from './types.js';
 
@@ -24,6 +25,8 @@ export const InboxEnv = {
     default: DEFAULT_INBOX_MAX_LENGTH,
   }),
   HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  // At least a minute: a job's re-run after its first append (stalled lock, retries) must find its marker.
+  HERALD_INBOX_RECORD_GRACE_MS: Type.Integer({ minimum: 60_000, default: DEFAULT_INBOX_RECORD_GRACE_MS }),
 };
 
 /** The values {@link InboxEnv} parses to. */
@@ -31,6 +34,7 @@ export interface InboxEnvValues {
   HERALD_INBOX_PREFIX: string;
   HERALD_INBOX_MAX_LENGTH: number;
   HERALD_INBOX_MAX_AGE_MS: number;
+  HERALD_INBOX_RECORD_GRACE_MS: number;
 }
 
 /**
@@ -38,7 +42,7 @@ export interface InboxEnvValues {
  *
  * @example
  * ```ts
- * inboxSettings({ HERALD_INBOX_PREFIX: 'herald:inbox:', HERALD_INBOX_MAX_LENGTH: 1000, HERALD_INBOX_MAX_AGE_MS: 86_400_000 });
+ * inboxSettings({ HERALD_INBOX_PREFIX: 'herald:inbox:', HERALD_INBOX_MAX_LENGTH: 1000, HERALD_INBOX_MAX_AGE_MS: 86_400_000, HERALD_INBOX_RECORD_GRACE_MS: 86_400_000 });
  * ```
  */
 export function inboxSettings(parsed: InboxEnvValues): Required<Omit<InboxOptions, 'tenantId'>> {
@@ -46,5 +50,6 @@ export function inboxSettings(parsed: InboxEnvValues): Required<Omit<InboxOption
     prefix: parsed.HERALD_INBOX_PREFIX,
     maxLength: parsed.HERALD_INBOX_MAX_LENGTH,
     maxAgeMs: parsed.HERALD_INBOX_MAX_AGE_MS,
+    recordGraceMs: parsed.HERALD_INBOX_RECORD_GRACE_MS,
   });
 }

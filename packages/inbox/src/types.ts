@@ -6,6 +6,8 @@ export const DEFAULT_INBOX_PREFIX = 'herald:inbox:';
 export const DEFAULT_INBOX_MAX_LENGTH = 1000;
 /** Default age after which a notification leaves the inbox: 30 days. */
 export const DEFAULT_INBOX_MAX_AGE_MS = 30 * 24 * 3600 * 1000;
+/** Default time a notification's records (status, idempotency marker) outlive `maxAgeMs`: 1 day. */
+export const DEFAULT_INBOX_RECORD_GRACE_MS = 24 * 3600 * 1000;
 /** Largest page `read`/`list` answer, and most ids per `ack`/`markRead` call. */
 export const MAX_PAGE = 1000;
 
@@ -17,6 +19,12 @@ export interface InboxOptions {
   maxLength?: number;
   /** Notifications older than this (ms) are trimmed on the next append. Default 30 days. */
   maxAgeMs?: number;
+  /**
+   * How long (ms) past `maxAgeMs` a notification's marker (its status, and the worker's idempotency
+   * marker) and its id index live, trimmed or not: every key's TTL is `maxAgeMs` + this. Default 1 day.
+   * It must cover the longest a job can run again after its first append (stalled lock, retries).
+   */
+  recordGraceMs?: number;
   /** The tenant whose inboxes this instance reads and writes. Default `default` (see `tenantPrefix`). */
   tenantId?: string;
 }

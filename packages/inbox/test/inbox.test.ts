@@ -214,6 +214,21 @@ describe('inbox', () => {
     expect(await inbox.statusById(randomId('nope'))).toBeUndefined();
   });
 
+  it('keeps a notification’s records maxAgeMs + recordGraceMs, and refuses a grace below 1 ms', async () => {
+    const prefix = `${randomId('inbox')}:`;
+    const user = randomId('u');
+    const inbox = new Inbox(redis, { prefix, maxAgeMs: 30_000, recordGraceMs: 60_000 });
+    expect(inbox.retentionMs).toBe(90_000);
+    await inbox.append(notification(user, 1));
+    for (const key of [inbox.keys(user).marker('n-1'), `${prefix}id:{n-1}`]) {
+      const ttl = await redis.pttl(key);
+      expect(ttl).toBeGreaterThan(80_000);
+      expect(ttl).toBeLessThanOrEqual(90_000);
+    }
+    expect(new Inbox(redis, { prefix }).retentionMs).toBe(31 * 24 * 3600 * 1000);
+    expect(() => new Inbox(redis, { prefix, recordGraceMs: 0 })).toThrow(/recordGraceMs/);
+  });
+
   it('refuses malformed offsets, limits and prefixes with coded errors', async () => {
     const { inbox, user } = setup();
     await expect(inbox.read(user, { after: 'abc' })).rejects.toMatchObject({
