@@ -55,7 +55,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     redis = new Redis(redisUrl());
     queue = new Queue(env.HERALD_QUEUE_NAME ?? '', { prefix: '{herald}', connection: { url: redisUrl() } });
     const created = await Promise.all(tenants.map((tenant) => createKey(env, tenant)));
-    tenants.forEach((tenant, index) => keys.set(tenant, created[index] as CreatedKey));
+    for (const [index, tenant] of tenants.entries()) keys.set(tenant, created[index] as CreatedKey);
     [receiver, { gateway, realtime }] = await Promise.all([
       startApp({ name: 'receiver', entry: RECEIVER, env: {}, into: processes }),
       startApps(env, TRIO, processes),
