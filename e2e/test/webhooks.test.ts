@@ -5,7 +5,7 @@ import {
   notificationJobOptions,
   type WebhookPayload,
 } from '@herald/protocol';
-import { type AppProcess, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, redisUrl, scrapeMetrics, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -32,6 +32,8 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   // Loopback receivers are allowed explicitly (the default refuses them: SSRF), and retries are quick.
   const env = stackEnv(redisUrl(), {
     HERALD_ADMIN_KEY: ADMIN_KEY,
+    // 12 notifications to one user in a row (the isolation test) fit the recipient bucket.
+    HERALD_RATE_LIMIT_BURST: '100',
     HERALD_WEBHOOK_ALLOW_PRIVATE: 'true',
     HERALD_WEBHOOK_ATTEMPTS: '10',
     HERALD_WEBHOOK_BACKOFF_MS: '100',
@@ -44,6 +46,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   const clients: TestClient[] = [];
   let gateway: AppProcess;
   let realtime: AppProcess;
+  let worker: AppProcess;
   let receiver: AppProcess;
   let redis: Redis;
   let queue: Queue<NotificationJob>;
@@ -56,7 +59,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     queue = new Queue(env.HERALD_QUEUE_NAME ?? '', { prefix: '{herald}', connection: { url: redisUrl() } });
     const created = await Promise.all(tenants.map((tenant) => createKey(env, tenant)));
     for (const [index, tenant] of tenants.entries()) keys.set(tenant, created[index] as CreatedKey);
-    [receiver, { gateway, realtime }] = await Promise.all([
+    [receiver, { gateway, realtime, worker }] = await Promise.all([
       startApp({ name: 'receiver', entry: RECEIVER, env: {}, into: processes }),
       startApps(env, TRIO, processes),
     ]);
@@ -285,6 +288,10 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     );
     const slow = await received('slow');
     expect(slow.maxOpen).toBeLessThanOrEqual(2);
+    // The worker had slow messages wait for the endpoint's slots rather than take the other two.
+    const runs = (await scrapeMetrics(`${worker.url}/metrics`)).get('herald_worker_webhooks_total');
+    const busy = runs?.metrics.find((metric) => metric.labels?.outcome === 'busy');
+    expect(Number(busy?.value ?? 0)).toBeGreaterThan(0);
     expect(slow.requests.every((r) => r.verified)).toBe(true);
     // The hanging endpoint times out until it is parked, and its events wait there, none lost.
     await waitFor(

@@ -37,8 +37,10 @@ export async function startWebhookWorker(options: {
   cluster: Cluster | undefined;
   settings: WebhookWorkerSettings;
   log: Logger;
+  /** `herald_worker_webhooks_total{outcome}`. */
+  count: (outcome: string) => void;
 }): Promise<WebhookWorker> {
-  const { store, settings, log } = options;
+  const { store, settings, log, count } = options;
   const active = new Map<string, number>();
   const worker = new Worker<WebhookJob, DeliveryOutcome>(
     webhookQueueName(options.queue.name),
@@ -46,6 +48,7 @@ export async function startWebhookWorker(options: {
       const { tenantId } = job.data;
       const busy = active.get(tenantId) ?? 0;
       if (busy >= settings.endpointConcurrency) {
+        count('busy');
         await job.moveToDelayed(Date.now() + busyDelayMs(), token);
         throw new DelayedError();
       }
@@ -59,6 +62,9 @@ export async function startWebhookWorker(options: {
         else active.delete(tenantId);
       }
       const context = { tenantId, webhookId: job.data.id, type: job.data.payload.type };
+      count(
+        result.outcome === 'no-webhook' || result.outcome === 'not-subscribed' ? 'dropped' : result.outcome,
+      );
       if (result.outcome === 'retry') {
         const attempts = (job.data.attempts ?? 0) + 1;
         log.info(

@@ -187,7 +187,12 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   });
   worker.on('error', (error) => log.warn({ err: error }, 'worker error'));
   await worker.waitUntilReady();
-  const webhooks = await startWebhookWorker({ ...webhookTarget, settings: config.webhooks, log });
+  const webhooks = await startWebhookWorker({
+    ...webhookTarget,
+    settings: config.webhooks,
+    log,
+    count: (outcome) => metrics.webhooks.inc({ outcome }),
+  });
 
   return {
     worker,
