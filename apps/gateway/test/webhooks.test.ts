@@ -108,7 +108,12 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
   it('documents every webhook route in /openapi.json', async () => {
     const document = (await app.inject({ method: 'GET', url: '/openapi.json' })).json<{
       paths: Record<string, Record<string, { security?: unknown; responses: Record<string, unknown> }>>;
+      components: { schemas?: Record<string, { properties?: Record<string, unknown> }> };
     }>();
+    const event = Object.values(document.components.schemas ?? {}).find((schema) =>
+      JSON.stringify(schema).includes('webhook-signature'),
+    );
+    expect(Object.keys(event?.properties ?? {})).toEqual(['type', 'timestamp', 'data']);
     for (const base of ['/webhook', '/admin/tenants/{tenantId}/webhook']) {
       expect(Object.keys(document.paths[base] ?? {}).sort()).toEqual(['delete', 'get', 'put']);
       expect(Object.keys(document.paths[base]?.put?.responses ?? {})).toEqual(

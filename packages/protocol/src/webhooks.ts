@@ -71,6 +71,33 @@ const WebhookEvent = Type.Union(
   { description: 'A delivery event' },
 );
 
+/**
+ * The JSON body of every webhook request, as a schema (published in the gateway's OpenAPI document as
+ * `components.schemas.WebhookEvent`; {@link WebhookPayload} is its type).
+ */
+export const WebhookEventBody = Type.Object(
+  {
+    type: WebhookEvent,
+    timestamp: Type.String({ format: 'date-time', description: 'When Herald produced the event.' }),
+    data: Type.Object({
+      notificationId: Type.String(),
+      userId: Type.String(),
+      at: Type.String({
+        format: 'date-time',
+        description: 'When it happened: first ack, read, last failed attempt, found expired.',
+      }),
+      attempts: Type.Optional(Type.Integer({ description: '`notification.failed`: attempts made.' })),
+      reason: Type.Optional(Type.String({ description: '`notification.failed`: the last error.' })),
+    }),
+  },
+  {
+    $id: 'WebhookEvent',
+    title: 'WebhookEvent',
+    description:
+      'What Herald POSTs to a tenant’s webhook URL, with the headers `webhook-id` (stable per event), `webhook-timestamp` (seconds) and `webhook-signature` (`v1,<base64 HMAC-SHA256 of "id.timestamp.body">`, Standard Webhooks). Verify it and refuse timestamps more than 5 minutes off.',
+  },
+);
+
 /** Body of `PUT /webhook` and `PUT /admin/tenants/:tenantId/webhook`. */
 export const WebhookRequest = Type.Object(
   {

@@ -100,7 +100,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
         schema: schema({
           summary: `Set the delivery webhook of ${whose}`,
           description:
-            'Creates it (201, with its signing `secret`, shown once) or changes its URL and events (200; the secret, state and counters stay). Events are POSTed signed as Standard Webhooks define: see the README, "Delivery webhooks".',
+            'Creates it (201, with its signing `secret`, shown once) or changes its URL and events (200; the secret, state and counters stay). Events are POSTed signed as Standard Webhooks define, with the body `components.schemas.WebhookEvent`: see the README, "Delivery webhooks".',
           body: WebhookRequest,
           response: { 200: Webhook, 201: WebhookWithSecret, 400: ErrorResponse, ...ERRORS },
         }),
