@@ -61,17 +61,30 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
       ),
       expect.stringMatching(/^HERALD_QUEUE_NAME: .*"fingerprint-queue", worker worker-1 has "typo-queue"$/),
     ]);
+    // Realtime reads the queue name too (it enqueues webhook events beside the queue).
+    await waitFor(async () => (await readiness(worker)).body.mismatches?.length === 2, {
+      what: 'the worker names both apps on another queue',
+    });
     const fromWorker = await readiness(worker);
     expect(fromWorker.status).toBe(503);
     expect(fromWorker.body.mismatches).toEqual([
       expect.stringMatching(
         /^HERALD_QUEUE_NAME: this worker \(worker-1\) has "typo-queue", gateway .* has "fingerprint-queue"$/,
       ),
+      expect.stringMatching(
+        /^HERALD_QUEUE_NAME: this worker \(worker-1\) has "typo-queue", realtime rt-1 has "fingerprint-queue"$/,
+      ),
     ]);
+    await waitFor(async () => (await readiness(realtime)).body.mismatches?.length === 2, {
+      what: 'the realtime server names both mismatches',
+    });
     const fromRealtime = await readiness(realtime);
     expect(fromRealtime.status).toBe(503);
     expect(fromRealtime.body.mismatches).toEqual([
       expect.stringMatching(/^HERALD_JWT_SECRET: this realtime \(rt-1\)/),
+      expect.stringMatching(
+        /^HERALD_QUEUE_NAME: this realtime \(rt-1\) has "fingerprint-queue", worker worker-1 has "typo-queue"$/,
+      ),
     ]);
     // The secrets themselves appear nowhere.
     for (const answer of [fromGateway, fromWorker, fromRealtime]) {

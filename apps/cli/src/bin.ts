@@ -6,13 +6,21 @@ import { run as inbox } from './inbox.js';
 import type { CliIo } from './io.js';
 import { run as keys } from './keys.js';
 import { run as limits } from './limits.js';
+import { run as webhooks } from './webhooks.js';
 
-const AREAS: Record<string, (args: string[], io: CliIo) => Promise<number>> = { keys, limits, inbox, failed };
+const AREAS: Record<string, (args: string[], io: CliIo) => Promise<number>> = {
+  keys,
+  limits,
+  inbox,
+  failed,
+  webhooks,
+};
 const USAGE = `usage: herald <area> <command> [options]   (herald <area> help for an area's commands)
   keys create|list|revoke    API keys (stored hashed in Redis), each of one tenant
   limits peek|reset          a user's (and a sender's) token buckets
   inbox migrate              move inboxes written before tenants to a tenant
   failed list|retry          notifications that failed every attempt
+  webhooks set|show|list|rotate|resume|delete   tenants' delivery webhooks
 Reads REDIS_URL and the HERALD_* settings like the apps.`;
 
 const io: CliIo = {

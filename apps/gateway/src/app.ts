@@ -19,6 +19,7 @@ import notifications from './plugins/app/notifications.js';
 import queue from './plugins/app/queue.js';
 import redis from './plugins/app/redis.js';
 import validation from './plugins/app/validation.js';
+import webhooks from './plugins/app/webhooks.js';
 import openApi from './plugins/external/openapi.js';
 import adminRoutes from './routes/admin/index.js';
 import healthRoutes from './routes/health/index.js';
@@ -26,6 +27,7 @@ import notificationRoutes from './routes/notifications/index.js';
 import notifyRoutes from './routes/notify/index.js';
 import tokenRoutes from './routes/tokens/index.js';
 import userRoutes from './routes/users/index.js';
+import webhookRoutes from './routes/webhooks/index.js';
 
 export { RedisTimeoutError } from './errors.js';
 
@@ -81,6 +83,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(inbox);
   await app.register(live);
   await app.register(notifications);
+  await app.register(webhooks);
 
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
@@ -88,5 +91,6 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(tokenRoutes);
   await app.register(userRoutes);
   await app.register(adminRoutes);
+  await app.register(webhookRoutes);
   return app;
 }

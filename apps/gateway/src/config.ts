@@ -13,6 +13,7 @@ import {
   secretFingerprint,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
 
 export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
@@ -21,6 +22,7 @@ export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
 export const EnvSchema = Type.Object({
   ...ServerEnv(3000),
   ...DevModeEnv,
+  ...WebhookUrlEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
   HERALD_ADMIN_KEY: Type.Optional(Type.String()),
@@ -74,6 +76,8 @@ export interface GatewayConfig {
   usingDevAdminKey: boolean;
   /** `HERALD_DEV_MODE=true`: development secrets are accepted (see the README's security model). */
   devMode: boolean;
+  /** Webhook URLs may point to loopback and private addresses (`HERALD_WEBHOOK_ALLOW_PRIVATE` or development mode). */
+  webhookAllowPrivate: boolean;
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   tokenTtlSeconds: number;
@@ -149,6 +153,7 @@ export function loadConfig(
     adminKey: secrets.adminKey,
     usingDevAdminKey: secrets.usingDevAdminKey,
     devMode: secrets.devMode,
+    webhookAllowPrivate: parsed.HERALD_WEBHOOK_ALLOW_PRIVATE || secrets.devMode,
     jwtSecret: secrets.jwtSecret,
     usingDevJwtSecret: secrets.usingDevJwtSecret,
     tokenTtlSeconds: parsed.HERALD_TOKEN_TTL_SECONDS,

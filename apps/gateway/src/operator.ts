@@ -1,8 +1,9 @@
 /**
  * What the operator CLI (`@herald/cli`) uses of the gateway: its configuration, the API key store and
- * the limits and the failed set, through this entry (`@herald/gateway/operator`) rather than the gateway's files.
+ * the limits, the failed set and the delivery webhooks, through this entry (`@herald/gateway/operator`) rather than the gateway's files.
  */
 
+export { checkWebhookUrl, WebhookEvents, WebhookStore } from '@herald/webhooks';
 export { failedJobs, type RetryOutcome, retryFailed } from './admin/failed.js';
 export {
   type ApiKeyIdentity,

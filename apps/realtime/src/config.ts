@@ -8,6 +8,7 @@ import {
   type LogSettings,
   logSettings,
   PubSubEnv,
+  QueueEnv,
   readEnv,
   resolveSecrets,
   ServerEnv,
@@ -24,6 +25,8 @@ export const EnvSchema = Type.Object({
   // Checked by resolveSecrets: 32+ bytes, the development secret only in development mode.
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
   ...PubSubEnv,
+  // The webhook queue (`<HERALD_QUEUE_NAME>-webhooks`) this server reports acks and reads to.
+  ...QueueEnv,
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
   HERALD_ALLOW_POLLING: Type.Boolean({ default: false }),
   HERALD_MAX_CONNECTIONS_PER_USER: Type.Integer({ minimum: 1, maximum: 10_000, default: 20 }),
@@ -81,6 +84,8 @@ export interface RealtimeConfig {
   /** Notifications per inbox read during a replay. */
   replayPage: number;
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
+  /** The notification queue's name and prefix: the webhook queue sits beside it. */
+  queue: { name: string; prefix: string };
   /** The gateway's key prefix (`HERALD_KEY_PREFIX`): where revoked API keys are listed. Must match the gateway's. */
   keyPrefix: string;
   /** How often connected sockets are checked against revoked API keys; a revoked key's sockets leave within this. */
@@ -135,6 +140,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     replayPage: parsed.HERALD_REPLAY_PAGE,
     inbox: inboxSettings(parsed),
     keyPrefix: parsed.HERALD_KEY_PREFIX,
+    queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     revocationCheckMs: parsed.HERALD_REVOCATION_CHECK_MS,
     abuse: Object.freeze({
       socketEvents: {
@@ -158,6 +164,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
         HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
         HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
+        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
+        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
         HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
       }),
     }),

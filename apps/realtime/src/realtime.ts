@@ -29,6 +29,7 @@ import { listPage } from './list.js';
 import { checkRevocations } from './revocation.js';
 import { RealtimeStats } from './stats.js';
 import { userKeyOf } from './user-key.js';
+import { realtimeWebhookEvents } from './webhooks.js';
 
 type HeraldServer = Server<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
 type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -72,6 +73,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
+  // First acks and reads are reported to the tenant's delivery webhook (if it has one), not awaited.
+  const webhooks = realtimeWebhookEvents(config, pub, log);
   const deliveries = new Map<string, Delivery>();
   const slots = new ConnectionSlots(config.maxConnectionsPerUser);
   const abuse = new AbuseLimits(config, config.abuse, log);
@@ -251,7 +254,9 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       command(reply, async () => {
         const ids = idsOf(body);
         stats.acked(ids);
-        return { changed: await userInbox.ack(userId, ids, config.instanceId) };
+        const acked = await userInbox.acknowledge(userId, ids, config.instanceId);
+        webhooks.delivered(tenantId, userId, acked);
+        return { changed: acked.ids.length };
       });
     });
     socket.on(SocketEvent.READ, (...args) => {
@@ -285,9 +290,10 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   });
 
   async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
-    const result = await userInbox.markRead(userId, selection);
+    const { ids, ...result } = await userInbox.markRead(userId, selection);
     // Every tab of the user, on every instance (this one included), gets the new count.
     if (result.changed > 0) live.unread(userInbox.tenantId, userId, result.unread);
+    webhooks.read(userInbox.tenantId, userId, ids);
     return result;
   }
 
@@ -376,6 +382,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       }
       await io.close();
       abuse.close();
+      await webhooks.close();
       pub.disconnect();
       sub.disconnect();
     },

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import {
   clusterNodes,
   type DeploymentSettings,
+  DevModeEnv,
   LogEnv,
   type LogSettings,
   logSettings,
@@ -11,6 +12,7 @@ import {
   ServerEnv,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { WebhookDeliveryEnv, type WebhookWorkerSettings, webhookSettings } from '@herald/webhooks';
 import Type from 'typebox';
 
 /** Every variable the worker reads (nothing else is looked at). */
@@ -22,6 +24,10 @@ export const EnvSchema = Type.Object({
   HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),
   ...InboxEnv,
+  ...DevModeEnv,
+  // Where tenants' webhooks are stored (the gateway's prefix) and how the worker delivers them.
+  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
+  ...WebhookDeliveryEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
 });
@@ -51,6 +57,10 @@ export interface WorkerConfig {
   lockMs: number;
   stalledIntervalMs: number;
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
+  /** The gateway's key prefix (`HERALD_KEY_PREFIX`): where tenants' webhooks are stored. */
+  keyPrefix: string;
+  /** Delivery webhooks (`HERALD_WEBHOOK_*`; private addresses also allowed by `HERALD_DEV_MODE`). */
+  webhooks: WebhookWorkerSettings;
   instanceId: string;
   log: LogSettings;
   /**
@@ -80,6 +90,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
     inbox: inboxSettings(parsed),
+    keyPrefix: parsed.HERALD_KEY_PREFIX,
+    webhooks: webhookSettings(parsed, parsed.HERALD_DEV_MODE),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
     deployment: Object.freeze({
@@ -90,6 +102,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
         HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
         HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
+        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
       }),
     }),
     warnings: Object.freeze(warnings),

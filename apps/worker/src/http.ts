@@ -13,6 +13,12 @@ export interface WorkerMetrics {
   jobs: Counter<'outcome'>;
   /** `herald_worker_job_duration_seconds`: time to store a notification and push it live. */
   duration: Histogram;
+  /**
+   * `herald_worker_webhooks_total{outcome}`: webhook message runs, by outcome: `delivered`, `retry`,
+   * `failed` (every attempt), `held` (parked endpoint), `busy` (the endpoint's slots were taken: waits),
+   * `dropped` (no webhook, or no longer subscribed to that event).
+   */
+  webhooks: Counter<'outcome'>;
 }
 
 /** Creates the metrics; `queueCounts` is asked on every scrape for the queue depth by state. */
@@ -32,6 +38,12 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
       name: 'herald_worker_job_duration_seconds',
       help: 'Time to store a notification in its inbox and push it live',
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5],
+      registers: [registry],
+    }),
+    webhooks: new Counter({
+      name: 'herald_worker_webhooks_total',
+      help: 'Webhook message runs, by outcome',
+      labelNames: ['outcome'],
       registers: [registry],
     }),
   };

@@ -2,11 +2,13 @@ import { REDIS_ROLE_OPTIONS, reconnectDelayMs } from '@herald/config';
 import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
+import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
+import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {
@@ -98,6 +100,25 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   });
   queue.on('error', () => {});
   const metrics = createMetrics(() => queue.getJobCounts());
+  // Delivery webhooks: this worker reports what it finds (expired, failed for good) and delivers them.
+  const webhookStore = new WebhookStore(redis, config.keyPrefix);
+  const webhookTarget = {
+    store: webhookStore,
+    queue: config.queue,
+    redisUrl: config.redisUrl,
+    cluster: bullConnection,
+  };
+  const webhookEvents = workerWebhookEvents(webhookTarget);
+  const report = (
+    job: NotificationJob,
+    facts: Parameters<typeof webhookEvents.emit>[2][number],
+    type: 'notification.failed' | 'notification.expired',
+  ) =>
+    webhookEvents
+      .emit(job.tenantId ?? DEFAULT_TENANT, type, [facts])
+      .catch((error: unknown) =>
+        log.warn({ err: error, notificationId: job.id, type }, 'webhook event not enqueued'),
+      );
 
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
@@ -120,8 +141,16 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
         'notification processed',
       );
-      if (result.outcome === 'expired' || result.outcome === 'cancelled')
-        log.info({ notificationId: job.data.id }, `notification ${result.outcome} before delivery`);
+      if (result.outcome === 'expired') {
+        log.info({ notificationId: job.data.id }, 'notification expired before delivery');
+        await report(
+          job.data,
+          { notificationId: job.data.id, userId: job.data.userId, at: new Date().toISOString() },
+          'notification.expired',
+        );
+      }
+      if (result.outcome === 'cancelled')
+        log.info({ notificationId: job.data.id }, 'notification cancelled before delivery');
       const { unread: _unread, ...jobResult } = result;
       return jobResult;
     },
@@ -134,7 +163,22 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     },
   );
   worker.on('failed', (job, error) => {
-    const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
+    const final =
+      job !== undefined &&
+      (job.attemptsMade >= (job.opts.attempts ?? 1) || error instanceof UnrecoverableError);
+    if (final && job !== undefined) {
+      void report(
+        job.data,
+        {
+          notificationId: job.data.id,
+          userId: job.data.userId,
+          at: new Date(job.finishedOn ?? Date.now()).toISOString(),
+          attempts: job.attemptsMade,
+          reason: error.message.slice(0, 500),
+        },
+        'notification.failed',
+      );
+    }
     metrics.jobs.inc({ outcome: final ? 'failed' : 'retry' });
     log[final ? 'error' : 'warn'](
       { err: error, notificationId: job?.id, attempts: job?.attemptsMade, final },
@@ -145,6 +189,12 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   });
   worker.on('error', (error) => log.warn({ err: error }, 'worker error'));
   await worker.waitUntilReady();
+  const webhooks = await startWebhookWorker({
+    ...webhookTarget,
+    settings: config.webhooks,
+    log,
+    count: (outcome) => metrics.webhooks.inc({ outcome }),
+  });
 
   return {
     worker,
@@ -154,6 +204,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await worker.close();
+      await webhooks.close();
+      await webhookEvents.close();
       await queue.close();
       redis.disconnect();
       bullConnection?.disconnect();

@@ -9,7 +9,10 @@
   ARGV[1]  now        ms since epoch, or "" to read Redis TIME
   ARGV[2]  instance   who recorded it (realtime instance id, or "api")
 
-  Returns { recorded }: how many notifications got their first `deliveredAt` in this call.
+  Returns, always 3 elements: { recorded, now, indices }
+    recorded  how many notifications got their first `deliveredAt` in this call
+    now       the `deliveredAt` written, ms since epoch
+    indices   the 1-based KEYS indices of those notifications (for their delivery webhooks)
 ]]
 local now
 if ARGV[1] == '' then
@@ -19,10 +22,12 @@ else
   now = tonumber(ARGV[1])
 end
 local recorded = 0
-for _, key in ipairs(KEYS) do
+local indices = {}
+for i, key in ipairs(KEYS) do
   if redis.call('HGET', key, 'state') == 'inbox' and redis.call('HSETNX', key, 'deliveredAt', now) == 1 then
     redis.call('HSET', key, 'deliveredBy', ARGV[2])
     recorded = recorded + 1
+    indices[recorded] = i
   end
 end
-return { recorded }
+return { recorded, now, indices }

@@ -7,6 +7,7 @@ import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.j
 import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
 import {
+  type AckResult,
   type AppendBounds,
   type AppendResult,
   DEFAULT_INBOX_MAX_AGE_MS,
@@ -257,16 +258,29 @@ export class Inbox {
    * ```
    */
   async ack(userId: string, ids: readonly string[], instance: string): Promise<number> {
+    return (await this.acknowledge(userId, ids, instance)).ids.length;
+  }
+
+  /**
+   * {@link Inbox.ack}, answering which ids were recorded now and their `deliveredAt`: what the
+   * `notification.delivered` webhook reports (once per notification, as only the first ack records).
+   *
+   * @example
+   * ```ts
+   * const { ids, deliveredAtMs } = await inbox.acknowledge('alice', ['n-1'], 'realtime-a');
+   * ```
+   */
+  async acknowledge(userId: string, ids: readonly string[], instance: string): Promise<AckResult> {
     const keys = this.keys(userId);
     checkIds(ids);
-    if (ids.length === 0) return 0;
-    const [recorded] = (await this.#scripts.ack(
+    if (ids.length === 0) return { ids: [], deliveredAtMs: Date.now() };
+    const [, now, indices] = (await this.#scripts.ack(
       ids.length,
       ...ids.map((id) => keys.marker(id)),
       '',
       instance,
-    )) as [number];
-    return recorded;
+    )) as [number, number, number[]];
+    return { ids: indices.map((index) => ids[index - 1] ?? ''), deliveredAtMs: now };
   }
 
   /**
@@ -285,7 +299,7 @@ export class Inbox {
     let args: string[];
     if ('ids' in selection) {
       checkIds(selection.ids);
-      if (selection.ids.length === 0) return { changed: 0, unread: await this.unread(userId) };
+      if (selection.ids.length === 0) return { changed: 0, unread: await this.unread(userId), ids: [] };
       args = ['ids', ...selection.ids];
     } else if (selection.upTo !== undefined) {
       parseOffset(selection.upTo);
@@ -293,13 +307,13 @@ export class Inbox {
     } else {
       args = ['all'];
     }
-    const [changed, count, version] = (await this.#scripts.read(
+    const [changed, count, version, changedIds] = (await this.#scripts.read(
       keys.stream,
       keys.meta,
       keys.unread,
       ...args,
-    )) as [number, number, number];
-    return { changed, unread: { count, version } };
+    )) as [number, number, number, string[]];
+    return { changed, unread: { count, version }, ids: changedIds };
   }
 
   /**

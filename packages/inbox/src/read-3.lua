@@ -10,17 +10,25 @@
                     "upto": ARGV[2] is an offset; the notifications at or before it
   ARGV[2..]         per mode
 
-  Returns, always 3 integers: { changed, unreadCount, unreadVersion }
+  Returns, always 4 elements: { changed, unreadCount, unreadVersion, ids }
     changed  how many notifications went from unread to read (0: nothing changed, version unchanged)
+    ids      those notifications' ids (for their delivery webhooks)
 ]]
 local mode = ARGV[1]
 local changed = 0
-if mode == 'ids' then
-  if #ARGV > 1 then
-    changed = redis.call('SREM', KEYS[3], unpack(ARGV, 2))
+local ids = {}
+local function take(id)
+  if redis.call('SREM', KEYS[3], id) == 1 then
+    changed = changed + 1
+    ids[changed] = id
   end
+end
+if mode == 'ids' then
+  for a = 2, #ARGV do take(ARGV[a]) end
 elseif mode == 'all' then
-  changed = redis.call('SCARD', KEYS[3])
+  -- The unread set holds only ids still in the stream: bounded by HERALD_INBOX_MAX_LENGTH.
+  ids = redis.call('SMEMBERS', KEYS[3])
+  changed = #ids
   redis.call('DEL', KEYS[3])
 elseif mode == 'upto' then
   -- Bounded by the inbox length (HERALD_INBOX_MAX_LENGTH).
@@ -28,7 +36,7 @@ elseif mode == 'upto' then
   for _, entry in ipairs(entries) do
     local fields = entry[2]
     for f = 1, #fields, 2 do
-      if fields[f] == 'id' then changed = changed + redis.call('SREM', KEYS[3], fields[f + 1]) end
+      if fields[f] == 'id' then take(fields[f + 1]) end
     end
   end
 else
@@ -40,4 +48,4 @@ if changed > 0 then
 else
   version = tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
 end
-return { changed, redis.call('SCARD', KEYS[3]), version }
+return { changed, redis.call('SCARD', KEYS[3]), version, ids }

@@ -80,6 +80,16 @@ export interface ReadResult {
   /** Notifications that went from unread to read in this call. */
   changed: number;
   unread: UnreadEvent;
+  /** The ids of those notifications (what their `notification.read` webhooks name). */
+  ids: string[];
+}
+
+/** What {@link Inbox.acknowledge} recorded: the notifications acked for the first time, and when. */
+export interface AckResult {
+  /** The ids whose `deliveredAt` this call wrote (what their `notification.delivered` webhooks name). */
+  ids: string[];
+  /** That `deliveredAt`, ms since epoch (Redis time). */
+  deliveredAtMs: number;
 }
 
 /** What Herald knows about one notification (`GET /notifications/:id`). */

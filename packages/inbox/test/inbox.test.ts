@@ -159,6 +159,10 @@ describe('inbox', () => {
     expect(await inbox.status(user, 'n-1')).toMatchObject({ delivered: false, deliveredBy: null });
     expect(await inbox.ack(user, ['n-1', 'n-2', 'missing'], 'rt-a')).toBe(1);
     expect(await inbox.ack(user, ['n-1'], 'rt-b')).toBe(0);
+    await inbox.append(notification(user, 3));
+    const first = await inbox.acknowledge(user, ['n-1', 'n-3', 'n-3'], 'rt-b');
+    expect(first.ids).toEqual(['n-3']);
+    expect((await inbox.acknowledge(user, ['n-3'], 'rt-a')).ids).toEqual([]);
     const status = await inbox.status(user, 'n-1');
     expect(status).toMatchObject({ state: 'inbox', delivered: true, deliveredBy: 'rt-a', read: false });
     expect(Number.isNaN(Date.parse(status?.deliveredAt ?? ''))).toBe(false);
@@ -177,12 +181,14 @@ describe('inbox', () => {
     expect(await inbox.markRead(user, { ids: ['n-1', 'n-1', 'nope'] })).toEqual({
       changed: 1,
       unread: { count: 5, version: v0 + 1 },
+      ids: ['n-1'],
     });
     expect(await inbox.markRead(user, { ids: ['n-1'] })).toEqual({
       changed: 0,
       unread: { count: 5, version: v0 + 1 },
+      ids: [],
     });
-    expect((await inbox.markRead(user, { all: true, upTo: offsets[2] ?? '' })).changed).toBe(2);
+    expect((await inbox.markRead(user, { all: true, upTo: offsets[2] ?? '' })).ids).toEqual(['n-2', 'n-3']);
     const listing = await inbox.list(user, { limit: 4 });
     expect(listing.items.map((i) => [i.id, i.read])).toEqual([
       ['n-1', true],
@@ -195,7 +201,9 @@ describe('inbox', () => {
     const next = await inbox.list(user, { after: listing.nextAfter ?? '', limit: 4 });
     expect(next.items.map((i) => i.id)).toEqual(['n-5', 'n-6']);
     expect(next.nextAfter).toBeNull();
-    expect((await inbox.markRead(user, { all: true })).unread.count).toBe(0);
+    const rest = await inbox.markRead(user, { all: true });
+    expect(rest.unread.count).toBe(0);
+    expect([...rest.ids].sort()).toEqual(['n-4', 'n-5', 'n-6']);
   });
 
   it('finds a status by notification id alone, with the sender’s tenant', async () => {

@@ -26,6 +26,12 @@ export const ERRORS = {
     message:
       'The batch asks one bucket for more tokens than its burst: it can never pass as it is, split it.',
   },
+  WEBHOOK_URL_REFUSED: {
+    code: 'HERALD_ERR_WEBHOOK_URL_REFUSED',
+    status: 400,
+    message:
+      'The webhook URL points to a loopback or private address: use a public one (or the operator sets HERALD_WEBHOOK_ALLOW_PRIVATE=true).',
+  },
   BAD_REQUEST: {
     code: 'HERALD_ERR_BAD_REQUEST',
     status: 400,
@@ -62,6 +68,11 @@ export const ERRORS = {
     status: 409,
     message:
       'The notification can no longer be cancelled: a worker has stored it in the inbox already, or it failed or expired.',
+  },
+  WEBHOOK_NOT_PARKED: {
+    code: 'HERALD_ERR_WEBHOOK_NOT_PARKED',
+    status: 409,
+    message: 'The webhook is not parked: it is delivering, there is nothing to resume.',
   },
   IDEMPOTENCY_IN_FLIGHT: {
     code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT',

@@ -5,3 +5,4 @@ export * from './names.js';
 export * from './schemas.js';
 export * from './tenancy.js';
 export * from './user-token.js';
+export * from './webhooks.js';

@@ -1,6 +1,6 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { ErrorCode, ErrorResponse } from '@herald/protocol';
+import { ErrorCode, ErrorResponse, WebhookEventBody } from '@herald/protocol';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import fp from 'fastify-plugin';
 import { HEADERS_TIMEOUT_MS, MAX_PARAM_LENGTH, REQUEST_TIMEOUT_MS } from '../app/http-layer.js';
@@ -209,6 +209,8 @@ export default fp(
             },
           },
           responses: COMMON_RESPONSES as never,
+          // What delivery webhooks POST (OpenAPI 3.0 has no `webhooks` section).
+          schemas: { WebhookEvent: WebhookEventBody as never },
         },
         security: [{ apiKey: [] }],
       },

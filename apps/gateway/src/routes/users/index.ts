@@ -110,7 +110,11 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
         ),
       );
       if (result.changed > 0) app.live.unread(tenantId, userId, result.unread);
-      return result;
+      // Reported in the background: the read has happened whether or not its webhook is enqueued.
+      app.webhooks.events
+        .read(tenantId, userId, result.ids)
+        .catch((error: unknown) => request.log.warn({ err: error, tenantId }, 'webhook event not enqueued'));
+      return { changed: result.changed, unread: result.unread };
     },
   );
 };

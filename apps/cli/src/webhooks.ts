@@ -1,0 +1,139 @@
+import { checkWebhookUrl, loadConfig, WebhookEvents, WebhookStore } from '@herald/gateway/operator';
+import { isTenantId, WEBHOOK_EVENTS, type Webhook, type WebhookEventType } from '@herald/protocol';
+import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
+
+const USAGE = `usage: herald webhooks <command>
+  set <tenant id> <url> [--events <event,…>]   create or change a tenant's delivery webhook; a new one's
+                                               signing secret is printed once (events: ${WEBHOOK_EVENTS.join(', ')};
+                                               default all)
+  show <tenant id>                             its URL, events, state (active | parked), failures, held messages
+  list                                         every tenant's webhook, parked ones marked
+  rotate <tenant id>                           a new secret, printed once (the previous one signs too for 24 h)
+  resume <tenant id>                           unpark it: its held messages are sent again
+  delete <tenant id>                           delete it and its held messages
+Reads REDIS_URL, HERALD_KEY_PREFIX, HERALD_QUEUE_NAME, HERALD_QUEUE_PREFIX and
+HERALD_WEBHOOK_ALLOW_PRIVATE like the gateway.`;
+
+const COMMANDS = ['set', 'show', 'list', 'rotate', 'resume', 'delete'] as const;
+
+/**
+ * `herald webhooks set|show|list|rotate|resume|delete`: the operator's side of tenants' delivery webhooks
+ * (the same store as `/admin/tenants/:tenantId/webhook`). Returns the exit code.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await run(['set', 'acme', 'https://api.acme.test/herald'], { out: console.log, err: console.error });
+ * ```
+ */
+export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
+  const [command, ...rest] = args;
+  const exit = usageExit(command, COMMANDS, USAGE, io);
+  if (exit !== undefined) return exit;
+  const parsed = parseOptions(rest, { events: { type: 'string' } }, USAGE, io, true);
+  if (!parsed) return 2;
+  const [tenantId, url] = parsed.positionals;
+  if (command !== 'list' && !isTenantId(tenantId)) {
+    io.err(`${command} needs a tenant id (1 to 64 of A-Z a-z 0-9 _ . -)\n${USAGE}`);
+    return 2;
+  }
+  const config = loadConfig(env, { secrets: false });
+  let events: WebhookEventType[] | undefined;
+  if (command === 'set') {
+    const problem =
+      url === undefined
+        ? { message: 'is missing' }
+        : checkWebhookUrl(url, { allowPrivate: config.webhookAllowPrivate });
+    if (problem) {
+      io.err(`url ${problem.message}\n${USAGE}`);
+      return 2;
+    }
+    if (parsed.values.events !== undefined) {
+      const listed = parsed.values.events.split(',').map((event) => event.trim());
+      const unknown = listed.filter((event) => !(WEBHOOK_EVENTS as readonly string[]).includes(event));
+      if (unknown.length > 0 || listed.length === 0) {
+        io.err(`--events: unknown ${unknown.join(', ') || '(none)'}; use ${WEBHOOK_EVENTS.join(', ')}`);
+        return 2;
+      }
+      events = [...new Set(listed)] as WebhookEventType[];
+    }
+  }
+  return withRedis(config.redisUrl, io, async (redis) => {
+    const store = new WebhookStore(redis, config.keyPrefix);
+    const tenant = tenantId ?? '';
+    const none = () => {
+      io.err(`no webhook for tenant ${tenant} (herald webhooks set ${tenant} <url>)`);
+      return 1;
+    };
+    switch (command) {
+      case 'list': {
+        const webhooks = await store.list();
+        if (webhooks.length === 0) io.out('no webhooks');
+        for (const webhook of webhooks) io.out(line(webhook));
+        return 0;
+      }
+      case 'show': {
+        const webhook = await store.get(tenant);
+        if (!webhook) return none();
+        io.out(line(webhook));
+        if (webhook.lastError) io.out(`last error: ${webhook.lastError}`);
+        return 0;
+      }
+      case 'set': {
+        const { created, webhook } = await store.set(tenant, { url: url ?? '', events });
+        io.out(line(webhook));
+        if (created && 'secret' in webhook) printSecret(io, webhook.secret);
+        return 0;
+      }
+      case 'rotate': {
+        const rotated = await store.rotate(tenant);
+        if (!rotated) return none();
+        printSecret(io, rotated.secret);
+        io.out(`The previous secret keeps signing beside it until ${rotated.previousSecretUntil ?? 'now'}.`);
+        return 0;
+      }
+      case 'resume': {
+        const result = await store.resume(tenant);
+        if (result.outcome === 'missing') return none();
+        if (result.outcome === 'not-parked') {
+          io.err(`the webhook of ${tenant} is not parked: nothing to resume`);
+          return 1;
+        }
+        const producer = new WebhookEvents(store, {
+          queueName: config.queue.name,
+          prefix: config.queue.prefix,
+          connection: { url: config.redisUrl, maxRetriesPerRequest: 1 },
+        });
+        try {
+          io.out(`resumed ${tenant}: ${await producer.resend(result.held)} held message(s) queued again`);
+        } finally {
+          await producer.close();
+        }
+        return 0;
+      }
+      default: {
+        if (!(await store.delete(tenant))) return none();
+        io.out(`deleted the webhook of ${tenant}`);
+        return 0;
+      }
+    }
+  });
+}
+
+function line(webhook: Webhook): string {
+  return [
+    webhook.tenantId,
+    webhook.url,
+    webhook.state === 'parked' ? `PARKED since ${webhook.parkedAt ?? '?'}` : 'active',
+    `events=${webhook.events.join(',')}`,
+    `failures=${webhook.consecutiveFailures}`,
+    `held=${webhook.held}`,
+    webhook.lastSuccessAt ? `lastSuccess=${webhook.lastSuccessAt}` : '',
+  ]
+    .filter(Boolean)
+    .join('  ');
+}
+
+function printSecret(io: CliIo, secret: string): void {
+  io.out(`secret: ${secret}`);
+  io.out('Store the secret now: it signs every message (webhook-signature) and is not shown again.');
+}
