@@ -224,7 +224,14 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect(requests.map((r) => r.status)).toEqual([500, 500, 204]);
     expect(new Set(requests.map((r) => r.id)).size).toBe(1);
     expect(requests.every((r) => r.verified && r.payload.data.notificationId === id)).toBe(true);
-    const webhook = await call(keyOf('retry'), 'GET', '/webhook');
+    // The receiver has answered; the worker records the success once it has read that answer.
+    const webhook = await waitFor(
+      async () => {
+        const answer = await call(keyOf('retry'), 'GET', '/webhook');
+        return answer.body.lastSuccessAt ? answer : undefined;
+      },
+      { what: 'the success recorded' },
+    );
     expect(webhook.body).toMatchObject({ state: 'active', consecutiveFailures: 0 });
     expect(webhook.body.lastSuccessAt).toEqual(expect.any(String));
   });
