@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SHUTDOWN_GRACE_MS } from '@herald/config/serve';
-import { EnvSchema as GatewayEnv } from '@herald/gateway/config';
-import { EnvSchema as RealtimeEnv } from '@herald/realtime/config';
-import { EnvSchema as WebEnv } from '@herald/web/config';
-import { EnvSchema as WorkerEnv } from '@herald/worker/config';
+import { EnvSchema as GatewayEnv, loadConfig as loadGateway } from '@herald/gateway/config';
+import { loadConfig as loadRealtime, EnvSchema as RealtimeEnv } from '@herald/realtime/config';
+import { loadConfig as loadWeb, EnvSchema as WebEnv } from '@herald/web/config';
+import { loadConfig as loadWorker, EnvSchema as WorkerEnv } from '@herald/worker/config';
 import { REPO } from './compose.js';
 
 const names = (schema: { properties: Record<string, unknown> }) => Object.keys(schema.properties);
@@ -19,6 +19,14 @@ export const APP_VARIABLES: Readonly<Record<string, readonly string[]>> = {
   '@herald/realtime': names(RealtimeEnv),
   '@herald/web': names(WebEnv),
   '@herald/cli': [...new Set([...names(GatewayEnv), ...names(WorkerEnv)])],
+};
+
+/** Each app's own configuration reading: throws the `ConfigError` the app would exit with. */
+export const APP_LOAD_CONFIG: Readonly<Record<string, (env: Record<string, string>) => unknown>> = {
+  '@herald/gateway': (env) => loadGateway(env),
+  '@herald/worker': (env) => loadWorker(env),
+  '@herald/realtime': (env) => loadRealtime(env),
+  '@herald/web': (env) => loadWeb(env),
 };
 
 /** The port each app listens on when PORT is unset (its env schema's default). */

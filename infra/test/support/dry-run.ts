@@ -12,13 +12,7 @@ import {
 } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { APP_DEFAULT_PORT, SHUTDOWN_MS } from './apps.js';
-import {
-  type ComposeService,
-  composeVolumeSource,
-  imageSource,
-  loadCompose,
-  servicesOf,
-} from './compose.js';
+import { type ComposeService, composeVolumeSource, imageSource, loadCompose, servicesOf } from './compose.js';
 
 /** The Node that runs the apps (INFRA_NODE: another one, e.g. Node 24 to try the images' runtime). */
 const NODE = process.env.INFRA_NODE ?? process.execPath;
