@@ -47,6 +47,7 @@ describe('docker-compose.yml against the apps', () => {
       }
     }
     expect(required.sort()).toEqual(['HERALD_API_KEYS', 'HERALD_JWT_SECRET', 'REDIS_PASSWORD']);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's syntax, not a template
     expect(interpolate('a$$b ${X:-d} ${Y-e}', { Y: '' })).toBe('a$b d ');
   });
 
@@ -61,6 +62,7 @@ describe('docker-compose.yml against the apps', () => {
     }
   });
 
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's syntax, not a template
   it('gives every app what it needs in production; a required one comes as ${VAR:?message}', () => {
     for (const [name, service] of apps) {
       const load = APP_LOAD_CONFIG[imageSource(service).packageName];

@@ -193,7 +193,7 @@ describe.each(kustomizations(K8S).map((dir) => [relative(K8S, dir), dir]))('infr
         return Object.entries(selector).every(([label, value]) => labels[label] === value);
       });
       expect(service, deployment.metadata.name).toBeDefined();
-      const ports = (service?.spec as { ports: { targetPort: string }[] }).ports;
+      const ports = (service?.spec as { ports: { targetPort: string }[] } | undefined)?.ports ?? [];
       expect(ports.map((port) => port.targetPort)).toEqual(['http']);
     }
     const names = deployments.map((deployment) => deployment.metadata.name);
@@ -236,9 +236,11 @@ describe.each(kustomizations(K8S).map((dir) => [relative(K8S, dir), dir]))('infr
       for (const { path, backend } of rules.flatMap((rule) => rule.http.paths)) {
         const service = services.get(backend.service.name);
         expect(service, path).toBeDefined();
-        expect((service?.spec as { ports: { name: string }[] }).ports.map((port) => port.name)).toContain(
-          backend.service.port.name,
-        );
+        expect(
+          ((service?.spec as { ports: { name: string }[] } | undefined)?.ports ?? []).map(
+            (port) => port.name,
+          ),
+        ).toContain(backend.service.port.name);
         routes.set(path, { service: backend.service.name, rewrite });
       }
     }

@@ -31,11 +31,15 @@ export const APP_LOAD_CONFIG: Readonly<Record<string, (env: Record<string, strin
 
 /** The port each app listens on when PORT is unset (its env schema's default). */
 export const APP_DEFAULT_PORT: Readonly<Record<string, number>> = {
-  '@herald/gateway': (GatewayEnv.properties.PORT as { default: number }).default,
-  '@herald/worker': (WorkerEnv.properties.PORT as { default: number }).default,
-  '@herald/realtime': (RealtimeEnv.properties.PORT as { default: number }).default,
-  '@herald/web': (WebEnv.properties.PORT as { default: number }).default,
+  '@herald/gateway': defaultPort(GatewayEnv),
+  '@herald/worker': defaultPort(WorkerEnv),
+  '@herald/realtime': defaultPort(RealtimeEnv),
+  '@herald/web': defaultPort(WebEnv),
 };
+
+function defaultPort(schema: { properties: { PORT: unknown } }): number {
+  return (schema.properties.PORT as { default: number }).default;
+}
 
 /** The operations endpoints every app serves (`@herald/config` operations, the gateway's and web's routes). */
 export const HEALTH_PATHS = { liveness: '/healthz', readiness: '/readyz', metrics: '/metrics' } as const;

@@ -123,7 +123,7 @@ export class ComposeDryRun {
     if (service.image?.startsWith('redis:')) {
       const [instance] = instances;
       const conf = composeVolumeSource(service, '/usr/local/etc/redis/redis.conf') as string;
-      this.#redis = await startRedisServer({ port: instance?.port, args: redisConfArgs(conf) });
+      this.#redis = await startRedisServer({ port: instance?.port as number, args: redisConfArgs(conf) });
       // The compose command's `--requirepass "$REDIS_PASSWORD"`, set once the server answers.
       const password = service.environment?.REDIS_PASSWORD as string;
       const admin = new Redis(this.#redis.url, { lazyConnect: true });
