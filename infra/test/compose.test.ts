@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { HERALD_VARIABLES } from '@herald/config';
+import { freePort } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { APP_LOAD_CONFIG, APP_VARIABLES, HEALTH_PATHS, SHUTDOWN_MS, webApiPrefix } from './support/apps.js';
@@ -41,12 +43,16 @@ describe('docker-compose.yml against the apps', () => {
         break;
       } catch (error) {
         if (!(error instanceof MissingVariableError)) throw error;
-        expect(error.message, `${error.variable}'s message says what to set`).toMatch(/set /);
+        expect(error.message, `${error.variable}'s message says how to make one`).toMatch(
+          /openssl rand -(base64|hex) 32/,
+        );
         required.push(error.variable);
         env[error.variable] = 'x';
       }
     }
     expect(required.sort()).toEqual(['HERALD_API_KEYS', 'HERALD_JWT_SECRET', 'REDIS_PASSWORD']);
+    // Empty counts as unset (`:?`), as the apps count an empty variable as unset.
+    expect(() => loadCompose({ ...TEST_ENV, HERALD_JWT_SECRET: '' })).toThrow(MissingVariableError);
     // biome-ignore lint/suspicious/noTemplateCurlyInString: compose's syntax, not a template
     expect(interpolate('a$$b ${X:-d} ${Y-e}', { Y: '' })).toBe('a$b d ');
   });
@@ -144,6 +150,45 @@ describe('docker-compose.yml against the apps', () => {
       if (oneShot(name)) continue;
       expect(parseSeconds(service.stop_grace_period ?? '10s') * 1000, name).toBeGreaterThan(SHUTDOWN_MS);
     }
+  });
+
+  it('runs Redis with its password (the healthcheck too), the apps reach it with the password', () => {
+    const redis = compose.services.redis;
+    expect(redis?.command?.join(' ')).toContain('--requirepass "$REDIS_PASSWORD"');
+    expect(redis?.environment).toEqual({
+      REDIS_PASSWORD: TEST_ENV.REDIS_PASSWORD,
+      REDISCLI_AUTH: TEST_ENV.REDIS_PASSWORD,
+    });
+    for (const [name, service] of servicesOf(compose, 'tools').filter(([, s]) => s.environment?.REDIS_URL)) {
+      expect(service.environment?.REDIS_URL, name).toBe(`redis://:${TEST_ENV.REDIS_PASSWORD}@redis:6379`);
+    }
+  });
+
+  it('runs in production: no development mode, the same JWT secret on the gateway and realtime, admin only when set', () => {
+    for (const [name, service] of apps) {
+      expect(service.environment?.HERALD_DEV_MODE, name).toBeUndefined();
+      expect(service.environment?.HERALD_DEMO_API_KEY, name).toBeUndefined();
+    }
+    for (const name of ['realtime-1', 'realtime-2']) {
+      expect(compose.services[name]?.environment?.HERALD_JWT_SECRET).toBe(TEST_ENV.HERALD_JWT_SECRET);
+    }
+    expect(compose.services.gateway?.environment?.HERALD_ADMIN_KEY).toBe('');
+    const adminKey = 'Yb3nQ8vK2mX7pL4tW9sD1fG6hJ0aZ5cE';
+    expect(
+      loadCompose({ ...TEST_ENV, HERALD_ADMIN_KEY: adminKey }).services.gateway?.environment
+        ?.HERALD_ADMIN_KEY,
+    ).toBe(adminKey);
+  });
+
+  it('an app healthcheck fails (exit 1) when nothing answers on its port', async () => {
+    const test = compose.services.gateway?.healthcheck?.test ?? [];
+    expect(test.slice(0, 3)).toEqual(['CMD', 'node', '-e']);
+    const port = await freePort();
+    const code = await new Promise<number | null>((resolve) => {
+      const child = spawn(process.execPath, ['-e', String(test[3]).replace(':3000/', `:${port}/`)]);
+      child.once('exit', resolve);
+    });
+    expect(code).toBe(1);
   });
 
   it('publishes only the balancer: Redis and the apps stay on the compose network', () => {
