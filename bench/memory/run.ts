@@ -31,11 +31,12 @@ const pipeline = await startPipeline({
   env: {
     HERALD_API_KEYS: API_KEY,
     HERALD_JWT_SECRET: SECRET,
-    HERALD_RATE_LIMIT_PER_SECOND: '100000',
+    // Large bursts that refill slowly: every send is allowed, and no bucket is full again (and gone)
+    // before it is weighed.
+    HERALD_RATE_LIMIT_PER_SECOND: '1',
     HERALD_RATE_LIMIT_BURST: '100000',
-    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000',
+    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1',
     HERALD_SENDER_RATE_LIMIT_BURST: '1000000',
-    HERALD_LOG_LEVEL: 'warn',
   },
 });
 const users = Array.from({ length: USERS }, (_, i) => `mem-user-${i}`);
@@ -53,24 +54,33 @@ try {
   }
   const afterSockets = await usedMemory();
 
-  // Notifications: POST /notify, 20 in flight.
+  // Notifications: POST /notify, 10 in flight; a 503 (Redis slow on a loaded machine) is retried after
+  // its Retry-After with the same Idempotency-Key, as a sender does.
   const jobs = users.flatMap((user) => Array.from({ length: PER_USER }, () => user));
   let next = 0;
-  await Promise.all(
-    Array.from({ length: 20 }, async () => {
-      while (next < jobs.length) {
-        const userId = jobs[next++] as string;
-        const response = await fetch(`${pipeline.gatewayUrl}/notify`, {
-          method: 'POST',
-          headers: {
-            authorization: `Bearer ${API_KEY}`,
-            'content-type': 'application/json',
-            'idempotency-key': randomUUID(),
-          },
-          body: JSON.stringify({ userId, payload: PAYLOAD }),
-        });
-        if (response.status !== 202) throw new Error(`notify: ${response.status} ${await response.text()}`);
+  const send = async (userId: string) => {
+    const key = randomUUID();
+    for (let attempt = 1; ; attempt++) {
+      const response = await fetch(`${pipeline.gatewayUrl}/notify`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${API_KEY}`,
+          'content-type': 'application/json',
+          'idempotency-key': key,
+        },
+        body: JSON.stringify({ userId, payload: PAYLOAD }),
+      });
+      if (response.status === 202) return;
+      const text = await response.text();
+      if ((response.status !== 503 && response.status !== 409) || attempt === 20) {
+        throw new Error(`notify: ${response.status} ${text}`);
       }
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  };
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (next < jobs.length) await send(jobs[next++] as string);
     }),
   );
   await waitFor(() => users.every((user) => received.get(user) === PER_USER), {
@@ -89,6 +99,7 @@ try {
       const shape = key
         .replace(/mem-user-\d+/g, '<user>')
         .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<uuid>')
+        .replace(/[0-9a-f]{64}/g, '<sha256>')
         .replace(/\b\d{10,}-\d+\b/g, '<offset>')
         .replace(/:\d+$/g, ':<n>');
       const family = families.get(shape) ?? { keys: 0, bytes: 0 };
@@ -100,33 +111,40 @@ try {
 
   const notifications = USERS * PER_USER;
   const rows = [...families].sort((a, b) => b[1].bytes - a[1].bytes);
-  const perUser = rows.filter(([shape]) => shape.includes('<user>'));
-  const perUserBytes = perUser.reduce((sum, [, family]) => sum + family.bytes, 0);
-  const rest = rows.filter(([shape]) => !shape.includes('<user>'));
-  const restBytes = rest.reduce((sum, [, family]) => sum + family.bytes, 0);
-  const buckets = rows.filter(([shape]) => shape.startsWith('ratelimit:') && shape.includes('<user>'));
-  const bucketKeys = buckets.reduce((sum, [, family]) => sum + family.keys, 0);
-  const bucketBytes = buckets.reduce((sum, [, family]) => sum + family.bytes, 0);
-  const inbox = perUser.filter(([shape]) => shape.startsWith('herald:inbox:'));
-  const inboxBytes = inbox.reduce((sum, [, family]) => sum + family.bytes, 0);
+  const sum = (match: (shape: string) => boolean) => {
+    const chosen = rows.filter(([shape]) => match(shape));
+    return {
+      keys: chosen.reduce((total, [, family]) => total + family.keys, 0),
+      bytes: chosen.reduce((total, [, family]) => total + family.bytes, 0),
+    };
+  };
+  const inbox = sum((shape) => shape.startsWith('herald:inbox:'));
+  const buckets = sum((shape) => shape.startsWith('ratelimit:'));
+  const idempotency = sum((shape) => shape.includes(':idem:'));
+  const retained = sum((shape) => /^\{herald\}:notifications:<uuid>$/.test(shape));
+  const queue = sum((shape) => shape.startsWith('{herald}:') && !/<uuid>$/.test(shape));
   const kb = (bytes: number) => `${(bytes / 1024).toFixed(2)} KB`;
+  const per = (total: { keys: number; bytes: number }) =>
+    total.keys ? kb(total.bytes / total.keys) : 'none';
+  const version = /redis_version:(\S+)/.exec(await client.info('server'))?.[1];
 
   const report = [
-    `${USERS} users connected (half on each of 2 realtime instances), ${PER_USER} notifications each through POST /notify (${notifications} in all, payload ${payloadBytes} bytes of JSON); redis-server ${(await client.info('server')).match(/redis_version:(\S+)/)?.[1]}, ${Math.round((Date.now() - started) / 1000)} s`,
+    `${USERS} users connected (half on each of 2 realtime instances), ${PER_USER} notifications each through POST /notify with an Idempotency-Key (${notifications} in all, payload ${payloadBytes} bytes of JSON), all delivered; redis-server ${version}, ${Math.round((Date.now() - started) / 1000)} s`,
     '',
-    '| what | Redis memory | how |',
-    '| --- | --: | --- |',
-    `| per connected socket | ${kb((afterSockets - beforeSockets) / USERS)} | used_memory before and after ${USERS} sockets connected |`,
-    `| per user inbox of ${PER_USER} notifications | ${kb(inboxBytes / USERS)} | MEMORY USAGE of the user's herald:inbox: keys |`,
-    `| per notification in an inbox | ${kb(inboxBytes / notifications)} (${(inboxBytes / notifications / payloadBytes).toFixed(1)}× its payload) | the same ÷ notifications |`,
-    `| per rate-limit bucket | ${bucketKeys ? kb(bucketBytes / bucketKeys) : 'none found'} | MEMORY USAGE of the ratelimit: keys that name a user (${bucketKeys} keys) |`,
-    `| everything per user (inbox, buckets, idempotency, statuses…) | ${kb(perUserBytes / USERS)} | every key that names a user |`,
-    `| everything else (queue, jobs, keys, stats) | ${kb(restBytes)} in all, ${kb(restBytes / notifications)} per notification | keys that name no user |`,
+    '| what | Redis memory | how long it stays | how |',
+    '| --- | --: | --- | --- |',
+    `| per connected socket | ${kb((afterSockets - beforeSockets) / USERS)} | while connected | used_memory before and after ${USERS} sockets connected |`,
+    `| per user inbox of ${PER_USER} notifications | ${kb(inbox.bytes / USERS)} | HERALD_INBOX_MAX_LENGTH / _MAX_AGE_MS | every herald:inbox: key ÷ users |`,
+    `| per notification in an inbox | ${kb(inbox.bytes / notifications)} (${(inbox.bytes / notifications / payloadBytes).toFixed(1)}× its payload) | the same | every herald:inbox: key ÷ notifications |`,
+    `| per rate-limit bucket | ${per(buckets)} | until it is full again | ratelimit: keys (${buckets.keys}) |`,
+    `| per idempotency record | ${per(idempotency)} | HERALD_IDEMPOTENCY_TTL_SECONDS (1 day) | :idem: keys (${idempotency.keys}) |`,
+    `| per completed job kept by BullMQ | ${per(retained)} | 1 hour or the last 10,000 (removeOnComplete) | {herald}:notifications:<id> hashes (${retained.keys}) |`,
+    `| the queue's own keys (completed set, events stream, …) | ${kb(queue.bytes)} in all | bounded by the same | other {herald}: keys |`,
     '',
     '| key shape | keys | bytes | bytes per key |',
     '| --- | --: | --: | --: |',
     ...rows
-      .slice(0, 25)
+      .slice(0, 20)
       .map(
         ([shape, family]) =>
           `| \`${shape}\` | ${family.keys} | ${family.bytes} | ${Math.round(family.bytes / family.keys)} |`,
