@@ -251,7 +251,8 @@ export class ComposeDryRun {
   /** SIGTERM to every app (what `docker compose down` sends): each one's exit code, by instance name. */
   async stop(): Promise<Map<string, number | null>> {
     const codes = new Map<string, number | null>();
-    this.#nginx?.kill('SIGQUIT');
+    // nginx's graceful stop; the apps get SIGTERM, as `docker compose down` sends.
+    if (this.#nginx?.exitCode === null) this.#nginx.kill('SIGQUIT');
     const apps = [...this.instances.values()]
       .flat()
       .flatMap((instance) => (instance.app ? [instance.app] : []));
@@ -259,7 +260,7 @@ export class ComposeDryRun {
       apps.map(async (app) => codes.set(app.name, await app.stop('SIGTERM', SHUTDOWN_MS + 5_000))),
     );
     await this.#redis?.dispose();
-    if (this.#nginx && this.#nginx.exitCode === null) {
+    if (this.#nginx && this.#nginx.exitCode === null && this.#nginx.signalCode === null) {
       await new Promise((done) => {
         const timer = setTimeout(() => this.#nginx?.kill('SIGKILL'), 5_000);
         this.#nginx?.once('exit', () => done(clearTimeout(timer)));
