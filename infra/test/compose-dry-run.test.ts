@@ -13,6 +13,7 @@ describe('compose dry run (docker-compose.yml as local processes, nginx in front
     HERALD_JWT_SECRET: randomBytes(32).toString('base64'),
     HERALD_API_KEYS: 'none',
     REDIS_PASSWORD: randomBytes(32).toString('hex'),
+    HERALD_ADMIN_KEY: randomBytes(32).toString('base64'),
   };
   const stack = new ComposeDryRun(env);
   const sockets: Socket[] = [];
@@ -49,6 +50,16 @@ describe('compose dry run (docker-compose.yml as local processes, nginx in front
     expect(await page.text()).toContain('herald-inbox');
     const element = await fetch(`${lb}/element/herald-inbox.js`);
     expect(element.status).toBe(200);
+  });
+
+  it('serves the operator dashboard and, with HERALD_ADMIN_KEY, the admin API on the same origin', async () => {
+    expect((await fetch(`${lb}/dashboard`)).status).toBe(200);
+    const refused = await fetch(`${lb}/api/admin/snapshot`);
+    expect(refused.status).toBe(401);
+    const snapshot = await fetch(`${lb}/api/admin/snapshot`, {
+      headers: { authorization: `Bearer ${env.HERALD_ADMIN_KEY}` },
+    });
+    expect(snapshot.status).toBe(200);
   });
 
   it('POST /api/notify through the balancer reaches a socket connected through its /socket.io', async () => {
