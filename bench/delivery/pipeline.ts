@@ -1,7 +1,7 @@
 // One Herald pipeline of the delivery benchmark, each app its own OS process on its own redis-server:
 // a gateway, a worker and two realtime instances, from this checkout or from a built checkout of an
 // older commit (`BENCH_BASELINE`), which then signs its users' tokens with that commit's own code.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -50,8 +50,12 @@ export async function startPipeline(options: {
         ).signUserToken;
   const label = root === undefined ? 'Herald' : `baseline ${commitOf(root)}`;
   const tag = root === undefined ? '' : 'base-';
-  const stoppable: { stop(): Promise<unknown> }[] = [];
+  const apps: AppProcess[] = [];
+  let gateway: { url: string; pid: number | undefined; stop(): Promise<unknown> } | undefined;
+  const stopAll = () =>
+    Promise.all([...apps, ...(gateway ? [gateway] : [])].map((p) => p.stop().catch(() => undefined)));
   try {
+    // `into`: each app joins `apps` as soon as it is up, so that a failed start stops the others.
     const realtime = await Promise.all(
       ['rt-a', 'rt-b'].map((name) =>
         startApp({
@@ -60,14 +64,17 @@ export async function startPipeline(options: {
           command: process.execPath,
           args: ['--expose-gc', entry('realtime')],
           env: { ...env, HERALD_INSTANCE_ID: `${tag}${name}` },
+          into: apps,
         }),
       ),
     );
-    stoppable.push(...realtime);
-    const worker: AppProcess = await startApp({ name: `${tag}worker`, entry: entry('worker'), env });
-    stoppable.push(worker);
-    const gateway = await spawnQuiet(entry('gateway'), env);
-    stoppable.push(gateway);
+    const worker: AppProcess = await startApp({
+      name: `${tag}worker`,
+      entry: entry('worker'),
+      env,
+      into: apps,
+    });
+    gateway = await spawnQuiet(entry('gateway'), env);
     return {
       label,
       gatewayUrl: gateway.url,
@@ -100,11 +107,11 @@ export async function startPipeline(options: {
         return socket;
       },
       stop: async () => {
-        await Promise.all(stoppable.map((p) => p.stop().catch(() => undefined)));
+        await stopAll();
       },
     };
   } catch (error) {
-    await Promise.all(stoppable.map((p) => p.stop().catch(() => undefined)));
+    await stopAll();
     throw error;
   }
 }
