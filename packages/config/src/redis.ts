@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import Type from 'typebox';
 
@@ -13,6 +14,17 @@ import Type from 'typebox';
 export const RedisEnv = {
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
   HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
+};
+
+/**
+ * `HERALD_REDIS_WAIT_REPLICAS`: how many replicas must have a write (`WAIT <n> <timeout>`) before an app
+ * counts it as done: the gateway before it answers `202`, the worker before it publishes a stored
+ * notification. Default 0 (the primary alone). Redis replicates asynchronously, so on a failover a
+ * replica promoted before it received a write has lost it: with 1, what Herald acknowledged is on a
+ * replica too.
+ */
+export const RedisWaitEnv = {
+  HERALD_REDIS_WAIT_REPLICAS: Type.Integer({ minimum: 0, maximum: 16, default: 0 }),
 };
 
 /**
@@ -89,4 +101,62 @@ export function createRedis(
     });
   }
   return new Redis(target.url, options);
+}
+
+/** Fewer replicas than asked acknowledged a write within the timeout (see {@link waitForReplicas}). */
+export class ReplicaWaitError extends Error {
+  readonly code = 'HERALD_REPLICA_WAIT';
+  constructor(
+    readonly wanted: number,
+    readonly acknowledged: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
+    );
+    this.name = 'ReplicaWaitError';
+  }
+}
+
+/**
+ * Waits until `replicas` replicas have every write sent so far on the connection that serves `key`
+ * (Redis `WAIT`), and rejects with {@link ReplicaWaitError} when fewer have it after `timeoutMs`. `WAIT`
+ * counts the writes of its own connection, so on Cluster it goes to the connection ioredis keeps to the
+ * master of `key`'s slot, the one that carried the writes; concurrent writes on that connection are
+ * waited for too (never fewer). Redis blocks that connection meanwhile: the cost is one replica
+ * round trip per call (sub-millisecond on one host).
+ *
+ * @example
+ * ```ts
+ * await queue.add(name, data, opts); // a Queue on `connection`
+ * await waitForReplicas(connection, '{herald}:notifications:id', 1, 800);
+ * ```
+ */
+export async function waitForReplicas(
+  redis: Redis | Cluster,
+  key: string,
+  replicas: number,
+  timeoutMs: number,
+): Promise<void> {
+  const acknowledged = Number(
+    await connectionOf(redis, key).call('WAIT', String(replicas), String(timeoutMs)),
+  );
+  if (acknowledged < replicas) throw new ReplicaWaitError(replicas, acknowledged, timeoutMs);
+}
+
+/**
+ * The connection that carries the commands on `key`: `redis` itself, or on Cluster ioredis's connection
+ * to the master that serves `key`'s slot (as its slot table says now). For the commands that act on a
+ * connection's own writes (`WAIT`, `WAITAOF`).
+ */
+export function connectionOf(redis: Redis | Cluster, key: string): Redis {
+  if (!(redis instanceof Cluster)) return redis;
+  const cluster = redis;
+  const owner = cluster.slots[calculateSlot(key)]?.[0];
+  const node = cluster
+    .nodes('master')
+    .find((candidate) => `${candidate.options.host}:${candidate.options.port}` === owner);
+  if (node === undefined)
+    throw new Error(`No connection to the master of key "${key}" (slot owner ${owner}).`);
+  return node;
 }

@@ -1,13 +1,23 @@
 import { spawnSync } from 'node:child_process';
+import { freeLowPort } from './ports.js';
 import { type RedisServerHandle, startRedisServer, withProbeClient } from './redis-server.js';
 import { waitFor } from './wait.js';
 
 /** A local Redis Cluster owned by a test run. */
 export interface RedisClusterHandle {
-  /** The masters, e.g. for `new Cluster(nodes)`. */
+  /** The masters as created, e.g. for `new Cluster(nodes)`. */
   nodes: { host: string; port: number }[];
-  /** `127.0.0.1:<port>,…`: the format of `REDIS_CLUSTER_NODES`. */
+  /** `127.0.0.1:<port>,…` of every node (masters, then replicas): the format of `REDIS_CLUSTER_NODES`. */
   nodesEnv: string;
+  /** Every node's redis-server (masters first, then replicas, as created): to kill, restart, freeze. */
+  servers: RedisServerHandle[];
+  /** The node that is the master of `key`'s slot now (as the live nodes' `CLUSTER SLOTS` say). */
+  masterOf(key: string): Promise<RedisServerHandle>;
+  /**
+   * Answers once every live node reports `cluster_state:ok`, every slot's master is live, and each
+   * master has its replicas in sync (`replicas` of them, default as created; fewer after a failover).
+   */
+  waitUntilHealthy(options?: { replicas?: number; timeoutMs?: number }): Promise<void>;
   /** Stops every node (SIGTERM, then SIGKILL) and removes their data folders. */
   dispose(): Promise<void>;
 }
@@ -36,51 +46,105 @@ export function parseClusterNodes(value: string): { host: string; port: number }
 }
 
 /**
- * Starts a Redis Cluster of `masters` (default 3) `redis-server --cluster-enabled yes` processes on free
- * ports with no replicas, joins them with `redis-cli --cluster create`, and waits until every node
- * reports `cluster_state:ok`. Needs `redis-server` and `redis-cli` on PATH.
+ * Starts a Redis Cluster of `masters` (default 3) `redis-server --cluster-enabled yes` processes, each
+ * with `replicas` replicas (default 0), joins them with `redis-cli --cluster create --cluster-replicas`,
+ * and waits until every node reports `cluster_state:ok` and every replica is in sync. Ports are below
+ * the ephemeral range, with the cluster bus at port + 6000 (`--cluster-port`). `nodeTimeoutMs`
+ * (`cluster-node-timeout`, default 2000) is how long a master may be silent before its replica takes
+ * over. Needs `redis-server` and `redis-cli` on PATH.
  *
  * @example
  * ```ts
- * const cluster = await startRedisCluster();
+ * const cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: 1000 });
  * const client = new Cluster(cluster.nodes);
  * // …
  * await cluster.dispose();
  * ```
  */
-export async function startRedisCluster(options: { masters?: number } = {}): Promise<RedisClusterHandle> {
+export async function startRedisCluster(
+  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {},
+): Promise<RedisClusterHandle> {
   const masters = options.masters ?? 3;
+  const replicas = options.replicas ?? 0;
   const servers: RedisServerHandle[] = [];
   const dispose = async (): Promise<void> => {
     await Promise.all(servers.map((server) => server.dispose()));
   };
-  let nodes: { host: string; port: number }[] = [];
+
+  const live = async (): Promise<RedisServerHandle[]> => {
+    const up = await Promise.all(
+      servers.map((server) =>
+        clusterInfo(server.port).then(
+          () => true,
+          () => false,
+        ),
+      ),
+    );
+    return servers.filter((_, i) => up[i]);
+  };
+  const masterOf = async (key: string): Promise<RedisServerHandle> => {
+    for (const server of await live()) {
+      const owner = await withProbeClient(server.url, async (client) => {
+        const slot = (await client.cluster('KEYSLOT', key)) as number;
+        const ranges = await client.cluster('SLOTS');
+        return ranges.find(([from, to]) => from <= slot && slot <= to)?.[2]?.[1];
+      }).catch(() => undefined);
+      const found = servers.find((candidate) => candidate.port === owner);
+      if (found) return found;
+    }
+    throw new Error(`no live node knows the master of "${key}"`);
+  };
+  const waitUntilHealthy = async (wait: { replicas?: number; timeoutMs?: number } = {}): Promise<void> => {
+    const wanted = wait.replicas ?? replicas;
+    await waitFor(
+      async () => {
+        const nodes = await live();
+        const states = await Promise.all(nodes.map((node) => healthOf(node.port)));
+        return (
+          states.every((state) => state.ok) &&
+          states.filter((state) => state.master && state.slots).length === masters &&
+          states.every((state) => !state.master || !state.slots || state.syncedReplicas >= wanted)
+        );
+      },
+      {
+        timeoutMs: wait.timeoutMs ?? 20_000,
+        intervalMs: 50,
+        what: 'the cluster healthy (state ok, replicas in sync)',
+      },
+    );
+  };
 
   try {
     // Each node is a plain test redis-server (free port, temp folder) with cluster mode on.
-    for (let i = 0; i < masters; i++) {
+    for (let i = 0; i < masters * (1 + replicas); i++) {
+      const port = await freeLowPort(6000);
       servers.push(
         await startRedisServer({
+          port,
           args: [
             '--cluster-enabled',
             'yes',
             '--cluster-config-file',
             'nodes.conf',
+            '--cluster-port',
+            String(port + 6000),
             '--cluster-node-timeout',
-            '2000',
+            String(options.nodeTimeoutMs ?? 2000),
+            // A replica syncs at once (the default waits 5 s for more replicas to share the transfer).
+            '--repl-diskless-sync-delay',
+            '0',
           ],
         }),
       );
     }
-    nodes = servers.map((server) => ({ host: '127.0.0.1', port: server.port }));
     const create = spawnSync(
       'redis-cli',
       [
         '--cluster',
         'create',
-        ...nodes.map((n) => `${n.host}:${n.port}`),
+        ...servers.map((server) => `127.0.0.1:${server.port}`),
         '--cluster-replicas',
-        '0',
+        String(replicas),
         '--cluster-yes',
       ],
       { encoding: 'utf8', timeout: 30_000 },
@@ -90,19 +154,53 @@ export async function startRedisCluster(options: { masters?: number } = {}): Pro
         `redis-cli --cluster create failed (${create.status}):\n${create.stdout}\n${create.stderr}`,
       );
     }
-    for (const node of nodes) {
-      await waitFor(async () => (await clusterInfo(node.port)).includes('cluster_state:ok'), {
-        timeoutMs: 20_000,
-        what: `cluster_state:ok on port ${node.port}`,
-      });
-    }
+    await waitUntilHealthy();
   } catch (error) {
     await dispose();
     throw error;
   }
-  return { nodes, nodesEnv: nodes.map((n) => `${n.host}:${n.port}`).join(','), dispose };
+  // redis-cli makes the first `masters` nodes the masters; the list is reordered to say so if it did not.
+  const roles = await Promise.all(servers.map((server) => healthOf(server.port)));
+  const ordered = [
+    ...servers.filter((_, i) => roles[i]?.master),
+    ...servers.filter((_, i) => !roles[i]?.master),
+  ];
+  servers.splice(0, servers.length, ...ordered);
+  const nodes = servers.slice(0, masters).map((server) => ({ host: '127.0.0.1', port: server.port }));
+  return {
+    nodes,
+    nodesEnv: servers.map((server) => `127.0.0.1:${server.port}`).join(','),
+    servers,
+    masterOf,
+    waitUntilHealthy,
+    dispose,
+  };
 }
 
 async function clusterInfo(port: number): Promise<string> {
   return withProbeClient(`redis://127.0.0.1:${port}`, (client) => client.cluster('INFO') as Promise<string>);
+}
+
+/** One node's view: cluster state ok, its role, whether it serves slots, how many replicas are in sync. */
+async function healthOf(
+  port: number,
+): Promise<{ ok: boolean; master: boolean; slots: boolean; syncedReplicas: number }> {
+  return withProbeClient(`redis://127.0.0.1:${port}`, async (client) => {
+    const [cluster, replication, nodes] = await Promise.all([
+      client.cluster('INFO') as Promise<string>,
+      client.info('replication'),
+      client.cluster('NODES') as Promise<string>,
+    ]);
+    const me = nodes.split('\n').find((line) => line.includes('myself')) ?? '';
+    const master = /(^|\s)role:master(\s|$)/m.test(replication);
+    // slave0:ip=…,port=…,state=online,offset=…,lag=0
+    const syncedReplicas = (replication.match(/^slave\d+:.*state=online/gm) ?? []).length;
+    return {
+      ok: cluster.includes('cluster_state:ok'),
+      master,
+      // Slot ranges follow the 8 fixed fields of a CLUSTER NODES line.
+      slots: me.trim().split(' ').length > 8,
+      syncedReplicas,
+    };
+  }).catch(() => ({ ok: false, master: false, slots: false, syncedReplicas: 0 }));
 }
