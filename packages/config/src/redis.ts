@@ -103,7 +103,7 @@ export function createRedis(
   return new Redis(target.url, options);
 }
 
-/** Fewer replicas than asked acknowledged a write within the timeout (see {@link waitForReplicas}). */
+/** Fewer replicas than asked acknowledged a write within the timeout, or exist (timeout 0; see {@link ReplicaWaiter}). */
 export class ReplicaWaitError extends Error {
   readonly code = 'HERALD_REPLICA_WAIT';
   constructor(
@@ -112,36 +112,71 @@ export class ReplicaWaitError extends Error {
     readonly timeoutMs: number,
   ) {
     super(
-      `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
+      timeoutMs === 0
+        ? `The Redis master has ${acknowledged} of the ${wanted} replica(s) asked for (HERALD_REDIS_WAIT_REPLICAS): a write there would be on the primary only.`
+        : `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
     );
     this.name = 'ReplicaWaitError';
   }
 }
 
 /**
- * Waits until `replicas` replicas have every write sent so far on the connection that serves `key`
- * (Redis `WAIT`), and rejects with {@link ReplicaWaitError} when fewer have it after `timeoutMs`. `WAIT`
- * counts the writes of its own connection, so on Cluster it goes to the connection ioredis keeps to the
- * master of `key`'s slot, the one that carried the writes; concurrent writes on that connection are
- * waited for too (never fewer). Redis blocks that connection meanwhile: the cost is one replica
- * round trip per call (sub-millisecond on one host).
+ * Waits until `replicas` replicas have the writes of a connection (Redis `WAIT`), for the apps'
+ * `HERALD_REDIS_WAIT_REPLICAS`. `WAIT` counts the writes of the connection it runs on, so it goes to
+ * the connection that carried them: `redis` itself, or on Cluster ioredis's connection to the master of
+ * the key's slot. Redis blocks that connection while it waits, and every command behind it, so the
+ * calls of one event-loop turn share one `WAIT` (group commit): a `WAIT` sent after a write's reply
+ * covers it, and those before it on the connection. On Cluster, a master that has fewer replicas than
+ * asked in ioredis's slot table (after a failover, until a replica rejoins) fails at once
+ * ({@link ReplicaWaiter.check}) rather than blocking its connection for the whole timeout.
  *
  * @example
  * ```ts
+ * const waiter = new ReplicaWaiter(connection, 1, 800);
+ * waiter.check('{herald}:notifications:id'); // throws ReplicaWaitError when the master has no replica
  * await queue.add(name, data, opts); // a Queue on `connection`
- * await waitForReplicas(connection, '{herald}:notifications:id', 1, 800);
+ * await waiter.wait('{herald}:notifications:id');
  * ```
  */
-export async function waitForReplicas(
-  redis: Redis | Cluster,
-  key: string,
-  replicas: number,
-  timeoutMs: number,
-): Promise<void> {
-  const acknowledged = Number(
-    await connectionOf(redis, key).call('WAIT', String(replicas), String(timeoutMs)),
-  );
-  if (acknowledged < replicas) throw new ReplicaWaitError(replicas, acknowledged, timeoutMs);
+export class ReplicaWaiter {
+  readonly #redis: Redis | Cluster;
+  readonly #replicas: number;
+  readonly #timeoutMs: number;
+  /** The `WAIT` about to be sent on each connection, shared by the calls of this turn. */
+  readonly #next = new Map<Redis, Promise<void>>();
+
+  constructor(redis: Redis | Cluster, replicas: number, timeoutMs: number) {
+    this.#redis = redis;
+    this.#replicas = replicas;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** Throws {@link ReplicaWaitError} when the master of `key` has fewer replicas than asked (Cluster only). */
+  check(key: string): void {
+    if (!(this.#redis instanceof Cluster)) return;
+    // [master, ...replicas] of the slot, as ioredis last read CLUSTER SLOTS.
+    const known = (this.#redis.slots[calculateSlot(key)]?.length ?? 1) - 1;
+    if (known < this.#replicas) throw new ReplicaWaitError(this.#replicas, known, 0);
+  }
+
+  /** Resolves once `replicas` replicas have every write done so far on `key`'s connection. */
+  wait(key: string): Promise<void> {
+    this.check(key);
+    const connection = connectionOf(this.#redis, key);
+    let next = this.#next.get(connection);
+    if (next === undefined) {
+      next = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        this.#next.delete(connection);
+        const acknowledged = Number(
+          await connection.call('WAIT', String(this.#replicas), String(this.#timeoutMs)),
+        );
+        if (acknowledged < this.#replicas)
+          throw new ReplicaWaitError(this.#replicas, acknowledged, this.#timeoutMs);
+      });
+      this.#next.set(connection, next);
+    }
+    return next;
+  }
 }
 
 /**

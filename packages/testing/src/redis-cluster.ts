@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { Redis } from 'ioredis';
 import { freeLowPort } from './ports.js';
-import { type RedisServerHandle, startRedisServer, withProbeClient } from './redis-server.js';
+import { type RedisServerHandle, startRedisServer } from './redis-server.js';
 import { waitFor } from './wait.js';
 
 /** A local Redis Cluster owned by a test run. */
@@ -67,28 +68,35 @@ export async function startRedisCluster(
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 0;
   const servers: RedisServerHandle[] = [];
+  // One open probe connection per node (reconnecting every 100 ms), rather than one per probe: under
+  // load a fresh connection's connect timeout is missed again and again, and a failover seen late.
+  const probes = new Map<number, Redis>();
+  const probe = (server: RedisServerHandle): Redis => {
+    let client = probes.get(server.port);
+    if (client === undefined) {
+      client = new Redis(server.url, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 0,
+        retryStrategy: () => 100,
+      });
+      client.on('error', () => {});
+      probes.set(server.port, client);
+    }
+    return client;
+  };
   const dispose = async (): Promise<void> => {
+    for (const client of probes.values()) client.disconnect();
     await Promise.all(servers.map((server) => server.dispose()));
   };
 
-  const live = async (): Promise<RedisServerHandle[]> => {
-    const up = await Promise.all(
-      servers.map((server) =>
-        clusterInfo(server.port).then(
-          () => true,
-          () => false,
-        ),
-      ),
-    );
-    return servers.filter((_, i) => up[i]);
-  };
   const masterOf = async (key: string): Promise<RedisServerHandle> => {
-    for (const server of await live()) {
-      const owner = await withProbeClient(server.url, async (client) => {
+    // The first node that answers (the killed one does not) tells.
+    for (const server of servers) {
+      const owner = await (async (client: Redis) => {
         const slot = (await client.cluster('KEYSLOT', key)) as number;
         const ranges = await client.cluster('SLOTS');
         return ranges.find(([from, to]) => from <= slot && slot <= to)?.[2]?.[1];
-      }).catch(() => undefined);
+      })(probe(server)).catch(() => undefined);
       const found = servers.find((candidate) => candidate.port === owner);
       if (found) return found;
     }
@@ -96,10 +104,13 @@ export async function startRedisCluster(
   };
   const waitUntilHealthy = async (wait: { replicas?: number; timeoutMs?: number } = {}): Promise<void> => {
     const wanted = wait.replicas ?? replicas;
+    let seen = '';
     await waitFor(
       async () => {
-        const nodes = await live();
-        const states = await Promise.all(nodes.map((node) => healthOf(node.port)));
+        // A node that does not answer is taken for dead (the killed one), one probe per node.
+        const probed = await Promise.all(servers.map((server) => healthOf(probe(server))));
+        const states = probed.filter((state) => state !== undefined);
+        seen = JSON.stringify(servers.map((server, i) => ({ port: server.port, ...probed[i] })));
         return (
           states.every((state) => state.ok) &&
           states.filter((state) => state.master && state.slots).length === masters &&
@@ -108,10 +119,12 @@ export async function startRedisCluster(
       },
       {
         timeoutMs: wait.timeoutMs ?? 20_000,
-        intervalMs: 50,
+        intervalMs: 100,
         what: 'the cluster healthy (state ok, replicas in sync)',
       },
-    );
+    ).catch((error: unknown) => {
+      throw new Error(`${error instanceof Error ? error.message : String(error)}; last seen: ${seen}`);
+    });
   };
 
   try {
@@ -121,6 +134,9 @@ export async function startRedisCluster(
       servers.push(
         await startRedisServer({
           port,
+          // Also for a restart under load (a chaos scenario's), when a starved event loop misses the
+          // probes' 1 s connect timeout again and again.
+          startTimeoutMs: 60_000,
           args: [
             '--cluster-enabled',
             'yes',
@@ -160,7 +176,7 @@ export async function startRedisCluster(
     throw error;
   }
   // redis-cli makes the first `masters` nodes the masters; the list is reordered to say so if it did not.
-  const roles = await Promise.all(servers.map((server) => healthOf(server.port)));
+  const roles = await Promise.all(servers.map((server) => healthOf(probe(server))));
   const ordered = [
     ...servers.filter((_, i) => roles[i]?.master),
     ...servers.filter((_, i) => !roles[i]?.master),
@@ -177,15 +193,14 @@ export async function startRedisCluster(
   };
 }
 
-async function clusterInfo(port: number): Promise<string> {
-  return withProbeClient(`redis://127.0.0.1:${port}`, (client) => client.cluster('INFO') as Promise<string>);
-}
-
-/** One node's view: cluster state ok, its role, whether it serves slots, how many replicas are in sync. */
+/**
+ * One node's view: cluster state ok, its role, whether it serves slots, how many replicas are in sync;
+ * undefined when it does not answer.
+ */
 async function healthOf(
-  port: number,
-): Promise<{ ok: boolean; master: boolean; slots: boolean; syncedReplicas: number }> {
-  return withProbeClient(`redis://127.0.0.1:${port}`, async (client) => {
+  client: Redis,
+): Promise<{ ok: boolean; master: boolean; slots: boolean; syncedReplicas: number } | undefined> {
+  return (async () => {
     const [cluster, replication, nodes] = await Promise.all([
       client.cluster('INFO') as Promise<string>,
       client.info('replication'),
@@ -202,5 +217,5 @@ async function healthOf(
       slots: me.trim().split(' ').length > 8,
       syncedReplicas,
     };
-  }).catch(() => ({ ok: false, master: false, slots: false, syncedReplicas: 0 }));
+  })().catch(() => undefined);
 }

@@ -55,6 +55,11 @@ export default fp(
         return { name: NOTIFY_JOB_NAME, data, opts };
       });
 
+      try {
+        app.checkDurable();
+      } catch (error) {
+        throw unavailable('The queue (its Redis replicas)', error);
+      }
       const started = process.hrtime.bigint();
       try {
         const [single] = jobs;

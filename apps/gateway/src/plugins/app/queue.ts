@@ -1,4 +1,4 @@
-import { connectionOf, createRedis, waitForReplicas } from '@herald/config';
+import { connectionOf, createRedis, ReplicaWaiter } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -14,6 +14,12 @@ declare module 'fastify' {
      * AOF (WAITAOF, `durability: aof`) and on `HERALD_REDIS_WAIT_REPLICAS` replicas (WAIT).
      */
     ensureDurable(): Promise<void>;
+    /**
+     * Before a job add: throws `ReplicaWaitError` when the queue's master has fewer replicas than
+     * `HERALD_REDIS_WAIT_REPLICAS` (Cluster, as its slot table says), so that nothing is added that
+     * could not be acknowledged.
+     */
+    checkDurable(): void;
   }
 }
 
@@ -27,6 +33,10 @@ export default fp(
     const connection = createRedis(
       { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
       'producer',
+      {},
+      // With replicas to wait for, a replica that rejoins after a failover is seen within a second
+      // (one CLUSTER SLOTS per second; ioredis's default is every 5 s).
+      config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
     );
     connection.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
     const queue = new Queue<NotificationJob>(config.queue.name, {
@@ -39,17 +49,18 @@ export default fp(
     // A key in the queue's slot: the connection that carried the add.
     const queueKey = `${config.queue.prefix}:${config.queue.name}:id`;
     const timeout = String(config.redisTimeoutMs);
+    const waiter =
+      config.redisWaitReplicas > 0
+        ? new ReplicaWaiter(connection, config.redisWaitReplicas, config.redisTimeoutMs)
+        : undefined;
+    app.decorate('checkDurable', () => waiter?.check(queueKey));
     app.decorate('ensureDurable', async () => {
       if (config.durability === 'aof') {
         // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
         const node = connectionOf(connection, queueKey);
         await app.withRedisTimeout(node.call('WAITAOF', '1', '0', timeout));
       }
-      if (config.redisWaitReplicas > 0) {
-        await app.withRedisTimeout(
-          waitForReplicas(connection, queueKey, config.redisWaitReplicas, config.redisTimeoutMs),
-        );
-      }
+      if (waiter) await app.withRedisTimeout(waiter.wait(queueKey));
     });
     app.addHook('onClose', async () => {
       await queue.close();
