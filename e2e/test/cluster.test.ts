@@ -1,5 +1,6 @@
+import { ReplicaWaitError, ReplicaWaiter } from '@herald/config';
 import { type RedisClusterHandle, startRedisCluster } from '@herald/testing';
-import { Cluster } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, randomId, Stack, waitFor } from './support/stack.js';
 
@@ -143,7 +144,34 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect((await get('/metrics')).status).toBe(200);
   }, 120_000);
 
-  it('HERALD_REDIS_WAIT_REPLICAS above the replicas there are: 503 "maybe accepted", never a 202', async () => {
+  it('ReplicaWaiter: the writes of one turn share one WAIT on their master; too few replicas fail at once', async () => {
+    const client = new Cluster(cluster.nodes, { redisOptions: { maxRetriesPerRequest: 1 } });
+    try {
+      const tag = randomId('{wait}');
+      await client.set(`${tag}:warm`, '1');
+      const master = await cluster.masterOf(tag);
+      const probe = new Redis(master.url);
+      const waits = async () =>
+        Number(/cmdstat_wait:calls=(\d+)/.exec(await probe.info('commandstats'))?.[1] ?? 0);
+      const before = await waits();
+      const waiter = new ReplicaWaiter(client, 1, 2000);
+      await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          await client.set(`${tag}:${i}`, String(i));
+          await waiter.wait(tag);
+        }),
+      );
+      // 20 writes acknowledged by the replica in fewer WAITs than writes (one per turn that had some).
+      expect(await waits()).toBeLessThan(before + 20);
+      // Two replicas asked, one there: refused before anything is written, not after a 2 s WAIT.
+      expect(() => new ReplicaWaiter(client, 2, 2000).check(tag)).toThrow(ReplicaWaitError);
+      probe.disconnect();
+    } finally {
+      client.disconnect();
+    }
+  }, 60_000);
+
+  it('HERALD_REDIS_WAIT_REPLICAS above the replicas there are: 503, nothing enqueued, never a 202', async () => {
     const stack = clusterStack({ HERALD_REDIS_WAIT_REPLICAS: '2', HERALD_REDIS_TIMEOUT_MS: '300' });
     const gateway = await stack.start('gateway', 'gw-wait-2');
     const response = await fetch(`${gateway.url}/notify`, {
@@ -152,6 +180,10 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
       body: JSON.stringify({ userId: randomId('nobody'), payload: {} }),
     });
     expect(response.status).toBe(503);
-    expect(await response.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE', maybeAccepted: true });
+    const body = (await response.json()) as Record<string, unknown>;
+    // The queue's master has 1 replica of the 2 asked: refused before the add, so nothing is "maybe" in.
+    expect(body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    expect(body.maybeAccepted).toBeUndefined();
+    expect(await stack.queue.count()).toBe(0);
   }, 60_000);
 });

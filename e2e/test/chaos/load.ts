@@ -3,8 +3,8 @@ import type { Accepted, LoadCounts } from './ledger.js';
 
 /**
  * Sends notifications at a fixed rate, round-robin over `users`, each request with its own
- * `Idempotency-Key`, as a real backend would: a 503, a 409 (the key still in flight) or a connection
- * error is retried with the same key and body (a connection error on the next gateway), until a 202,
+ * `Idempotency-Key`, as a real backend would: a 503, a 409 (the key still in flight), a 408 (the request
+ * arrived too slowly) or a connection error is retried with the same key and body (a connection error on the next gateway), until a 202,
  * which goes into the ledger. 503s and 409s are retried after their `Retry-After`.
  */
 export class LoadGenerator {
@@ -98,7 +98,11 @@ export class LoadGenerator {
           this.counts.unavailable++;
           this.unavailableAt.push(Date.now());
         } else if (response.status === 409) this.counts.inFlight++;
-        else {
+        else if (response.status === 408) {
+          // The request did not reach the gateway within its 5 s header timeout (this process or the
+          // gateway starved of CPU): a transport failure, retried with the same key like one.
+          this.counts.connectionErrors++;
+        } else {
           this.counts.other++;
           if (this.refusals.length < 5) this.refusals.push(`${response.status} ${text}`);
           return;

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { appendFileSync } from 'node:fs';
 import { waitFor } from '@herald/testing';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import {
@@ -36,7 +36,7 @@ describe.sequential('chaos: ledger of 202s against what clients were shown', () 
   afterAll(() => {
     const report = table(results, RECOVERY_GOAL_MS);
     process.stderr.write(`\nChaos suite (${USERS} users, ${PER_SECOND}/s):\n${report}\n`);
-    if (process.env.CHAOS_REPORT) writeFileSync(process.env.CHAOS_REPORT, `${report}\n`);
+    if (process.env.CHAOS_REPORT) appendFileSync(process.env.CHAOS_REPORT, `${report}\n`);
   });
 
   const scenarios: {
