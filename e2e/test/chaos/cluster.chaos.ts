@@ -79,7 +79,7 @@ describe.sequential('chaos on Redis Cluster: ledger of 202s against what clients
     });
     await rejoined;
     process.stderr.write(
-      `Cluster failover: replica promoted ${timeline.promotedMs} ms after the kill, cluster ok at ${timeline.failoverMs} ms (the fault's end); the killed node back as a replica in sync ${timeline.rejoinedMs} ms after that\n`,
+      `Cluster failover: replica promoted ${timeline.promotedMs} ms after the kill, cluster ok at ${timeline.failoverMs} ms (the fault's end); the killed node answering again ${timeline.restartedMs} ms after that, a replica in sync at ${timeline.rejoinedMs} ms\n`,
     );
     expectGoals(result, results);
   }, 300_000);
@@ -93,6 +93,7 @@ async function rejoin(
   timeline: Record<string, number>,
 ): Promise<void> {
   await victim.restart();
+  timeline.restartedMs = Date.now() - faultEndAt;
   await cluster.waitUntilHealthy({ timeoutMs: 30_000 });
   timeline.rejoinedMs = Date.now() - faultEndAt;
 }
