@@ -14,6 +14,8 @@ export interface RedisClusterHandle {
   servers: RedisServerHandle[];
   /** The node that is the master of `key`'s slot now (as the live nodes' `CLUSTER SLOTS` say). */
   masterOf(key: string): Promise<RedisServerHandle>;
+  /** The replicas `master` serves now (its `INFO replication`). */
+  replicasOf(master: RedisServerHandle): Promise<RedisServerHandle[]>;
   /**
    * Answers once every live node reports `cluster_state:ok`, every slot's master is live, and each
    * master has its replicas in sync (`replicas` of them, default as created; fewer after a failover).
@@ -102,6 +104,12 @@ export async function startRedisCluster(
     }
     throw new Error(`no live node knows the master of "${key}"`);
   };
+  const replicasOf = async (master: RedisServerHandle): Promise<RedisServerHandle[]> => {
+    const replication = await probe(master).info('replication');
+    // slave0:ip=127.0.0.1,port=7001,state=online,…
+    const ports = [...replication.matchAll(/^slave\d+:.*port=(\d+)/gm)].map((match) => Number(match[1]));
+    return servers.filter((server) => ports.includes(server.port));
+  };
   const waitUntilHealthy = async (wait: { replicas?: number; timeoutMs?: number } = {}): Promise<void> => {
     const wanted = wait.replicas ?? replicas;
     let seen = '';
@@ -188,6 +196,7 @@ export async function startRedisCluster(
     nodesEnv: servers.map((server) => `127.0.0.1:${server.port}`).join(','),
     servers,
     masterOf,
+    replicasOf,
     waitUntilHealthy,
     dispose,
   };
