@@ -1,32 +1,39 @@
+import { ReplicaWaitError, ReplicaWaiter } from '@herald/config';
 import { type RedisClusterHandle, startRedisCluster } from '@herald/testing';
-import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { randomId, Stack, waitFor } from './support/stack.js';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_KEY, randomId, Stack, waitFor } from './support/stack.js';
 
-// Realtime and worker on a 3-master Redis Cluster, sharded pub/sub: inbox keys hash-tagged per user,
-// BullMQ under the `{herald}` tag, one sharded live channel per user.
+const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef0123456789';
+
+// Every app on a 3-master Redis Cluster with a replica each, sharded pub/sub: inbox keys hash-tagged
+// per user, BullMQ under the `{herald}` tag, one sharded live channel per user, the gateway's limiter
+// keys under their tenant's tag.
 describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () => {
   let cluster: RedisClusterHandle;
-  let stack: Stack;
+  const stacks: Stack[] = [];
 
   beforeAll(async () => {
-    cluster = await startRedisCluster();
+    cluster = await startRedisCluster({ masters: 3, replicas: 1 });
   }, 120_000);
   afterAll(async () => {
-    await stack?.dispose().catch(() => undefined);
+    for (const stack of stacks) await stack.dispose().catch(() => undefined);
     await cluster?.dispose();
   });
 
-  it('replays and delivers live, exactly once and in order, to users spread over the slots', async () => {
+  const clusterStack = (extra: Record<string, string> = {}): Stack => {
     const nodes = cluster.nodes;
-    stack = new Stack(
+    const stack = new Stack(
       `redis://${nodes[0]?.host}:${nodes[0]?.port}`,
-      {
-        HERALD_REDIS_CLUSTER_NODES: cluster.nodesEnv,
-        HERALD_PUBSUB_MODE: 'sharded',
-      },
+      { HERALD_REDIS_CLUSTER_NODES: cluster.nodesEnv, HERALD_PUBSUB_MODE: 'sharded', ...extra },
       () => new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } }),
     );
+    stacks.push(stack);
+    return stack;
+  };
+
+  it('replays and delivers live, exactly once and in order, to users spread over the slots', async () => {
+    const stack = clusterStack();
     const { a, b } = await stack.startDelivery();
     const users = Array.from({ length: 6 }, (_, i) => randomId(`cl${i}`));
     const early = new Map<string, string[]>();
@@ -49,4 +56,134 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     for (const client of clients)
       client.check([...(early.get(client.userId) ?? []), ...(late.get(client.userId) ?? [])]);
   }, 120_000);
+
+  it('the gateway too: /notify, a batch over every slot, idempotent replay, status, inbox, 429, admin', async () => {
+    // A recipient may take 3 at once: the 4th to one user is refused by the recipient policy.
+    const stack = clusterStack({
+      HERALD_RATE_LIMIT_BURST: '3',
+      HERALD_RATE_LIMIT_PER_SECOND: '0.1',
+      HERALD_ADMIN_KEY: ADMIN_KEY,
+      HERALD_REDIS_WAIT_REPLICAS: '1',
+    });
+    const [gateway, { a }] = await Promise.all([stack.start('gateway', 'gw'), stack.startDelivery()]);
+    const post = (path: string, body: unknown, key?: string) =>
+      fetch(`${gateway.url}${path}`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${API_KEY}`,
+          'content-type': 'application/json',
+          ...(key ? { 'idempotency-key': key } : {}),
+        },
+        body: JSON.stringify(body),
+      });
+    const get = (path: string, key = API_KEY) =>
+      fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${key}` } });
+
+    expect((await get('/readyz')).status).toBe(200);
+    const alice = randomId('alice');
+    const client = stack.client(alice);
+    await client.connect(a.url, '0-0');
+
+    const key = randomId('idem');
+    const first = await post('/notify', { userId: alice, payload: { n: 1 } }, key);
+    expect(first.status).toBe(202);
+    const { id } = (await first.json()) as { id: string };
+    // The same key again: the stored answer, nothing enqueued twice.
+    const replay = await post('/notify', { userId: alice, payload: { n: 1 } }, key);
+    expect(replay.status).toBe(202);
+    expect(replay.headers.get('idempotency-replayed')).toBe('true');
+    expect(((await replay.json()) as { id: string }).id).toBe(id);
+
+    // Six recipients, their inboxes on every master, in one limiter decision (one slot: the tenant's).
+    const users = Array.from({ length: 6 }, (_, i) => randomId(`batch${i}`));
+    const batch = await post('/notify/batch', {
+      notifications: users.map((userId) => ({ userId, payload: { batch: true } })),
+    });
+    expect(batch.status).toBe(202);
+
+    await waitFor(() => client.received.length === 1, { timeoutMs: 20_000, what: 'alice shown hers' });
+    client.check([id]);
+    const status = async () =>
+      ((await (await get(`/notifications/${id}`)).json()) as { status: string }).status;
+    expect(await status()).toBe('queued');
+    expect(await client.socket?.emitWithAck('ack', { ids: [id] })).toMatchObject({ ok: true });
+    await waitFor(async () => (await status()) === 'delivered', {
+      timeoutMs: 20_000,
+      what: 'status delivered',
+    });
+    await waitFor(
+      async () => (await Promise.all(users.map((u) => stack.inboxIds(u)))).every((ids) => ids.length === 1),
+      {
+        timeoutMs: 20_000,
+        what: 'the batch in every inbox',
+      },
+    );
+    const listing = (await (await get(`/users/${alice}/notifications`)).json()) as {
+      items: { id: string }[];
+    };
+    expect(listing.items.map((item) => item.id)).toEqual([id]);
+
+    // A hot recipient: alice has 1 of her 3; two more pass, the next is refused.
+    expect((await post('/notify', { userId: alice, payload: { n: 2 } })).status).toBe(202);
+    expect((await post('/notify', { userId: alice, payload: { n: 3 } })).status).toBe(202);
+    const refused = await post('/notify', { userId: alice, payload: { n: 4 } });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({ policy: 'recipient' });
+
+    // The dashboard: the tally is written once per second; alice's bucket peeked in her tenant's slot.
+    await waitFor(
+      async () => {
+        const snapshot = (await (await get('/admin/snapshot', ADMIN_KEY)).json()) as {
+          hotUsers: { userId: string; denied: number; tokens: { remaining: number } | null }[];
+        };
+        const hot = snapshot.hotUsers.find((user) => user.userId === alice);
+        return hot?.denied === 1 && hot.tokens?.remaining === 0;
+      },
+      { timeoutMs: 10_000, what: 'alice on the dashboard, denied once, her bucket empty' },
+    );
+    expect((await get('/metrics')).status).toBe(200);
+  }, 120_000);
+
+  it('ReplicaWaiter: the writes of one turn share one WAIT on their master; too few replicas fail at once', async () => {
+    const client = new Cluster(cluster.nodes, { redisOptions: { maxRetriesPerRequest: 1 } });
+    try {
+      const tag = randomId('{wait}');
+      await client.set(`${tag}:warm`, '1');
+      const master = await cluster.masterOf(tag);
+      const probe = new Redis(master.url);
+      const waits = async () =>
+        Number(/cmdstat_wait:calls=(\d+)/.exec(await probe.info('commandstats'))?.[1] ?? 0);
+      const before = await waits();
+      const waiter = new ReplicaWaiter(client, 1, 2000);
+      await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          await client.set(`${tag}:${i}`, String(i));
+          await waiter.wait(tag);
+        }),
+      );
+      // 20 writes acknowledged by the replica in fewer WAITs than writes (one per turn that had some).
+      expect(await waits()).toBeLessThan(before + 20);
+      // Two replicas asked, one there: refused before anything is written, not after a 2 s WAIT.
+      expect(() => new ReplicaWaiter(client, 2, 2000).check(tag)).toThrow(ReplicaWaitError);
+      probe.disconnect();
+    } finally {
+      client.disconnect();
+    }
+  }, 60_000);
+
+  it('HERALD_REDIS_WAIT_REPLICAS above the replicas there are: 503, nothing enqueued, never a 202', async () => {
+    const stack = clusterStack({ HERALD_REDIS_WAIT_REPLICAS: '2', HERALD_REDIS_TIMEOUT_MS: '300' });
+    const gateway = await stack.start('gateway', 'gw-wait-2');
+    const response = await fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ userId: randomId('nobody'), payload: {} }),
+    });
+    expect(response.status).toBe(503);
+    const body = (await response.json()) as Record<string, unknown>;
+    // The queue's master has 1 replica of the 2 asked: refused before the add, so nothing is "maybe" in.
+    expect(body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    expect(body.maybeAccepted).toBeUndefined();
+    expect(await stack.queue.count()).toBe(0);
+  }, 60_000);
 });

@@ -1,6 +1,6 @@
 import crypto, { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { DEFAULT_TENANT, isTenantId, revokedApiKeysKey } from '@herald/protocol';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 
 /** Limits an API key may carry instead of the gateway's defaults. */
 export interface KeyLimits {
@@ -58,7 +58,7 @@ function sha256(value: string): string {
  * Layout: `<prefix>apikey:{<sha256>}` hash (the key's record), `<prefix>apikeys` hash id → sha256.
  */
 export class ApiKeyStore {
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #prefix: string;
   readonly #cacheMs: number;
   readonly #cache = new Map<string, { identity: ApiKeyIdentity | undefined; until: number }>();
@@ -66,7 +66,12 @@ export class ApiKeyStore {
   /** Per connection (socket), the key it last presented and was accepted for, until the cache expires. */
   readonly #byConnection = new WeakMap<object, { key: Buffer; identity: ApiKeyIdentity; until: number }>();
 
-  constructor(options: { redis: Redis; keyPrefix: string; cacheMs: number; envKeys: readonly string[] }) {
+  constructor(options: {
+    redis: Redis | Cluster;
+    keyPrefix: string;
+    cacheMs: number;
+    envKeys: readonly string[];
+  }) {
     this.#redis = options.redis;
     this.#prefix = options.keyPrefix;
     this.#cacheMs = options.cacheMs;

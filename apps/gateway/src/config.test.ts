@@ -47,6 +47,29 @@ describe('gateway configuration', () => {
     expect(loadConfig({ ...production, HERALD_API_KEYS: 'none' }).apiKeys).toEqual([]);
   });
 
+  it('runs on Redis Cluster: HERALD_REDIS_CLUSTER_NODES, and HERALD_REDIS_WAIT_REPLICAS for replica acknowledgement', () => {
+    expect(loadConfig(production)).toMatchObject({ redisClusterNodes: undefined, redisWaitReplicas: 0 });
+    const config = loadConfig({
+      ...production,
+      HERALD_REDIS_CLUSTER_NODES: '10.0.0.1:7000,10.0.0.2:7001',
+      HERALD_REDIS_WAIT_REPLICAS: '1',
+    });
+    expect(config).toMatchObject({
+      redisClusterNodes: [
+        { host: '10.0.0.1', port: 7000 },
+        { host: '10.0.0.2', port: 7001 },
+      ],
+      redisWaitReplicas: 1,
+    });
+    expect(refusedBy({ ...production, HERALD_REDIS_WAIT_REPLICAS: '-1' })).toContain(
+      'HERALD_REDIS_WAIT_REPLICAS',
+    );
+    // BullMQ's keys of one queue must share a slot: the prefix needs a hash tag on Cluster.
+    expect(
+      refusedBy({ ...production, HERALD_REDIS_CLUSTER_NODES: '10.0.0.1:7000', HERALD_QUEUE_PREFIX: 'bull' }),
+    ).toContain('HERALD_QUEUE_PREFIX');
+  });
+
   it('production refuses the development key and secret, and weak secrets', () => {
     const message = refusedBy({ HERALD_JWT_SECRET: DEV_JWT_SECRET, HERALD_API_KEYS: `${DEV_API_KEY},short` });
     expect(message).toContain('HERALD_JWT_SECRET is the public development secret');

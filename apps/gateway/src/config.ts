@@ -1,5 +1,6 @@
 import {
   ConfigError,
+  clusterNodes,
   type DeploymentSettings,
   DevModeEnv,
   LogEnv,
@@ -7,6 +8,7 @@ import {
   logSettings,
   PubSubEnv,
   QueueEnv,
+  RedisWaitEnv,
   readEnv,
   resolveSecrets,
   ServerEnv,
@@ -49,6 +51,7 @@ export const EnvSchema = Type.Object({
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
   HERALD_IDEMPOTENCY_IN_FLIGHT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 5000 }),
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
+  ...RedisWaitEnv,
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
   ...PubSubEnv,
@@ -63,6 +66,13 @@ export interface GatewayConfig {
   port: number;
   host: string;
   redisUrl: string;
+  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
+  redisClusterNodes: { host: string; port: number }[] | undefined;
+  /**
+   * `HERALD_REDIS_WAIT_REPLICAS`: replicas that must have a notification's job (`WAIT`) before its `202`;
+   * fewer within `redisTimeoutMs` is a `503` with `maybeAccepted` (retry with the same key). 0: the primary alone.
+   */
+  redisWaitReplicas: number;
   /** API keys from the environment (development); production keys live hashed in Redis. */
   apiKeys: readonly string[];
   /** True when `dev-key` is accepted (development mode only). */
@@ -139,15 +149,19 @@ export function loadConfig(
   const secrets = resolveSecrets(env, { apiKeys: true, adminKey: true });
   const problems = options.secrets === false ? [] : secrets.problems;
   const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
-  if (parsed.HERALD_REDIS_CLUSTER_NODES !== undefined) {
+  const redisClusterNodes = clusterNodes(parsed);
+  // BullMQ's scripts take several keys of one queue: on Cluster they must share a slot.
+  if (redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
     throw new ConfigError(
-      'Invalid gateway configuration: HERALD_REDIS_CLUSTER_NODES is set, but the gateway does not run on Redis Cluster yet; point REDIS_URL at a single Redis (the worker and realtime servers support Cluster).',
+      `Invalid gateway configuration: HERALD_QUEUE_PREFIX "${parsed.HERALD_QUEUE_PREFIX}" has no hash tag, which Redis Cluster needs (one queue, one slot): use e.g. "{herald}", the default.`,
     );
   }
   return Object.freeze({
     port: parsed.PORT,
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
+    redisClusterNodes,
+    redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,
     apiKeys: secrets.apiKeys,
     usingDevApiKey: secrets.usingDevApiKey,
     adminKey: secrets.adminKey,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import stringify from 'safe-stable-stringify';
 
 /** Longest `Idempotency-Key` accepted. */
@@ -38,7 +38,7 @@ interface Entry {
  * `complete` keeps its answer for the TTL (24 h by default) independent of BullMQ's job retention.
  */
 export class IdempotencyStore {
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #prefix: string;
   readonly #ttlMs: number;
   readonly #inFlightMs: number;
@@ -49,7 +49,12 @@ export class IdempotencyStore {
    * gateway killed mid-request never releases its claims). Taking over never enqueues twice: the job
    * id is derived from the key.
    */
-  constructor(options: { redis: Redis; keyPrefix: string; ttlSeconds: number; inFlightMs: number }) {
+  constructor(options: {
+    redis: Redis | Cluster;
+    keyPrefix: string;
+    ttlSeconds: number;
+    inFlightMs: number;
+  }) {
     this.#redis = options.redis;
     this.#prefix = options.keyPrefix;
     this.#ttlMs = options.ttlSeconds * 1000;

@@ -6,7 +6,7 @@ import {
 } from '@herald/rate-limiter';
 import type { RateLimitRouteConfig } from '@herald/rate-limiter/fastify';
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { ApiKeyIdentity } from './api-keys.js';
 import type { GatewayConfig } from './config.js';
 
@@ -30,16 +30,18 @@ const LIMITER_TIMEOUT_MS = 150;
  * whichever limiter reads them.
  */
 export class Limits {
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #config: GatewayConfig;
   readonly #log: FastifyBaseLogger;
   readonly #limiters = new Map<string, RateLimiter>();
   readonly #byIdentity = new WeakMap<ApiKeyIdentity, RateLimiter>();
   readonly #onDecision: ((result: RateLimitResult) => void) | undefined;
+  /** On Redis Cluster: the `sender` + `recipient` limiters are one per tenant, tagged by it. */
+  readonly #cluster: boolean;
 
   /** `onDecision` sees every decision of every limiter (the admin API's per-second tally). */
   constructor(
-    redis: Redis,
+    redis: Redis | Cluster,
     config: GatewayConfig,
     log: FastifyBaseLogger,
     onDecision?: (result: RateLimitResult) => void,
@@ -48,11 +50,17 @@ export class Limits {
     this.#config = config;
     this.#log = log;
     this.#onDecision = onDecision;
+    this.#cluster = config.redisClusterNodes !== undefined;
   }
 
   /** The limiter of the gateway's default limits (for routes that name none). */
   defaults(): RateLimiter {
-    return this.for({ id: '', name: '', tenantId: '', limits: {} });
+    return this.forTenant('');
+  }
+
+  /** The limiter of the gateway's default limits for `tenantId`'s keys and users (the admin's peek). */
+  forTenant(tenantId: string): RateLimiter {
+    return this.for({ id: '', name: '', tenantId, limits: {} });
   }
 
   /**
@@ -107,32 +115,43 @@ export class Limits {
     const senderRate = identity.limits.senderPerSecond ?? defaults.senderPerSecond;
     const recipientBurst = identity.limits.recipientBurst ?? defaults.burst;
     const recipientRate = identity.limits.recipientPerSecond ?? defaults.perSecond;
-    const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}`;
+    // On Redis Cluster the keys of one decision (the sender's bucket, every recipient's) must share a
+    // slot, so they carry the tenant as hash tag: `ratelimit:sender:{<tenant>}:<api key id>`,
+    // `ratelimit:{<tenant>}:<tenant>/<user>`. A tenant's decisions then all go to one master, which the
+    // sender's bucket (one key, in every decision of its API key) already asks of one master. Rather
+    // than one call per slot (two round trips, and a sender charged for a recipient then refused: not
+    // atomic). One limiter per tenant, each with its own deny cache. On a single Redis the keys, the
+    // scripts and their cost are unchanged (no tag).
+    const tenant = this.#cluster ? identity.tenantId : undefined;
+    const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}${tenant === undefined ? '' : `@${tenant}`}`;
     let limiter = this.#limiters.get(id);
     if (limiter === undefined) {
-      limiter = this.#limiter([
-        // ratelimit:sender:{<api key id>}
-        {
-          name: SENDER_POLICY,
-          capacity: senderBurst,
-          ratePerSecond: senderRate,
-          keyPrefix: `${defaults.keyPrefix}sender:`,
-        },
-        // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
-        {
-          name: RECIPIENT_POLICY,
-          capacity: recipientBurst,
-          ratePerSecond: recipientRate,
-          keyPrefix: defaults.keyPrefix,
-        },
-      ]);
+      limiter = this.#limiter(
+        [
+          // ratelimit:sender:{<api key id>}
+          {
+            name: SENDER_POLICY,
+            capacity: senderBurst,
+            ratePerSecond: senderRate,
+            keyPrefix: `${defaults.keyPrefix}sender:`,
+          },
+          // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
+          {
+            name: RECIPIENT_POLICY,
+            capacity: recipientBurst,
+            ratePerSecond: recipientRate,
+            keyPrefix: defaults.keyPrefix,
+          },
+        ],
+        tenant,
+      );
       this.#limiters.set(id, limiter);
     }
     return limiter;
   }
 
-  /** A limiter of `policies` with the gateway's failure mode, logger and decision tally. */
-  #limiter(policies: PolicyOptions[]): RateLimiter {
+  /** A limiter of `policies` with the gateway's failure mode, logger and decision tally (and `hashTag`). */
+  #limiter(policies: PolicyOptions[], hashTag?: string): RateLimiter {
     const defaults = this.#config.rateLimit;
     return new RateLimiter({
       redis: this.#redis,
@@ -143,6 +162,7 @@ export class Limits {
         expectedInstances: defaults.expectedInstances,
       },
       logger: this.#log,
+      ...(hashTag === undefined ? {} : { hashTag }),
       ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
     });
   }

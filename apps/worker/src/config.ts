@@ -8,6 +8,7 @@ import {
   logSettings,
   PubSubEnv,
   QueueEnv,
+  RedisWaitEnv,
   readEnv,
   ServerEnv,
 } from '@herald/config';
@@ -28,6 +29,7 @@ export const EnvSchema = Type.Object({
   // Where tenants' webhooks are stored (the gateway's prefix) and how the worker delivers them.
   HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   ...WebhookDeliveryEnv,
+  ...RedisWaitEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
 });
@@ -40,6 +42,11 @@ export interface WorkerConfig {
   redisUrl: string;
   /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
   redisClusterNodes: { host: string; port: number }[] | undefined;
+  /**
+   * `HERALD_REDIS_WAIT_REPLICAS`: replicas that must have a notification's inbox entry (`WAIT`) before it
+   * is pushed live and its job completes; fewer within 1 s fails the attempt (retried). 0: the primary alone.
+   */
+  redisWaitReplicas: number;
   queue: { name: string; prefix: string };
   /** Channel prefix shared with the realtime servers' Redis adapter. */
   pubsubKey: string;
@@ -83,6 +90,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
     redisClusterNodes: clusterNodes(parsed),
+    redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,
     queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     pubsubMode: parsed.HERALD_PUBSUB_MODE,

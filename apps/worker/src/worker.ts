@@ -1,4 +1,4 @@
-import { REDIS_ROLE_OPTIONS, reconnectDelayMs } from '@herald/config';
+import { REDIS_ROLE_OPTIONS, ReplicaWaiter, reconnectDelayMs } from '@herald/config';
 import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
@@ -9,6 +9,9 @@ import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
+
+/** How long the worker waits for `HERALD_REDIS_WAIT_REPLICAS` replicas to have an inbox entry, ms. */
+const REPLICA_WAIT_MS = 1000;
 
 /** A running notification worker. */
 export interface NotificationWorker {
@@ -28,14 +31,16 @@ export type JobResult =
 
 /**
  * Processes one notification job: append to the user's inbox first (idempotent: a job run twice is
- * stored once), then push it live. A job run again after its append (stalled, retried) pushes again with
- * the same offset, and realtime drops what a socket already has, so it is on screen once; and a push
- * lost in a crash between append and push is made good by that second run.
+ * stored once), then `durable` (waits for replicas, when asked), then push it live. A job run again
+ * after its append (stalled, retried) pushes again with the same offset, and realtime drops what a
+ * socket already has, so it is on screen once; and a push lost in a crash between append and push is
+ * made good by that second run.
  */
 export async function processNotification(
   job: NotificationJob,
   inbox: Inbox,
   live: LivePublisher,
+  durable?: (inbox: Inbox, userId: string) => Promise<void>,
 ): Promise<AppendResult> {
   const notification: InboxNotification = {
     id: job.id,
@@ -49,13 +54,17 @@ export async function processNotification(
   // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and live channel. A job from before
   // tenants carries none and belongs to `default`.
   const tenantId = job.tenantId ?? DEFAULT_TENANT;
-  const result = await inbox.tenant(tenantId).append(notification, {
+  const tenantInbox = inbox.tenant(tenantId);
+  const result = await tenantInbox.append(notification, {
     ...(job.ttlMs !== undefined && Number.isFinite(createdAtMs)
       ? { expiresAtMs: createdAtMs + job.ttlMs }
       : {}),
     ...(job.dedupeKey !== undefined ? { dedupeKey: job.dedupeKey } : {}),
     ...(job.inbox !== undefined ? { bounds: job.inbox } : {}),
   });
+  // Before anyone is shown it: an entry a failover loses after its push would be shown, then gone, and
+  // its offset given to the next notification (which the client would take for one it has).
+  await durable?.(tenantInbox, job.userId);
   if (result.outcome === 'appended' || result.outcome === 'already-appended') {
     // The new unread count rides on the notification (one pub/sub message, not two); a re-run does
     // not carry it, as its count may be stale.
@@ -76,7 +85,11 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   // Workers wait for Redis rather than fail: BullMQ requires maxRetriesPerRequest: null, and the
   // inbox commands of a job should outlive a Redis restart the same way.
   const redis = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+    ? new Cluster(config.redisClusterNodes, {
+        redisOptions: { maxRetriesPerRequest: null },
+        // With replicas to wait for, a replica that rejoins after a failover is seen within a second.
+        ...(config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {}),
+      })
     : new Redis(config.redisUrl, { maxRetriesPerRequest: null });
   // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).
   const bullConnection = config.redisClusterNodes
@@ -119,6 +132,15 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       .catch((error: unknown) =>
         log.warn({ err: error, notificationId: job.id, type }, 'webhook event not enqueued'),
       );
+  // WAIT on the connection of the user's slot, which carried the append (one WAIT per connection and
+  // event-loop turn for every job there); a miss fails the attempt, which is retried.
+  const waiter =
+    config.redisWaitReplicas > 0
+      ? new ReplicaWaiter(redis, config.redisWaitReplicas, REPLICA_WAIT_MS)
+      : undefined;
+  const durable = waiter
+    ? (userInbox: Inbox, userId: string) => waiter.wait(userInbox.keys(userId).stream)
+    : undefined;
 
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
@@ -126,7 +148,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       let result: AppendResult;
       const stopTimer = metrics.duration.startTimer();
       try {
-        result = await processNotification(job.data, inbox, live);
+        result = await processNotification(job.data, inbox, live, durable);
       } catch (error) {
         // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
         if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {

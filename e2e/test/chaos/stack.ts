@@ -2,6 +2,7 @@ import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import {
   type AppProcess,
   freePort,
+  type RedisClusterHandle,
   type RedisServerHandle,
   startApp,
   startRedisServer,
@@ -31,21 +32,41 @@ export const CHAOS_ENV: Record<string, string> = {
 
 /**
  * One chaos run's processes, each its own OS process, on a private `redis-server` (append-only, fsync
- * always, so that stopping it loses nothing accepted): gateways, workers and realtime instances that
- * a scenario kills, freezes or cuts off, and replaces.
+ * always, so that stopping it loses nothing accepted) or on a Redis Cluster the scenario started:
+ * gateways, workers and realtime instances that a scenario kills, freezes or cuts off, and replaces.
  */
 export class ChaosStack {
   readonly env: Record<string, string>;
   readonly apps: Record<Kind, AppProcess[]> = { gateway: [], worker: [], realtime: [] };
   readonly #all: AppProcess[] = [];
+  readonly #server: RedisServerHandle | undefined;
+  /** The Redis Cluster of a stack made by {@link ChaosStack.onCluster} (the caller disposes of it). */
+  readonly cluster: RedisClusterHandle | undefined;
   #clients: ChaosClient[] = [];
   #count = 0;
 
   private constructor(
-    readonly redis: RedisServerHandle,
-    env: Record<string, string>,
+    target: { server: RedisServerHandle } | { cluster: RedisClusterHandle },
+    env: Record<string, string> = {},
   ) {
-    this.env = stackEnv(redis.url, { ...CHAOS_ENV, ...env });
+    if ('server' in target) {
+      this.#server = target.server;
+      this.env = stackEnv(target.server.url, { ...CHAOS_ENV, ...env });
+    } else {
+      this.cluster = target.cluster;
+      this.env = stackEnv(`redis://${target.cluster.nodesEnv.split(',')[0]}`, {
+        ...CHAOS_ENV,
+        HERALD_REDIS_CLUSTER_NODES: target.cluster.nodesEnv,
+        HERALD_PUBSUB_MODE: 'sharded',
+        ...env,
+      });
+    }
+  }
+
+  /** The private redis-server of a stack made by {@link ChaosStack.create}. */
+  get redis(): RedisServerHandle {
+    if (this.#server === undefined) throw new Error('this chaos stack runs on a Redis Cluster');
+    return this.#server;
   }
 
   /**
@@ -63,16 +84,23 @@ export class ChaosStack {
       const port = 20_000 + Math.floor(Math.random() * 12_000);
       try {
         return new ChaosStack(
-          await startRedisServer({
-            port,
-            args: ['--appendonly', 'yes', '--appendfsync', 'always', ...(options.redisArgs ?? [])],
-          }),
+          {
+            server: await startRedisServer({
+              port,
+              args: ['--appendonly', 'yes', '--appendfsync', 'always', ...(options.redisArgs ?? [])],
+            }),
+          },
           options.env ?? {},
         );
       } catch (error) {
         if (attempt >= 5) throw error;
       }
     }
+  }
+
+  /** A stack on `cluster` (sharded pub/sub), with `extra` settings for every process. */
+  static onCluster(cluster: RedisClusterHandle, extra: Record<string, string> = {}): ChaosStack {
+    return new ChaosStack({ cluster }, extra);
   }
 
   /**
@@ -88,6 +116,9 @@ export class ChaosStack {
       name,
       entry: entries[kind],
       env: { ...this.env, HERALD_INSTANCE_ID: name },
+      // Five processes start at once on a shared 2-core machine (one gateway alone took 10 s at a load
+      // average of 30): a start is not a timed result.
+      timeoutMs: 60_000,
       ...(wrapper.length > 0 ? { command, args } : {}),
       ...(quiet && kind !== 'worker' ? { port: await freePort() } : {}),
       // Four gateways starting at once on a loaded 2-core machine took over the default 20 s.
@@ -161,9 +192,11 @@ export class ChaosStack {
   async dispose(): Promise<void> {
     for (const client of this.#clients) client.close();
     await Promise.all(this.#all.map((app) => app.stop('SIGTERM', 3000)));
-    if (this.redis.process.signalCode === 'SIGSTOP' || this.redis.process.exitCode === null)
-      this.redis.process.kill('SIGCONT');
-    await this.redis.dispose();
+    const server = this.#server;
+    if (server === undefined) return;
+    if (server.process.signalCode === 'SIGSTOP' || server.process.exitCode === null)
+      server.process.kill('SIGCONT');
+    await server.dispose();
   }
 }
 

@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import Type from 'typebox';
 
@@ -13,6 +14,17 @@ import Type from 'typebox';
 export const RedisEnv = {
   REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
   HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
+};
+
+/**
+ * `HERALD_REDIS_WAIT_REPLICAS`: how many replicas must have a write (`WAIT <n> <timeout>`) before an app
+ * counts it as done: the gateway before it answers `202`, the worker before it publishes a stored
+ * notification. Default 0 (the primary alone). Redis replicates asynchronously, so on a failover a
+ * replica promoted before it received a write has lost it: with 1, what Herald acknowledged is on a
+ * replica too.
+ */
+export const RedisWaitEnv = {
+  HERALD_REDIS_WAIT_REPLICAS: Type.Integer({ minimum: 0, maximum: 16, default: 0 }),
 };
 
 /**
@@ -89,4 +101,97 @@ export function createRedis(
     });
   }
   return new Redis(target.url, options);
+}
+
+/** Fewer replicas than asked acknowledged a write within the timeout, or exist (timeout 0; see {@link ReplicaWaiter}). */
+export class ReplicaWaitError extends Error {
+  readonly code = 'HERALD_REPLICA_WAIT';
+  constructor(
+    readonly wanted: number,
+    readonly acknowledged: number,
+    readonly timeoutMs: number,
+  ) {
+    super(
+      timeoutMs === 0
+        ? `The Redis master has ${acknowledged} of the ${wanted} replica(s) asked for (HERALD_REDIS_WAIT_REPLICAS): a write there would be on the primary only.`
+        : `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
+    );
+    this.name = 'ReplicaWaitError';
+  }
+}
+
+/**
+ * Waits until `replicas` replicas have the writes of a connection (Redis `WAIT`), for the apps'
+ * `HERALD_REDIS_WAIT_REPLICAS`. `WAIT` counts the writes of the connection it runs on, so it goes to
+ * the connection that carried them: `redis` itself, or on Cluster ioredis's connection to the master of
+ * the key's slot. Redis blocks that connection while it waits, and every command behind it, so the
+ * calls of one event-loop turn share one `WAIT` (group commit): a `WAIT` sent after a write's reply
+ * covers it, and those before it on the connection. On Cluster, a master that has fewer replicas than
+ * asked in ioredis's slot table (after a failover, until a replica rejoins) fails at once
+ * ({@link ReplicaWaiter.check}) rather than blocking its connection for the whole timeout.
+ *
+ * @example
+ * ```ts
+ * const waiter = new ReplicaWaiter(connection, 1, 800);
+ * waiter.check('{herald}:notifications:id'); // throws ReplicaWaitError when the master has no replica
+ * await queue.add(name, data, opts); // a Queue on `connection`
+ * await waiter.wait('{herald}:notifications:id');
+ * ```
+ */
+export class ReplicaWaiter {
+  readonly #redis: Redis | Cluster;
+  readonly #replicas: number;
+  readonly #timeoutMs: number;
+  /** The `WAIT` about to be sent on each connection, shared by the calls of this turn. */
+  readonly #next = new Map<Redis, Promise<void>>();
+
+  constructor(redis: Redis | Cluster, replicas: number, timeoutMs: number) {
+    this.#redis = redis;
+    this.#replicas = replicas;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /** Throws {@link ReplicaWaitError} when the master of `key` has fewer replicas than asked (Cluster only). */
+  check(key: string): void {
+    if (!(this.#redis instanceof Cluster)) return;
+    // [master, ...replicas] of the slot, as ioredis last read CLUSTER SLOTS.
+    const known = (this.#redis.slots[calculateSlot(key)]?.length ?? 1) - 1;
+    if (known < this.#replicas) throw new ReplicaWaitError(this.#replicas, known, 0);
+  }
+
+  /** Resolves once `replicas` replicas have every write done so far on `key`'s connection. */
+  wait(key: string): Promise<void> {
+    this.check(key);
+    const connection = connectionOf(this.#redis, key);
+    let next = this.#next.get(connection);
+    if (next === undefined) {
+      next = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+        this.#next.delete(connection);
+        const acknowledged = Number(
+          await connection.call('WAIT', String(this.#replicas), String(this.#timeoutMs)),
+        );
+        if (acknowledged < this.#replicas)
+          throw new ReplicaWaitError(this.#replicas, acknowledged, this.#timeoutMs);
+      });
+      this.#next.set(connection, next);
+    }
+    return next;
+  }
+}
+
+/**
+ * The connection that carries the commands on `key`: `redis` itself, or on Cluster ioredis's connection
+ * to the master that serves `key`'s slot (as its slot table says now). For the commands that act on a
+ * connection's own writes (`WAIT`, `WAITAOF`).
+ */
+export function connectionOf(redis: Redis | Cluster, key: string): Redis {
+  if (!(redis instanceof Cluster)) return redis;
+  const cluster = redis;
+  const owner = cluster.slots[calculateSlot(key)]?.[0];
+  const node = cluster
+    .nodes('master')
+    .find((candidate) => `${candidate.options.host}:${candidate.options.port}` === owner);
+  if (node === undefined)
+    throw new Error(`No connection to the master of key "${key}" (slot owner ${owner}).`);
+  return node;
 }

@@ -48,6 +48,8 @@ export async function startApp(options: {
 
   const ready = new Promise<number | undefined>((resolve, reject) => {
     const timer = setTimeout(() => {
+      // Not left running: nobody holds a handle to stop it.
+      child.kill('SIGKILL');
       reject(new Error(`${options.name} did not start in time. Output:\n${lines.join('\n')}`));
     }, options.timeoutMs ?? 20_000);
     const onLine = (line: string) => {

@@ -2,7 +2,7 @@ import { INSTANCE_STALE_MS, latencySummary, STATS_WINDOW_SECONDS, type StatsKeys
 import type { AdminSnapshot, HotUser, NotificationJob } from '@herald/protocol';
 import type { PolicyState } from '@herald/rate-limiter';
 import type { Queue } from 'bullmq';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { failedJobs } from './failed.js';
 
 /** Hot users in a snapshot, and failed jobs listed. */
@@ -22,7 +22,7 @@ const QUEUE_STATES = [
 
 /** Where a snapshot reads from. */
 export interface SnapshotSources {
-  redis: Redis;
+  redis: Redis | Cluster;
   queue: Queue<NotificationJob>;
   keys: StatsKeys;
   /** The recipient bucket of `<tenant>/<user>` now, without taking a token (the limiter's peek). */
@@ -135,7 +135,7 @@ async function hotUsersOf(
 }
 
 async function instancesOf(
-  redis: Redis,
+  redis: Redis | Cluster,
   keys: StatsKeys,
   ids: readonly string[],
 ): Promise<AdminSnapshot['realtime']> {

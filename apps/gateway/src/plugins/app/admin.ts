@@ -58,8 +58,10 @@ export default fp(
           queue: app.queue,
           keys,
           peekRecipient: async (recipient) => {
+            // `<tenant>/<user>`: the tenant's limiter (on Cluster its keys carry the tenant's tag).
+            const tenantId = recipient.slice(0, recipient.indexOf('/'));
             const state = await app.limits
-              .defaults()
+              .forTenant(tenantId)
               .peek({ [SENDER_POLICY]: '-', [RECIPIENT_POLICY]: recipient });
             return state.policies.find((policy) => policy.policy === RECIPIENT_POLICY);
           },

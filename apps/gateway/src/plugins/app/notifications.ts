@@ -6,7 +6,7 @@ import {
   notificationJobOptions,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
 import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
@@ -21,6 +21,14 @@ declare module 'fastify' {
        * (and in its AOF with `durability: aof`). Throws a 503 `HttpError` otherwise.
        */
       enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]>;
+      /**
+       * Route `onRequest` hook (after authentication) of the enqueueing routes: a `503` at once while the
+       * queue's master has fewer replicas than `HERALD_REDIS_WAIT_REPLICAS`, before the body is read, a
+       * key claimed or a token taken. A client retrying through a failover costs the gateway next to
+       * nothing until a replica is back (with three Redis calls per refusal, the retries of 20 s of
+       * load starved the gateways on a 2-core machine).
+       */
+      refuseUndurable(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void;
     };
   }
 }
@@ -55,6 +63,11 @@ export default fp(
         return { name: NOTIFY_JOB_NAME, data, opts };
       });
 
+      try {
+        app.checkDurable();
+      } catch (error) {
+        throw unavailable('The queue (its Redis replicas)', error);
+      }
       const started = process.hrtime.bigint();
       try {
         const [single] = jobs;
@@ -76,7 +89,20 @@ export default fp(
       );
       return jobs.map((job) => job.data.id);
     }
-    app.decorate('notifications', { enqueue });
+    const refuseUndurable = (
+      _request: FastifyRequest,
+      _reply: FastifyReply,
+      done: (error?: Error) => void,
+    ) => {
+      try {
+        app.checkDurable();
+      } catch (error) {
+        done(unavailable('The queue (its Redis replicas)', error));
+        return;
+      }
+      done();
+    };
+    app.decorate('notifications', { enqueue, refuseUndurable });
   },
   {
     name: 'notifications',

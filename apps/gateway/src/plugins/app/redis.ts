@@ -1,28 +1,31 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { createRedis } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { RedisTimeoutError } from '../../errors.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The gateway's producer connection: fails fast (no offline queue), so requests get a 503, never a hang. */
-    redis: Redis;
+    /**
+     * The gateway's producer connection (a Cluster client with `HERALD_REDIS_CLUSTER_NODES`): fails fast
+     * (no offline queue), so requests get a 503, never a hang.
+     */
+    redis: Redis | Cluster;
     /** Rejects when `promise` takes longer than `redisTimeoutMs`: the request gets a 503, never a hang. */
     withRedisTimeout<T>(promise: Promise<T>): Promise<T>;
-    /** With `durability: aof`, waits until the primary's AOF has the writes (WAITAOF). */
-    ensureDurable(): Promise<void>;
   }
 }
 
-/** The producer options (fail fast, see `REDIS_ROLE_OPTIONS` in @herald/config), for the queue's connection too. */
-export const producerOptions = REDIS_ROLE_OPTIONS.producer;
-
-/** The Redis connection, the request-side timeout around Redis calls, and WAITAOF durability. */
+/** The Redis connection and the request-side timeout around Redis calls. */
 export default fp(
   async (app: FastifyInstance) => {
     const { config } = app;
-    const redis = new Redis(config.redisUrl, { ...producerOptions, lazyConnect: true });
+    const redis = createRedis(
+      { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
+      'producer',
+      { lazyConnect: true },
+      { lazyConnect: true },
+    );
     redis.on('error', (error) => app.log.warn({ err: error }, 'redis connection error'));
     await redis.connect().catch((error: unknown) => {
       app.log.warn({ err: error }, 'redis not reachable at start; requests get 503 until it is');
@@ -41,13 +44,8 @@ export default fp(
         }),
       ]).finally(() => clearTimeout(timer));
     };
-    app.decorate('redis', redis);
+    app.decorate<Redis | Cluster>('redis', redis);
     app.decorate('withRedisTimeout', withRedisTimeout);
-    app.decorate('ensureDurable', async () => {
-      if (config.durability !== 'aof') return;
-      // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
-      await withRedisTimeout(redis.call('WAITAOF', '1', '0', String(config.redisTimeoutMs)));
-    });
     // Closed after the queue (onClose hooks run in reverse order of registration).
     app.addHook('onClose', async () => {
       redis.disconnect();
@@ -56,7 +54,7 @@ export default fp(
   { name: 'redis', dependencies: ['config'], fastify: '5.x' },
 );
 
-async function assertWaitAofSupported(redis: Redis): Promise<void> {
+async function assertWaitAofSupported(redis: Redis | Cluster): Promise<void> {
   const info = (await redis.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
   if (!Array.isArray(info) || info[0] === null || info[0] === undefined) {
     throw new Error(

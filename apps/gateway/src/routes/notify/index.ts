@@ -37,7 +37,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify',
     {
-      onRequest: app.authenticate,
+      onRequest: [app.authenticate, app.notifications.refuseUndurable],
       preValidation: [checkPayload, app.idempotencyCheck],
       config: { rateLimit: app.notifyRateLimit((request) => [request.body as NotifyItem]) },
       schema: {
@@ -60,7 +60,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify/batch',
     {
-      onRequest: app.authenticate,
+      onRequest: [app.authenticate, app.notifications.refuseUndurable],
       preValidation: [app.idempotencyCheck, sortBatch],
       config: { rateLimit: app.notifyRateLimit(validItems) },
       schema: {
