@@ -101,23 +101,43 @@ export class Limits {
     return limiter;
   }
 
+  /**
+   * The sender policy of `identity` (its own limits, else the defaults): what a topic send pays from,
+   * one token per recipient (the gateway takes the first, the worker the rest, on these very keys).
+   */
+  senderPolicy(identity: ApiKeyIdentity): PolicyOptions & { capacity: number; keyPrefix: string } {
+    const defaults = this.#config.rateLimit;
+    return {
+      name: SENDER_POLICY,
+      capacity: identity.limits.senderBurst ?? defaults.senderBurst,
+      ratePerSecond: identity.limits.senderPerSecond ?? defaults.senderPerSecond,
+      // ratelimit:sender:{<api key id>}
+      keyPrefix: `${defaults.keyPrefix}sender:`,
+    };
+  }
+
+  /** The limiter of `identity`'s sender policy alone (a topic send, which has no one recipient). */
+  senderOnly(identity: ApiKeyIdentity): RateLimiter {
+    const sender = this.senderPolicy(identity);
+    const id = `sender/${sender.capacity}/${sender.ratePerSecond}`;
+    let limiter = this.#limiters.get(id);
+    if (limiter === undefined) {
+      limiter = this.#limiter([sender]);
+      this.#limiters.set(id, limiter);
+    }
+    return limiter;
+  }
+
   #forLimits(identity: ApiKeyIdentity): RateLimiter {
     const defaults = this.#config.rateLimit;
-    const senderBurst = identity.limits.senderBurst ?? defaults.senderBurst;
-    const senderRate = identity.limits.senderPerSecond ?? defaults.senderPerSecond;
+    const sender = this.senderPolicy(identity);
     const recipientBurst = identity.limits.recipientBurst ?? defaults.burst;
     const recipientRate = identity.limits.recipientPerSecond ?? defaults.perSecond;
-    const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}`;
+    const id = `${sender.capacity}/${sender.ratePerSecond}/${recipientBurst}/${recipientRate}`;
     let limiter = this.#limiters.get(id);
     if (limiter === undefined) {
       limiter = this.#limiter([
-        // ratelimit:sender:{<api key id>}
-        {
-          name: SENDER_POLICY,
-          capacity: senderBurst,
-          ratePerSecond: senderRate,
-          keyPrefix: `${defaults.keyPrefix}sender:`,
-        },
+        sender,
         // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
         {
           name: RECIPIENT_POLICY,

@@ -1,4 +1,4 @@
-import type { Inbox } from '@herald/inbox';
+import type { Inbox, NotificationStatus as StoredStatus } from '@herald/inbox';
 import { DEFAULT_TENANT, type NotificationJob, type NotificationStatus } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 
@@ -32,23 +32,8 @@ export async function statusOf(
     // Unknown once the job is gone: absent rather than "" (which is no date-time).
     ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
   };
-  if (stored?.state === 'expired') return { ...base, status: 'expired' };
-  if (stored?.state === 'deduplicated' && stored.duplicateOf) {
-    const original = await inbox.statusById(stored.duplicateOf);
-    return {
-      ...base,
-      status: original?.delivered ? 'delivered' : 'queued',
-      duplicateOf: stored.duplicateOf,
-      ...(original?.deliveredAt ? { deliveredAt: original.deliveredAt } : {}),
-    };
-  }
-  if (stored?.delivered) {
-    return {
-      ...base,
-      status: 'delivered',
-      ...(stored.deliveredAt ? { deliveredAt: stored.deliveredAt } : {}),
-    };
-  }
+  const fromInbox = stored ? await inboxStatus(inbox, base, stored) : undefined;
+  if (fromInbox) return fromInbox;
   if (state === 'failed' && job) {
     return {
       ...base,
@@ -58,4 +43,33 @@ export async function statusOf(
     };
   }
   return { ...base, status: 'queued' };
+}
+
+/**
+ * What a recipient's inbox says of a notification, when it settles it (`expired`, collapsed into
+ * another by `dedupeKey`, or `delivered`); undefined while it is stored and not acked.
+ */
+export async function inboxStatus(
+  inbox: Inbox,
+  base: Omit<TenantStatus, 'status'>,
+  stored: StoredStatus,
+): Promise<TenantStatus | undefined> {
+  if (stored.state === 'expired') return { ...base, status: 'expired' };
+  if (stored.state === 'deduplicated' && stored.duplicateOf) {
+    const original = await inbox.statusById(stored.duplicateOf);
+    return {
+      ...base,
+      status: original?.delivered ? 'delivered' : 'queued',
+      duplicateOf: stored.duplicateOf,
+      ...(original?.deliveredAt ? { deliveredAt: original.deliveredAt } : {}),
+    };
+  }
+  if (stored.delivered) {
+    return {
+      ...base,
+      status: 'delivered',
+      ...(stored.deliveredAt ? { deliveredAt: stored.deliveredAt } : {}),
+    };
+  }
+  return undefined;
 }

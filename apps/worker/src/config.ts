@@ -21,6 +21,8 @@ export const EnvSchema = Type.Object({
   HERALD_WORKER_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
   HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),
+  HERALD_WORKER_FANOUT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 100, default: 2 }),
+  HERALD_WORKER_FANOUT_CHUNK: Type.Integer({ minimum: 1, maximum: 10_000, default: 500 }),
   ...InboxEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
@@ -50,6 +52,11 @@ export interface WorkerConfig {
    */
   lockMs: number;
   stalledIntervalMs: number;
+  /**
+   * Topic sends and broadcasts: fan-out jobs taken at once per process (their own queue and slots, beside
+   * `concurrency`), and recipients per chunk (one page: charged, appended, checkpointed together).
+   */
+  fanout: { concurrency: number; chunkSize: number };
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   instanceId: string;
   log: LogSettings;
@@ -79,6 +86,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
+    fanout: Object.freeze({
+      concurrency: parsed.HERALD_WORKER_FANOUT_CONCURRENCY,
+      chunkSize: parsed.HERALD_WORKER_FANOUT_CHUNK,
+    }),
     inbox: inboxSettings(parsed),
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
