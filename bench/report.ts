@@ -24,7 +24,7 @@ export function barChart(title: string, axis: string, bars: { label: string; val
  * Replaces section `name` of bench/README.md with `markdown`, stamped with the command and the time.
  * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).
  */
-export function writeReport(name: 'limiter' | 'gateway' | 'delivery', markdown: string): void {
+export function writeReport(name: 'limiter' | 'gateway' | 'delivery' | 'fanout', markdown: string): void {
   if (process.env.BENCH_WRITE_README === '0') return;
   const open = `<!-- bench:${name} -->`;
   const close = `<!-- /bench:${name} -->`;

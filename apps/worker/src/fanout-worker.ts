@@ -1,75 +1,62 @@
 import { REDIS_ROLE_OPTIONS } from '@herald/config';
-import { Inbox, Topics } from '@herald/inbox';
-import { livePublisher } from '@herald/live';
 import { type FanoutJob, fanoutQueueName } from '@herald/protocol';
-import { type Job, Worker } from 'bullmq';
-import { Cluster, Redis } from 'ioredis';
+import { Worker } from 'bullmq';
+import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
-import { type FanoutResult, fanOut, SenderLimiters } from './fanout.js';
+import type { FanoutResult } from './fanout.js';
+import type { FanoutThreadData } from './fanout-processor.js';
 import type { WorkerMetrics } from './http.js';
 
-/** The fan-out side of a worker process: its BullMQ worker and its own Redis connections. */
+/** The fan-out side of a worker process: its BullMQ worker, whose jobs run in threads of their own. */
 export interface FanoutWorker {
   worker: Worker<FanoutJob, FanoutResult>;
   close(): Promise<void>;
 }
 
+// The built processor: worker threads load JavaScript (tests that run this file from src use dist's).
+const PROCESSOR = new URL(
+  import.meta.url.endsWith('.ts') ? '../dist/fanout-processor.js' : './fanout-processor.js',
+  import.meta.url,
+);
+
 /**
  * Takes topic sends and broadcasts from their own queue (`<queue>-fanout`) with their own concurrency
- * (`HERALD_WORKER_FANOUT_CONCURRENCY`, default 2) and their own Redis connection, so that a large
- * fan-out neither takes the slots of single sends nor queues its commands ahead of theirs on one socket:
- * Redis serves the two connections in turn, a chunk (500 appends) at a time at most.
+ * (`HERALD_WORKER_FANOUT_CONCURRENCY`, default 2), each run in a worker thread with its own Redis
+ * connection (`fanout-processor.ts`). A 100,000-recipient fan-out keeps its thread busy; the main
+ * thread, where single sends run, is not held by it, and the OS shares the CPU between the two.
  */
 export async function startFanoutWorker(
   config: WorkerConfig,
   log: Logger,
   metrics: WorkerMetrics,
 ): Promise<FanoutWorker> {
-  const options = { maxRetriesPerRequest: null };
-  const redis = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: options })
-    : new Redis(config.redisUrl, options);
   const bullConnection = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: options })
+    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
     : undefined;
-  redis.on('error', (error) => log.warn({ err: error }, 'fan-out redis connection error'));
-  const live = livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, (error) =>
-    log.warn({ err: error }, 'live publish failed'),
-  );
-  const context = {
-    inbox: new Inbox(redis, config.inbox),
-    topics: new Topics(redis, { prefix: config.inbox.prefix }),
-    live,
-    limiters: new SenderLimiters(redis),
-    chunkSize: config.fanout.chunkSize,
-  };
-  const worker = new Worker<FanoutJob, FanoutResult>(
-    fanoutQueueName(config.queue.name),
-    async (job: Job<FanoutJob, FanoutResult>, token?: string) => {
-      const started = process.hrtime.bigint();
-      const result = await fanOut(job, token, context);
-      metrics.jobs.inc({ outcome: 'fanned-out' });
-      log.info(
-        {
-          notificationId: job.data.id,
-          tenant: job.data.tenantId,
-          ...job.data.audience,
-          ...result,
-          ms: Number(process.hrtime.bigint() - started) / 1e6,
-        },
-        'fan-out sent',
-      );
-      return result;
-    },
-    {
-      prefix: config.queue.prefix,
-      concurrency: config.fanout.concurrency,
-      lockDuration: config.lockMs,
-      stalledInterval: config.stalledIntervalMs,
-      connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
-    },
-  );
+  const workerData: FanoutThreadData = { config };
+  const worker = new Worker<FanoutJob, FanoutResult>(fanoutQueueName(config.queue.name), PROCESSOR, {
+    prefix: config.queue.prefix,
+    concurrency: config.fanout.concurrency,
+    lockDuration: config.lockMs,
+    stalledInterval: config.stalledIntervalMs,
+    useWorkerThreads: true,
+    workerThreadsOptions: { workerData },
+    connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
+  });
+  worker.on('completed', (job, result) => {
+    metrics.jobs.inc({ outcome: 'fanned-out' });
+    log.info(
+      {
+        notificationId: job.id,
+        tenant: job.data.tenantId,
+        ...job.data.audience,
+        ...result,
+        ms: job.finishedOn && job.processedOn ? job.finishedOn - job.processedOn : undefined,
+      },
+      'fan-out sent',
+    );
+  });
   worker.on('failed', (job, error) => {
     const final = job !== undefined && job.attemptsMade >= (job.opts.attempts ?? 1);
     log[final ? 'error' : 'warn'](
@@ -83,7 +70,6 @@ export async function startFanoutWorker(
     worker,
     async close() {
       await worker.close();
-      redis.disconnect();
       bullConnection?.disconnect();
     },
   };

@@ -1,11 +1,19 @@
-import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import type { Inbox, InboxNotification, Topics } from '@herald/inbox';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { AppendResult, Inbox, InboxNotification, Topics } from '@herald/inbox';
 import type { LivePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type FanoutCharge, type FanoutJob } from '@herald/protocol';
 import { RateLimiter } from '@herald/rate-limiter';
-import { DelayedError, type Job } from 'bullmq';
+import { DelayedError } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { appendOptionsOf, storeAndPush } from './store.js';
+
+/**
+ * Appends in flight at once within a chunk: one round trip each batch. Redis runs a client's pipelined
+ * commands back to back, so a single send's command that arrives meanwhile waits for at most one batch
+ * (20 appends, about 0.5 ms of Redis on an idle machine; 50 measured 3 s p99 for single sends on a
+ * loaded one).
+ */
+const IN_FLIGHT = 20;
 
 /** What a completed fan-out job returns (BullMQ keeps it as the job's `returnvalue`). */
 export interface FanoutResult {
@@ -14,6 +22,12 @@ export interface FanoutResult {
   reached: number;
   expired: number;
   deduplicated: number;
+}
+
+/** What {@link fanOut} uses of a BullMQ job (a `Job`, or the `SandboxedJob` of a worker thread). */
+export interface FanoutJobHandle {
+  data: FanoutJob;
+  moveToDelayed(timestamp: number, token?: string): Promise<void>;
 }
 
 /** What a fan-out needs: where recipients and inboxes live, the live channel, the chunk size. */
@@ -74,7 +88,7 @@ export class SenderLimiters {
  * worker slot while it waits.
  */
 export async function fanOut(
-  job: Job<FanoutJob, FanoutResult>,
+  job: FanoutJobHandle,
   token: string | undefined,
   context: FanoutContext,
 ): Promise<FanoutResult> {
@@ -112,9 +126,19 @@ export async function fanOut(
         throw new DelayedError();
       }
     }
-    const results = await Promise.all(
-      page.userIds.map((userId) => storeAndPush(inbox, context.live, { ...base, userId }, options)),
-    );
+    const results: AppendResult[] = [];
+    for (let from = 0; from < page.userIds.length; from += IN_FLIGHT) {
+      const batchStarted = performance.now();
+      const batch = page.userIds.slice(from, from + IN_FLIGHT);
+      results.push(
+        ...(await Promise.all(
+          batch.map((userId) => storeAndPush(inbox, context.live, { ...base, userId }, options)),
+        )),
+      );
+      // Then a pause as long as the batch took: the fan-out holds Redis at most about half the time, and
+      // backs off by itself when Redis is slow (busy with others). Single sends find Redis free between.
+      await sleep(performance.now() - batchStarted);
+    }
     for (const result of results) {
       if (result.outcome === 'expired') counts.expired += 1;
       else if (result.outcome === 'deduplicated') counts.deduplicated += 1;
@@ -124,8 +148,6 @@ export async function fanOut(
     done = page.nextAfter === null;
     if (done) counts.total = counts.reached + counts.expired + counts.deduplicated;
     await topics.checkpoint(data.id, { ...counts, cursor }, done ? { atMs: Date.now() } : undefined);
-    // Between chunks, whatever else the process has to do (single sends) runs first.
-    if (!done) await yieldToLoop();
   }
   return { outcome: 'sent', ...counts };
 }
