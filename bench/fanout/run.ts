@@ -125,6 +125,7 @@ async function main(): Promise<void> {
           ({ status, body }) => ({
             id: status === 202 ? (body.id as string) : undefined,
             at,
+            status,
           }),
         ),
       );
@@ -132,14 +133,19 @@ async function main(): Promise<void> {
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, next - performance.now())));
     }
     const sent = await Promise.all(sends);
-    const accepted = sent.filter((send): send is { id: string; at: number } => send.id !== undefined);
+    const accepted = sent.filter(
+      (send): send is { id: string; at: number; status: number } => send.id !== undefined,
+    );
+    const refused = new Map<number, number>();
+    for (const { status } of sent) if (status !== 202) refused.set(status, (refused.get(status) ?? 0) + 1);
     await waitFor(() => accepted.every(({ id }) => shownAt.has(id)), {
       timeoutMs: 60_000,
       what: 'single sends',
     });
     return {
       latencies: accepted.map(({ id, at }) => (shownAt.get(id) ?? Number.NaN) - at),
-      refused: sent.length - accepted.length,
+      // By status: a 503 is a limiter or Redis call that missed its deadline (150 ms, 800 ms).
+      refused: refused.size === 0 ? '0' : [...refused].map(([status, n]) => `${n} × ${status}`).join(', '),
     };
   }
 
