@@ -33,6 +33,7 @@ const context: FanoutContext = {
 export default async function processFanout(
   job: SandboxedJob<FanoutJob, FanoutResult>,
   token?: string,
+  signal?: AbortSignal,
 ): Promise<FanoutResult> {
-  return fanOut(job, token, context);
+  return fanOut(job, token, context, signal);
 }

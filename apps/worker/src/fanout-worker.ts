@@ -69,6 +69,9 @@ export async function startFanoutWorker(
   return {
     worker,
     async close() {
+      // A fan-out can take minutes: it stops after its batch in flight and goes back to the queue, and the
+      // next worker resumes it from its checkpoint (instead of this one holding the shutdown).
+      worker.cancelAllJobs('shutdown');
       await worker.close();
       bullConnection?.disconnect();
     },

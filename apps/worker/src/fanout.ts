@@ -85,12 +85,14 @@ export class SenderLimiters {
  * again, and the append is idempotent per (notification id, user), so no recipient is skipped nor gets
  * it twice (a re-done chunk is charged again: at most one chunk). A sender out of tokens has the job
  * moved to delayed until its bucket holds the chunk: the fan-out goes at the sender's rate and holds no
- * worker slot while it waits.
+ * worker slot while it waits. `signal` aborted (shutdown): the job goes back to the queue after the
+ * batch in flight.
  */
 export async function fanOut(
   job: FanoutJobHandle,
   token: string | undefined,
   context: FanoutContext,
+  signal?: AbortSignal,
 ): Promise<FanoutResult> {
   const data = job.data;
   const tenantId = data.tenantId ?? DEFAULT_TENANT;
@@ -128,6 +130,12 @@ export async function fanOut(
     }
     const results: AppendResult[] = [];
     for (let from = 0; from < page.userIds.length; from += IN_FLIGHT) {
+      if (signal?.aborted) {
+        // The worker is shutting down: back to the queue at once (no attempt spent), for whichever worker
+        // is next to resume it from the checkpoint; this chunk's appends so far are not repeated.
+        await job.moveToDelayed(Date.now(), token);
+        throw new DelayedError();
+      }
       const batchStarted = performance.now();
       const batch = page.userIds.slice(from, from + IN_FLIGHT);
       results.push(

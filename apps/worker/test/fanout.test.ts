@@ -286,4 +286,55 @@ describe('fan-out across a worker killed mid-way', () => {
       redis.disconnect();
     }
   });
+
+  it('on SIGTERM mid fan-out the worker exits at once and leaves the fan-out queued for the next one', async () => {
+    const env = {
+      REDIS_URL: redisUrl(),
+      HERALD_QUEUE_NAME: randomId('queue'),
+      HERALD_PUBSUB_KEY: randomId('pubsub'),
+      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+      HERALD_DEPLOYMENT: randomId('deployment'),
+      HERALD_WORKER_FANOUT_CHUNK: '500',
+    };
+    const config = loadConfig(env);
+    const redis = new Redis(redisUrl());
+    const topics = new Topics(redis, { prefix: config.inbox.prefix }).tenant('acme');
+    const inbox = new Inbox(redis, config.inbox).tenant('acme');
+    const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
+      prefix: config.queue.prefix,
+      connection: { url: config.redisUrl },
+    });
+    try {
+      const subscribers = users('s', 20_000);
+      for (let i = 0; i < subscribers.length; i += 2000) {
+        await topics.subscribe('big', subscribers.slice(i, i + 2000));
+      }
+      const entry = new URL('../dist/server.js', import.meta.url).pathname;
+      const first = await startApp({ name: 'worker-1', entry, env, into: processes });
+      const job = fanoutJob('acme', { topic: 'big' }, { capacity: 100_000, ratePerSecond: 100_000 });
+      await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
+      await waitFor(async () => ((await topics.fanout(job.id))?.reached ?? 0) >= 500, {
+        what: 'the fan-out to be under way',
+      });
+      expect(await first.stop('SIGTERM')).toBe(0);
+      // Not left active (for the stalled-job check to find): back in the queue, no attempt spent.
+      expect(['delayed', 'waiting']).toContain(await queue.getJobState(job.id));
+      expect((await queue.getJob(job.id))?.attemptsMade).toBe(0);
+      expect((await topics.fanout(job.id))?.state).toBe('fanning-out');
+      await startApp({ name: 'worker-2', entry, env, into: processes });
+      const record = await waitFor(
+        async () => {
+          const now = await topics.fanout(job.id);
+          return now?.state === 'sent' ? now : undefined;
+        },
+        { what: 'the next worker to finish it', timeoutMs: 120_000 },
+      );
+      expect(record).toMatchObject({ total: 20_000, reached: 20_000 });
+      await expectEachOnce(inbox, subscribers, job.id, 'big');
+    } finally {
+      await queue.obliterate({ force: true });
+      await queue.close();
+      redis.disconnect();
+    }
+  }, 180_000);
 });
