@@ -97,7 +97,9 @@ export function plotSvg(samples: readonly Sample[], options: { warmupS: number; 
     ? Array.from({ length: Math.floor(span / 60) + 1 }, (_, i) => i * 60)
     : x.ticks(10);
   const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" role="img" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, -apple-system, 'Segoe UI', sans-serif" font-size="12">`,
+    // The accessible name (screen readers, and Biome's noSvgWithoutTitle).
+    `<title>${xml(options.title)}: ${list.map((panel) => xml(panel.title)).join('; ')}</title>`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="${MARGIN.left}" y="24" font-size="16" font-weight="600">${xml(options.title)}</text>`,
   ];

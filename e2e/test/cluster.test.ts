@@ -1,5 +1,8 @@
 import { ReplicaWaitError, ReplicaWaiter } from '@herald/config';
+import { Topics } from '@herald/inbox';
+import { FANOUT_JOB_NAME, type FanoutJob, fanoutQueueName, notificationJobOptions } from '@herald/protocol';
 import { type RedisClusterHandle, startRedisCluster } from '@herald/testing';
+import { Queue } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, randomId, Stack, waitFor } from './support/stack.js';
@@ -186,4 +189,56 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect(body.maybeAccepted).toBeUndefined();
     expect(await stack.queue.count()).toBe(0);
   }, 60_000);
+
+  it('fans a topic send out over the slots: subscriber set tagged per topic, inboxes per user', async () => {
+    const nodes = cluster.nodes;
+    const connect = () => new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } });
+    const own = new Stack(
+      `redis://${nodes[0]?.host}:${nodes[0]?.port}`,
+      {
+        HERALD_REDIS_CLUSTER_NODES: cluster.nodesEnv,
+        HERALD_PUBSUB_MODE: 'sharded',
+        HERALD_WORKER_FANOUT_CHUNK: '7',
+      },
+      connect,
+    );
+    const bullConnection = connect();
+    const queue = new Queue<FanoutJob>(fanoutQueueName(own.env.HERALD_QUEUE_NAME ?? ''), {
+      prefix: '{herald}',
+      connection: bullConnection,
+    });
+    try {
+      const [realtime] = await Promise.all([own.start('realtime', 'rt'), own.start('worker', 'worker')]);
+      const users = Array.from({ length: 40 }, (_, i) => randomId(`fan${i}`));
+      await new Topics(own.redis, { prefix: own.env.HERALD_INBOX_PREFIX ?? '' }).subscribe('news', users);
+      const watcher = own.client(users[3] ?? '');
+      await watcher.connect(realtime.url, '0-0');
+      const job: FanoutJob = {
+        id: randomId('fan'),
+        tenantId: 'default',
+        payload: { hello: 'cluster' },
+        createdAt: new Date().toISOString(),
+        audience: { topic: 'news' },
+        charge: {
+          keyPrefix: `${randomId('rl')}:sender:`,
+          senderId: 'k',
+          capacity: 1000,
+          ratePerSecond: 1000,
+          prepaid: 1,
+        },
+      };
+      await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
+      await waitFor(
+        async () =>
+          (await Promise.all(users.map((u) => own.inboxIds(u)))).every((ids) => ids.includes(job.id)),
+        { timeoutMs: 30_000, what: 'every subscriber, over the slots, to have it' },
+      );
+      await waitFor(() => watcher.received.some((event) => event.id === job.id), { what: 'the live push' });
+      watcher.check([job.id]);
+    } finally {
+      await queue.close();
+      bullConnection.disconnect();
+      await own.dispose();
+    }
+  }, 120_000);
 });

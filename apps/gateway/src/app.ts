@@ -8,6 +8,7 @@ import apiKeys from './plugins/app/api-keys.js';
 import configPlugin from './plugins/app/config.js';
 import deployment from './plugins/app/deployment.js';
 import errors from './plugins/app/errors.js';
+import fanout from './plugins/app/fanout.js';
 import httpLayer, { httpServerOptions } from './plugins/app/http-layer.js';
 import idempotency from './plugins/app/idempotency.js';
 import inbox from './plugins/app/inbox.js';
@@ -26,6 +27,7 @@ import healthRoutes from './routes/health/index.js';
 import notificationRoutes from './routes/notifications/index.js';
 import notifyRoutes from './routes/notify/index.js';
 import tokenRoutes from './routes/tokens/index.js';
+import topicRoutes from './routes/topics/index.js';
 import userRoutes from './routes/users/index.js';
 import webhookRoutes from './routes/webhooks/index.js';
 
@@ -84,12 +86,14 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(live);
   await app.register(notifications);
   await app.register(webhooks);
+  await app.register(fanout);
 
   await app.register(healthRoutes);
   await app.register(notifyRoutes);
   await app.register(notificationRoutes);
   await app.register(tokenRoutes);
   await app.register(userRoutes);
+  await app.register(topicRoutes);
   await app.register(adminRoutes);
   await app.register(webhookRoutes);
   return app;

@@ -109,10 +109,45 @@ export class Limits {
     return limiter;
   }
 
+  /**
+   * The sender policy of `identity` (its own limits, else the defaults): what a topic send pays from,
+   * one token per recipient (the gateway takes the first, the worker the rest, on these very keys).
+   */
+  senderPolicy(
+    identity: ApiKeyIdentity,
+  ): PolicyOptions & { capacity: number; keyPrefix: string; hashTag?: string } {
+    const defaults = this.#config.rateLimit;
+    const hashTag = this.#hashTagOf(identity);
+    return {
+      name: SENDER_POLICY,
+      capacity: identity.limits.senderBurst ?? defaults.senderBurst,
+      ratePerSecond: identity.limits.senderPerSecond ?? defaults.senderPerSecond,
+      // ratelimit:sender:{<api key id>} (on Cluster ratelimit:sender:{<tenant>}:<api key id>)
+      keyPrefix: `${defaults.keyPrefix}sender:`,
+      ...(hashTag === undefined ? {} : { hashTag }),
+    };
+  }
+
+  /** The limiter of `identity`'s sender policy alone (a topic send, which has no one recipient). */
+  senderOnly(identity: ApiKeyIdentity): RateLimiter {
+    const { hashTag, ...sender } = this.senderPolicy(identity);
+    const id = `sender/${sender.capacity}/${sender.ratePerSecond}${hashTag === undefined ? '' : `@${hashTag}`}`;
+    let limiter = this.#limiters.get(id);
+    if (limiter === undefined) {
+      limiter = this.#limiter([sender], hashTag);
+      this.#limiters.set(id, limiter);
+    }
+    return limiter;
+  }
+
+  /** On Redis Cluster: the hash tag of `identity`'s buckets (its tenant); undefined on a single Redis. */
+  #hashTagOf(identity: ApiKeyIdentity): string | undefined {
+    return this.#cluster ? identity.tenantId : undefined;
+  }
+
   #forLimits(identity: ApiKeyIdentity): RateLimiter {
     const defaults = this.#config.rateLimit;
-    const senderBurst = identity.limits.senderBurst ?? defaults.senderBurst;
-    const senderRate = identity.limits.senderPerSecond ?? defaults.senderPerSecond;
+    const { hashTag: _tag, ...sender } = this.senderPolicy(identity);
     const recipientBurst = identity.limits.recipientBurst ?? defaults.burst;
     const recipientRate = identity.limits.recipientPerSecond ?? defaults.perSecond;
     // On Redis Cluster the keys of one decision (the sender's bucket, every recipient's) must share a
@@ -122,19 +157,13 @@ export class Limits {
     // than one call per slot (two round trips, and a sender charged for a recipient then refused: not
     // atomic). One limiter per tenant, each with its own deny cache. On a single Redis the keys, the
     // scripts and their cost are unchanged (no tag).
-    const tenant = this.#cluster ? identity.tenantId : undefined;
-    const id = `${senderBurst}/${senderRate}/${recipientBurst}/${recipientRate}${tenant === undefined ? '' : `@${tenant}`}`;
+    const tenant = this.#hashTagOf(identity);
+    const id = `${sender.capacity}/${sender.ratePerSecond}/${recipientBurst}/${recipientRate}${tenant === undefined ? '' : `@${tenant}`}`;
     let limiter = this.#limiters.get(id);
     if (limiter === undefined) {
       limiter = this.#limiter(
         [
-          // ratelimit:sender:{<api key id>}
-          {
-            name: SENDER_POLICY,
-            capacity: senderBurst,
-            ratePerSecond: senderRate,
-            keyPrefix: `${defaults.keyPrefix}sender:`,
-          },
+          sender,
           // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
           {
             name: RECIPIENT_POLICY,

@@ -1,4 +1,4 @@
-import type { Inbox } from '@herald/inbox';
+import type { Inbox, NotificationStatus as StoredStatus } from '@herald/inbox';
 import { DEFAULT_TENANT, type NotificationJob, type NotificationStatus } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 
@@ -32,7 +32,6 @@ export async function statusOf(
     // Unknown once the job is gone: absent rather than "" (which is no date-time).
     ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
   };
-  if (stored?.state === 'expired') return { ...base, status: 'expired' };
   if (stored?.state === 'cancelled') {
     return {
       ...base,
@@ -41,22 +40,8 @@ export async function statusOf(
       ...(stored.cancelledAt ? { cancelledAt: stored.cancelledAt } : {}),
     };
   }
-  if (stored?.state === 'deduplicated' && stored.duplicateOf) {
-    const original = await inbox.statusById(stored.duplicateOf);
-    return {
-      ...base,
-      status: original?.delivered ? 'delivered' : 'queued',
-      duplicateOf: stored.duplicateOf,
-      ...(original?.deliveredAt ? { deliveredAt: original.deliveredAt } : {}),
-    };
-  }
-  if (stored?.delivered) {
-    return {
-      ...base,
-      status: 'delivered',
-      ...(stored.deliveredAt ? { deliveredAt: stored.deliveredAt } : {}),
-    };
-  }
+  const fromInbox = stored ? await inboxStatus(inbox, base, stored) : undefined;
+  if (fromInbox) return fromInbox;
   if (state === 'failed' && job) {
     return {
       ...base,
@@ -90,4 +75,33 @@ export async function cancel(
   }
   const status = await statusOf(queue, root, tenantId, id);
   return status && { cancelled: status.status === 'cancelled', status };
+}
+
+/**
+ * What a recipient's inbox says of a notification, when it settles it (`expired`, collapsed into
+ * another by `dedupeKey`, or `delivered`); undefined while it is stored and not acked.
+ */
+export async function inboxStatus(
+  inbox: Inbox,
+  base: Omit<TenantStatus, 'status'>,
+  stored: StoredStatus,
+): Promise<TenantStatus | undefined> {
+  if (stored.state === 'expired') return { ...base, status: 'expired' };
+  if (stored.state === 'deduplicated' && stored.duplicateOf) {
+    const original = await inbox.statusById(stored.duplicateOf);
+    return {
+      ...base,
+      status: original?.delivered ? 'delivered' : 'queued',
+      duplicateOf: stored.duplicateOf,
+      ...(original?.deliveredAt ? { deliveredAt: original.deliveredAt } : {}),
+    };
+  }
+  if (stored.delivered) {
+    return {
+      ...base,
+      status: 'delivered',
+      ...(stored.deliveredAt ? { deliveredAt: stored.deliveredAt } : {}),
+    };
+  }
+  return undefined;
 }

@@ -24,6 +24,8 @@ export const EnvSchema = Type.Object({
   HERALD_WORKER_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 1000, default: 50 }),
   HERALD_WORKER_LOCK_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 10_000 }),
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),
+  HERALD_WORKER_FANOUT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 100, default: 2 }),
+  HERALD_WORKER_FANOUT_CHUNK: Type.Integer({ minimum: 1, maximum: 10_000, default: 500 }),
   ...InboxEnv,
   ...DevModeEnv,
   // Where tenants' webhooks are stored (the gateway's prefix) and how the worker delivers them.
@@ -63,6 +65,11 @@ export interface WorkerConfig {
    */
   lockMs: number;
   stalledIntervalMs: number;
+  /**
+   * Topic sends and broadcasts: fan-out jobs taken at once per process (their own queue and slots, beside
+   * `concurrency`), and recipients per chunk (one page: charged, appended, checkpointed together).
+   */
+  fanout: { concurrency: number; chunkSize: number };
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
   /** The gateway's key prefix (`HERALD_KEY_PREFIX`): where tenants' webhooks are stored. */
   keyPrefix: string;
@@ -97,6 +104,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
+    fanout: Object.freeze({
+      concurrency: parsed.HERALD_WORKER_FANOUT_CONCURRENCY,
+      chunkSize: parsed.HERALD_WORKER_FANOUT_CHUNK,
+    }),
     inbox: inboxSettings(parsed),
     keyPrefix: parsed.HERALD_KEY_PREFIX,
     webhooks: webhookSettings(parsed, parsed.HERALD_DEV_MODE),

@@ -1,5 +1,12 @@
 import { REDIS_ROLE_OPTIONS, ReplicaWaiter, reconnectDelayMs } from '@herald/config';
-import { type AppendResult, Inbox, InboxError, InboxErrorCode, type InboxNotification } from '@herald/inbox';
+import {
+  type AppendResult,
+  Inbox,
+  InboxError,
+  InboxErrorCode,
+  type InboxNotification,
+  Topics,
+} from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
 import { WebhookStore } from '@herald/webhooks';
@@ -7,7 +14,9 @@ import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
+import { appendOptionsOf, storeAndPush } from './store.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** How long the worker waits for `HERALD_REDIS_WAIT_REPLICAS` replicas to have an inbox entry, ms. */
@@ -30,16 +39,15 @@ export type JobResult =
   | { outcome: 'deduplicated'; duplicateOf: string };
 
 /**
- * Processes one notification job: append to the user's inbox first (idempotent: a job run twice is
- * stored once), then `durable` (waits for replicas, when asked), then push it live. A job run again
- * after its append (stalled, retried) pushes again with the same offset, and realtime drops what a
- * socket already has, so it is on screen once; and a push lost in a crash between append and push is
- * made good by that second run.
+ * Processes one notification job: append to the user's inbox first, then `durable` (waits for
+ * replicas, when asked), then push it live (see {@link storeAndPush}), and remember the user as one of
+ * the tenant's (the audience of a broadcast).
  */
 export async function processNotification(
   job: NotificationJob,
   inbox: Inbox,
   live: LivePublisher,
+  topics?: Topics,
   durable?: (inbox: Inbox, userId: string) => Promise<void>,
 ): Promise<AppendResult> {
   const notification: InboxNotification = {
@@ -50,30 +58,13 @@ export async function processNotification(
     ...(job.topic !== undefined ? { topic: job.topic } : {}),
     ...(job.type !== undefined ? { type: job.type } : {}),
   };
-  const createdAtMs = Date.parse(job.createdAt);
   // The recipient is (tenant, user): the tenant's own inbox, dedupe keys and live channel. A job from before
   // tenants carries none and belongs to `default`.
   const tenantId = job.tenantId ?? DEFAULT_TENANT;
-  const tenantInbox = inbox.tenant(tenantId);
-  const result = await tenantInbox.append(notification, {
-    ...(job.ttlMs !== undefined && Number.isFinite(createdAtMs)
-      ? { expiresAtMs: createdAtMs + job.ttlMs }
-      : {}),
-    ...(job.dedupeKey !== undefined ? { dedupeKey: job.dedupeKey } : {}),
-    ...(job.inbox !== undefined ? { bounds: job.inbox } : {}),
-  });
-  // Before anyone is shown it: an entry a failover loses after its push would be shown, then gone, and
-  // its offset given to the next notification (which the client would take for one it has).
-  await durable?.(tenantInbox, job.userId);
-  if (result.outcome === 'appended' || result.outcome === 'already-appended') {
-    // The new unread count rides on the notification (one pub/sub message, not two); a re-run does
-    // not carry it, as its count may be stale.
-    live.notification(tenantId, {
-      ...notification,
-      offset: result.offset,
-      ...(result.outcome === 'appended' ? { unread: result.unread } : {}),
-    });
-  }
+  const [result] = await Promise.all([
+    storeAndPush(inbox.tenant(tenantId), live, notification, appendOptionsOf(job), durable),
+    topics?.tenant(tenantId).remember([job.userId]),
+  ]);
   return result;
 }
 
@@ -97,6 +88,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     : undefined;
   redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
   const inbox = new Inbox(redis, config.inbox);
+  const topics = new Topics(redis, { prefix: config.inbox.prefix });
   // Fire-and-forget: a socket that misses the live message reads it from the inbox (gap fill).
   const live = livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, (error) =>
     log.warn({ err: error }, 'live publish failed'),
@@ -148,7 +140,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       let result: AppendResult;
       const stopTimer = metrics.duration.startTimer();
       try {
-        result = await processNotification(job.data, inbox, live, durable);
+        result = await processNotification(job.data, inbox, live, topics, durable);
       } catch (error) {
         // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
         if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {
@@ -217,6 +209,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     log,
     count: (outcome) => metrics.webhooks.inc({ outcome }),
   });
+  const fanout = await startFanoutWorker(config, log, metrics);
 
   return {
     worker,
@@ -225,7 +218,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     ready: () => Promise.all([redis.ping(), queue.getJobCounts('wait')]),
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
-      await worker.close();
+      await Promise.all([worker.close(), fanout.close()]);
       await webhooks.close();
       await webhookEvents.close();
       await queue.close();

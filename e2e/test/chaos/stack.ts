@@ -121,8 +121,6 @@ export class ChaosStack {
       timeoutMs: 60_000,
       ...(wrapper.length > 0 ? { command, args } : {}),
       ...(quiet && kind !== 'worker' ? { port: await freePort() } : {}),
-      // Four gateways starting at once on a loaded 2-core machine took over the default 20 s.
-      timeoutMs: 60_000,
     });
     this.#all.push(app);
     this.apps[kind].push(app);

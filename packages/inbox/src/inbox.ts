@@ -123,7 +123,8 @@ export class Inbox {
    * answers `already-appended` with the first offset and changes nothing. With `expiresAtMs` in the past
    * it records `expired` instead; with a `dedupeKey` already used for this user (within the retention)
    * it records `deduplicated`. `bounds` may keep fewer or younger notifications than the inbox's own
-   * settings (a tenant's API key with smaller limits), never more.
+   * settings (a tenant's API key with smaller limits), never more. `indexed: false` (a topic send's
+   * recipients, who share its id) skips the id → user index of {@link Inbox.locate}.
    *
    * @example
    * ```ts
@@ -137,6 +138,7 @@ export class Inbox {
       dedupeKey?: string;
       nowMs?: number;
       bounds?: AppendBounds;
+      indexed?: boolean;
     } = {},
   ): Promise<AppendResult> {
     const keys = this.keys(notification.userId);
@@ -144,12 +146,15 @@ export class Inbox {
     const maxAgeMs = boundOf(options.bounds?.maxAgeMs, this.maxAgeMs);
     const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
     // The id → user index is written beside the script (another hash slot), in the same round trip.
-    const index = this.#redis.set(
-      notificationIndexKey(this.#base, notification.id),
-      notification.userId,
-      'PX',
-      this.retentionMs,
-    );
+    const index =
+      options.indexed === false
+        ? undefined
+        : this.#redis.set(
+            notificationIndexKey(this.#base, notification.id),
+            notification.userId,
+            'PX',
+            this.retentionMs,
+          );
     const script = this.#scripts.append(
       keys.stream,
       keys.meta,

@@ -19,4 +19,5 @@ export {
 } from './offsets.js';
 export { AppendCode } from './scripts.js';
 export { InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';
+export { type AudiencePage, checkTopic, type FanoutRecord, Topics } from './topics.js';
 export * from './types.js';

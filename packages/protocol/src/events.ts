@@ -210,7 +210,7 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
  * ```
  */
 export function notificationJobOptions(
-  job: NotificationJob,
+  job: Pick<NotificationJob, 'id' | 'delayMs' | 'priority'>,
   retry: RetryPolicy = DEFAULT_RETRY_POLICY,
 ): {
   jobId: string;

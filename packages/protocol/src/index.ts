@@ -4,5 +4,6 @@ export * from './events.js';
 export * from './names.js';
 export * from './schemas.js';
 export * from './tenancy.js';
+export * from './topics.js';
 export * from './user-token.js';
 export * from './webhooks.js';

@@ -28,7 +28,14 @@ export const UserId = Type.String({
   examples: ['alice'],
 });
 
-const Label = Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.:/-]+$' });
+/** Longest topic name, in characters. */
+export const TOPIC_MAX_LENGTH = 64;
+/**
+ * Characters a topic name may contain: letters, digits and `_ . : / -` (the `topic` label's, so a topic
+ * send's inbox entries carry their topic as that label). No braces: the name is a Redis Cluster hash tag.
+ */
+export const TOPIC_PATTERN = '^[A-Za-z0-9_.:/-]+$';
+const Label = Type.String({ minLength: 1, maxLength: TOPIC_MAX_LENGTH, pattern: TOPIC_PATTERN });
 
 /** The fields of one notification (the body of `POST /notify`, an item of a batch). */
 const NotificationFields = {
@@ -80,6 +87,39 @@ export const NotifyRequest = Type.Object(NotificationFields, {
   examples: [{ userId: 'alice', payload: { title: 'Your order shipped', url: '/orders/1042' } }],
 });
 export type NotifyRequest = Static<typeof NotifyRequest>;
+
+/**
+ * Body of `POST /notify`: a notification to one user (`userId`; `topic` is then its label), to a topic's
+ * subscribers (`topic` without `userId`), or to every user of the tenant (`broadcast: true`, without
+ * `userId` or `topic`). The gateway checks that exactly one target is given.
+ */
+export const NotifySendRequest = Type.Object(
+  {
+    ...NotificationFields,
+    userId: Type.Optional(UserId),
+    topic: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: TOPIC_MAX_LENGTH,
+        pattern: TOPIC_PATTERN,
+        description:
+          'With `userId`: a label the client may filter on. Without: the target, every subscriber of this topic of the tenant (`PUT /topics/:topic/subscribers`).',
+        examples: ['orders'],
+      }),
+    ),
+    broadcast: Type.Optional(
+      Type.Literal(true, {
+        description:
+          'Send to every user of the tenant: each one ever notified or subscribed to a topic. Without `userId` and `topic`.',
+      }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    examples: [{ userId: 'alice', payload: { title: 'Your order shipped', url: '/orders/1042' } }],
+  },
+);
+export type NotifySendRequest = Static<typeof NotifySendRequest>;
 
 /** `202` answer of `POST /notify`. */
 export const NotifyAccepted = Type.Object({
@@ -138,17 +178,47 @@ export const BatchAccepted = Type.Object({
 });
 export type BatchAccepted = Static<typeof BatchAccepted>;
 
+/** Recipients of a topic send or broadcast so far (`GET /notifications/:id`). */
+export const RecipientCounts = Type.Object(
+  {
+    total: Type.Integer({
+      description:
+        'Recipients of the fan-out: the audience’s size when it started, then, once it is `sent`, every recipient it went through.',
+    }),
+    reached: Type.Integer({ description: 'Recipients whose inbox has it (and who were pushed it live).' }),
+    expired: Type.Integer({ description: 'Recipients reached after its `ttlMs`: recorded `expired`.' }),
+    deduplicated: Type.Integer({
+      description:
+        'Recipients that had a notification with its `dedupeKey` already: collapsed into that one.',
+    }),
+  },
+  { description: 'Only for a topic send or broadcast.' },
+);
+export type RecipientCounts = Static<typeof RecipientCounts>;
+
 /** Answer of `GET /notifications/:id`. */
 export const NotificationStatus = Type.Object({
   id: Type.String(),
-  userId: Type.String(),
-  status: Type.Union([
-    Type.Literal('queued'),
-    Type.Literal('delivered'),
-    Type.Literal('failed'),
-    Type.Literal('expired'),
-    Type.Literal('cancelled'),
-  ]),
+  userId: Type.Optional(
+    Type.String({ description: 'The recipient; absent for a topic send or broadcast (see `recipients`).' }),
+  ),
+  status: Type.Union(
+    [
+      Type.Literal('queued'),
+      Type.Literal('delivered'),
+      Type.Literal('failed'),
+      Type.Literal('expired'),
+      Type.Literal('sent'),
+      Type.Literal('cancelled'),
+    ],
+    {
+      description:
+        'A topic send or broadcast is `queued` while it fans out and `sent` once every recipient’s inbox has it; `delivered` is a recipient’s ack (ask with `?userId=`).',
+    },
+  ),
+  topic: Type.Optional(Type.String({ description: 'The topic of a topic send.' })),
+  broadcast: Type.Optional(Type.Literal(true, { description: 'Present on a broadcast.' })),
+  recipients: Type.Optional(RecipientCounts),
   attempts: Type.Integer({ description: 'Delivery attempts the worker made.' }),
   createdAt: Type.Optional(
     Type.String({
@@ -158,6 +228,9 @@ export const NotificationStatus = Type.Object({
     }),
   ),
   deliveredAt: Type.Optional(Type.String({ format: 'date-time' })),
+  sentAt: Type.Optional(
+    Type.String({ format: 'date-time', description: 'A topic send or broadcast: when its fan-out ended.' }),
+  ),
   failedAt: Type.Optional(Type.String({ format: 'date-time' })),
   failedReason: Type.Optional(Type.String()),
   cancelledAt: Type.Optional(

@@ -15,10 +15,24 @@ declare module 'fastify' {
     /**
      * `config.rateLimit` of a route that sends the notifications `itemsOf(request)`: the sender (API
      * key) pays one token per notification, each recipient one per notification it gets, all in one
-     * atomic decision.
+     * atomic decision. No items (a topic send or broadcast): the sender pays one token now, the worker
+     * the rest as it fans out (one per recipient).
      */
     notifyRateLimit(itemsOf: (request: FastifyRequest) => readonly NotifyItem[]): RateLimitRouteConfig;
   }
+}
+
+/**
+ * True for the body of a topic send or broadcast (`POST /notify` with `topic` or `broadcast` and no
+ * `userId`): one job that the worker fans out.
+ */
+export function isFanoutSend(body: unknown): body is Omit<NotifyItem, 'userId'> & { broadcast?: true } {
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    !('userId' in body) &&
+    ('topic' in body || 'broadcast' in body)
+  );
 }
 
 /** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
@@ -31,6 +45,7 @@ function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): Lim
   // A single notification to one recipient: no map, no arrays.
   // The recipient's bucket is its tenant's user's (`<tenant>/<user>`): another tenant cannot drain it.
   const { id: sender, tenantId } = request.identity;
+  if (items.length === 0) return { key: { [SENDER_POLICY]: sender }, cost: { [SENDER_POLICY]: 1 } };
   const only = items.length === 1 ? items[0] : undefined;
   if (only) {
     return {
@@ -62,6 +77,7 @@ export default fp(
     app.decorate('limits', limits);
 
     const limiterOf = (request: FastifyRequest) => limits.for(request.identity);
+    const senderOnlyOf = (request: FastifyRequest) => limits.senderOnly(request.identity);
     // A sender (API key) that is being denied is refused before its body is read: a flood from a key
     // over its limit costs the gateway the least it can, and Redis nothing.
     // A request with an Idempotency-Key is not refused early: a retry of an accepted request must reach
@@ -80,7 +96,8 @@ export default fp(
         return call;
       };
       return {
-        limiter: limiterOf,
+        // Before the body is read (`precheck`) a request is any send: the sender's bucket is the same.
+        limiter: (request) => (isFanoutSend(request.body) ? senderOnlyOf(request) : limiterOf(request)),
         precheck: senderOf,
         key: (request) => callOf(request).key,
         cost: (request) => callOf(request).cost,

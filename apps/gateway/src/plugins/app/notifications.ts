@@ -63,26 +63,15 @@ export default fp(
         return { name: NOTIFY_JOB_NAME, data, opts };
       });
 
-      try {
-        app.checkDurable();
-      } catch (error) {
-        throw unavailable('The queue (its Redis replicas)', error);
-      }
-      const started = process.hrtime.bigint();
-      try {
-        const [single] = jobs;
-        await app.withRedisTimeout<unknown>(
+      const [single] = jobs;
+      await addDurably(
+        app,
+        () =>
           jobs.length === 1 && single
             ? app.queue.add(single.name, single.data, single.opts)
             : app.queue.addBulk(jobs),
-        );
-        await app.ensureDurable();
-      } catch (error) {
-        // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
-        if (neverSent(error)) throw unavailable('The queue (Redis)', error);
-        throw enqueueUnsure(error, derivedId !== undefined);
-      }
-      app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+        derivedId !== undefined,
+      );
       request.log.info(
         { notificationIds: jobs.map((job) => job.data.id), tenant: identity.tenantId },
         'queued',
@@ -111,7 +100,36 @@ export default fp(
   },
 );
 
-function optional(item: NotifyItem): Partial<NotificationJob> {
+/**
+ * Runs `add` (a BullMQ add on the queue connection, `app.queueConnection`) and waits until the job is
+ * durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`); throws the 503 of an enqueue refused
+ * (nothing accepted: also at once while the queue's master lacks replicas) or unsure (`maybeAccepted`:
+ * a retry with the key is safe).
+ */
+export async function addDurably(
+  app: FastifyInstance,
+  add: () => Promise<unknown>,
+  hasIdempotencyKey: boolean,
+): Promise<void> {
+  try {
+    app.checkDurable();
+  } catch (error) {
+    throw unavailable('The queue (its Redis replicas)', error);
+  }
+  const started = process.hrtime.bigint();
+  try {
+    await app.withRedisTimeout<unknown>(add());
+    await app.ensureDurable();
+  } catch (error) {
+    // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
+    if (neverSent(error)) throw unavailable('The queue (Redis)', error);
+    throw enqueueUnsure(error, hasIdempotencyKey);
+  }
+  app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+}
+
+/** The optional fields of `item` a job carries. */
+export function optional(item: Omit<NotifyItem, 'userId'>): Partial<NotificationJob> {
   const options: Partial<NotificationJob> = {};
   if (item.priority !== undefined) options.priority = item.priority;
   if (item.delayMs !== undefined) options.delayMs = item.delayMs;

@@ -3,11 +3,17 @@ import type { NotificationJob } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import type { Cluster, Redis } from 'ioredis';
 
 declare module 'fastify' {
   interface FastifyInstance {
     /** The BullMQ queue the worker consumes (its own connection, failing fast like `app.redis`). */
     queue: Queue<NotificationJob>;
+    /**
+     * The queues' own connection: every queue of the gateway adds through it (the fan-out queue too, in
+     * the same `{herald}` slot), so that `ensureDurable` waits for what they added.
+     */
+    queueConnection: Redis | Cluster;
     /**
      * After a job add: waits until the queue's writes are durable as configured, on the queue's own
      * connection (WAIT and WAITAOF count the writes of the connection they run on): in the primary's
@@ -45,6 +51,7 @@ export default fp(
     });
     queue.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
     app.decorate('queue', queue);
+    app.decorate<Redis | Cluster>('queueConnection', connection);
 
     // A key in the queue's slot: the connection that carried the add.
     const queueKey = `${config.queue.prefix}:${config.queue.name}:id`;

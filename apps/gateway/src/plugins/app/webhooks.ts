@@ -1,7 +1,6 @@
 import { WebhookEvents, WebhookStore } from '@herald/webhooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { producerOptions } from './redis.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -18,7 +17,8 @@ export default fp(
     const events = new WebhookEvents(store, {
       queueName: config.queue.name,
       prefix: config.queue.prefix,
-      connection: { url: config.redisUrl, ...producerOptions },
+      // The queues' connection (a Cluster client on Redis Cluster), in the queue's `{herald}` slot.
+      connection: app.queueConnection,
     });
     events.queue.on('error', (error) => app.log.warn({ err: error }, 'webhook queue connection error'));
     app.decorate('webhooks', { store, events });
@@ -26,5 +26,5 @@ export default fp(
       await events.close();
     });
   },
-  { name: 'webhooks', dependencies: ['config', 'redis'], fastify: '5.x' },
+  { name: 'webhooks', dependencies: ['config', 'redis', 'queue'], fastify: '5.x' },
 );

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorResponse, NotificationStatus } from '@herald/protocol';
+import { ErrorResponse, NotificationStatus, UserId } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import type { TenantStatus } from '../../status.js';
@@ -16,16 +16,32 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         summary: 'Status of a notification',
         description:
-          '`queued` until one of the user’s clients acknowledges it (`delivered`); `failed` after its last attempt; `expired` when its ttlMs passed first. Visible only to the tenant that sent it.',
+          '`queued` until one of the user’s clients acknowledges it (`delivered`); `failed` after its last attempt; `expired` when its ttlMs passed first. A topic send or broadcast: `queued` while it fans out, `sent` once every recipient’s inbox has it, with `recipients` counting them; `?userId=` gives one recipient’s status. Visible only to the tenant that sent it.',
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
-        response: { 200: NotificationStatus, 401: ErrorResponse, 404: ErrorResponse, 503: ErrorResponse },
+        // `userId`: with a topic send or broadcast, the status of that one recipient.
+        querystring: Type.Object({ userId: Type.Optional(UserId) }),
+        response: {
+          200: NotificationStatus,
+          400: ErrorResponse,
+          401: ErrorResponse,
+          404: ErrorResponse,
+          503: ErrorResponse,
+        },
       },
     },
     async (request) => {
       const identity = request.identity;
+      const { id } = request.params;
+      const { userId } = request.query;
       let status: TenantStatus | undefined;
       try {
-        status = await app.withRedisTimeout(app.statusOf(identity.tenantId, request.params.id));
+        status = await app.withRedisTimeout(
+          (async () => {
+            const single = await app.statusOf(identity.tenantId, id);
+            if (single) return userId === undefined || single.userId === userId ? single : undefined;
+            return app.fanoutStatusOf(identity.tenantId, id, userId);
+          })(),
+        );
       } catch (error) {
         throw unavailable('Redis', error);
       }
@@ -33,7 +49,9 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!status || status.tenantId !== identity.tenantId) {
         throw new HttpError(
           ErrorCode.NOT_FOUND,
-          `No notification ${request.params.id} for this API key's tenant`,
+          userId === undefined
+            ? `No notification ${id} for this API key's tenant`
+            : `No notification ${id} to ${userId} for this API key's tenant`,
         );
       }
       const { tenantId: _tenant, ...visible } = status;
@@ -48,7 +66,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         summary: 'Cancel a notification not sent yet',
         description:
-          'Cancels a notification no worker has stored yet (typically one sent with `delayMs`): it is never stored, pushed or shown, and its status says `cancelled`. Cancelling again answers the same. Once stored (`queued` in the inbox, `delivered`), failed or expired: `409 HERALD_ERR_NOT_CANCELLABLE` with its `state`. Only the tenant that sent it.',
+          'Cancels a notification no worker has stored yet (typically one sent with `delayMs`): it is never stored, pushed or shown, and its status says `cancelled`. Cancelling again answers the same. Once stored (`queued` in the inbox, `delivered`), failed or expired, and for a topic send or broadcast: `409 HERALD_ERR_NOT_CANCELLABLE` with its `state`. Only the tenant that sent it.',
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
         response: {
           200: NotificationStatus,
@@ -64,7 +82,15 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { tenantId } = request.identity;
       let outcome: Awaited<ReturnType<typeof app.cancelNotification>>;
       try {
-        outcome = await app.withRedisTimeout(app.cancelNotification(tenantId, id));
+        outcome = await app.withRedisTimeout(
+          (async () => {
+            const single = await app.cancelNotification(tenantId, id);
+            if (single) return single;
+            // A topic send or broadcast is not cancelled (its recipients may have it already): 409.
+            const fanout = await app.fanoutStatusOf(tenantId, id);
+            return fanout && { cancelled: false, status: fanout };
+          })(),
+        );
       } catch (error) {
         throw unavailable('Redis', error);
       }

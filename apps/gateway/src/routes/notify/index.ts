@@ -5,11 +5,13 @@ import {
   BatchRequest,
   ErrorResponse,
   NotifyAccepted,
-  NotifyRequest,
+  NotifySendRequest,
 } from '@herald/protocol';
 import Type from 'typebox';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../../idempotency.js';
+import { isFanoutSend } from '../../plugins/app/limits.js';
 import { checkPayload, type NotifyItem, sortBatch, sortedBatch, validItems } from './batch.js';
+import { checkTarget } from './target.js';
 
 const IdempotencyHeaders = Type.Object({
   'idempotency-key': Type.Optional(
@@ -38,19 +40,33 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify',
     {
       onRequest: [app.authenticate, app.notifications.refuseUndurable],
-      preValidation: [checkPayload, app.idempotencyCheck],
-      config: { rateLimit: app.notifyRateLimit((request) => [request.body as NotifyItem]) },
+      preValidation: [checkPayload, checkTarget, app.idempotencyCheck],
+      config: {
+        rateLimit: app.notifyRateLimit((request) =>
+          isFanoutSend(request.body) ? [] : [request.body as NotifyItem],
+        ),
+      },
       schema: {
-        summary: 'Send a notification to one user',
+        summary: 'Send a notification to one user, a topic, or every user of the tenant',
         description:
-          'Costs one token from the sender (API key) and one from the recipient, in one atomic decision. 202 means the notification is in Redis.',
+          'To one user (`userId`): costs one token from the sender (API key) and one from the recipient, in one atomic decision. To a topic (`topic` without `userId`) or to every user of the tenant (`broadcast: true`): one id, one job, fanned out by the workers in chunks to every recipient’s inbox; it costs the sender one token per recipient (the first now, the rest as each chunk goes out: a sender out of tokens has its fan-out paused until it has them), and no recipient’s own limit. `GET /notifications/:id` counts the recipients reached. 202 means the notification is in Redis.',
         headers: IdempotencyHeaders,
-        body: NotifyRequest,
+        body: NotifySendRequest,
         response: { 202: NotifyAccepted, ...errors },
       },
     },
     async (request, reply) => {
-      const [id] = await app.notifications.enqueue(request, [request.body]);
+      const send = request.body;
+      const [id] =
+        send.userId === undefined
+          ? [
+              await app.fanouts.enqueue(
+                request,
+                send,
+                send.topic ? { topic: send.topic } : { broadcast: true },
+              ),
+            ]
+          : await app.notifications.enqueue(request, [{ ...send, userId: send.userId }]);
       const body = { id: id as string, status: 'queued' as const };
       await app.settleIdempotency(request, { statusCode: 202, body });
       return reply.code(202).send(body);

@@ -1,0 +1,67 @@
+import type { Inbox, Topics } from '@herald/inbox';
+import { DEFAULT_TENANT, type FanoutJob } from '@herald/protocol';
+import type { Queue } from 'bullmq';
+import { inboxStatus, type TenantStatus } from './status.js';
+
+/**
+ * Where topic send or broadcast `id` of `tenantId` is; undefined when it is none of that tenant's. Its
+ * record (counts, cursor, audience) is the record of truth once the worker has started it; the BullMQ
+ * job tells the rest (waiting, delayed for the sender's tokens, failed). With `userId`: that recipient's
+ * own status (`delivered` once one of their clients acked it); undefined when the fan-out is `sent` and
+ * they were not one of its recipients.
+ */
+export async function fanoutStatusOf(
+  queue: Queue<FanoutJob>,
+  topicsRoot: Topics,
+  inboxRoot: Inbox,
+  tenantId: string,
+  id: string,
+  userId?: string,
+): Promise<TenantStatus | undefined> {
+  const topics = topicsRoot.tenant(tenantId);
+  const state = await queue.getJobState(id);
+  const [found, record] = await Promise.all([queue.getJob(id), topics.fanout(id)]);
+  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
+  if (!job && !record) return undefined;
+  const audience = record?.audience ?? job?.data.audience ?? { broadcast: true };
+  const base = {
+    id,
+    tenantId,
+    attempts: job?.attemptsMade ?? 1,
+    ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
+    ...('topic' in audience ? { topic: audience.topic } : { broadcast: true as const }),
+  };
+  if (userId !== undefined) {
+    const inbox = inboxRoot.tenant(tenantId);
+    const stored = await inbox.status(userId, id);
+    if (!stored && record?.state === 'sent') return undefined;
+    const own = { ...base, userId };
+    return (stored && (await inboxStatus(inbox, own, stored))) ?? { ...own, status: 'queued' };
+  }
+  const recipients = record
+    ? {
+        total: record.total,
+        reached: record.reached,
+        expired: record.expired,
+        deduplicated: record.deduplicated,
+      }
+    : { total: await topics.size(audience), reached: 0, expired: 0, deduplicated: 0 };
+  if (record?.state === 'sent') {
+    return {
+      ...base,
+      status: 'sent',
+      recipients,
+      ...(record.sentAtMs ? { sentAt: new Date(record.sentAtMs).toISOString() } : {}),
+    };
+  }
+  if (state === 'failed' && job) {
+    return {
+      ...base,
+      status: 'failed',
+      recipients,
+      ...(job.finishedOn ? { failedAt: new Date(job.finishedOn).toISOString() } : {}),
+      ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+    };
+  }
+  return { ...base, status: 'queued', recipients };
+}

@@ -1,0 +1,39 @@
+// The fan-out processor, run by BullMQ in worker threads of its own (`useWorkerThreads`): a fan-out's
+// event loop, CPU and Redis connection are never those of single sends, which the main thread keeps.
+import { workerData } from 'node:worker_threads';
+import { Inbox, Topics } from '@herald/inbox';
+import { livePublisher } from '@herald/live';
+import type { FanoutJob } from '@herald/protocol';
+import type { SandboxedJob } from 'bullmq';
+import { Cluster, Redis } from 'ioredis';
+import type { WorkerConfig } from './config.js';
+import { type FanoutContext, type FanoutResult, fanOut, SenderLimiters } from './fanout.js';
+
+/** What the thread is started with (`workerThreadsOptions.workerData`). */
+export interface FanoutThreadData {
+  config: WorkerConfig;
+}
+
+const { config } = workerData as FanoutThreadData;
+const options = { maxRetriesPerRequest: null };
+const redis = config.redisClusterNodes
+  ? new Cluster(config.redisClusterNodes, { redisOptions: options })
+  : new Redis(config.redisUrl, options);
+// Reconnects by itself; a command that fails fails the job, which resumes from its checkpoint.
+redis.on('error', () => {});
+const context: FanoutContext = {
+  inbox: new Inbox(redis, config.inbox),
+  topics: new Topics(redis, { prefix: config.inbox.prefix }),
+  // Fire-and-forget, as for single sends: a missed live message is read from the inbox.
+  live: livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, () => {}),
+  limiters: new SenderLimiters(redis),
+  chunkSize: config.fanout.chunkSize,
+};
+
+export default async function processFanout(
+  job: SandboxedJob<FanoutJob, FanoutResult>,
+  token?: string,
+  signal?: AbortSignal,
+): Promise<FanoutResult> {
+  return fanOut(job, token, context, signal);
+}

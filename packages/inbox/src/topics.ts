@@ -1,0 +1,229 @@
+import {
+  DEFAULT_TENANT,
+  type FanoutAudience,
+  type RecipientCounts,
+  TOPIC_MAX_LENGTH,
+  TOPIC_PATTERN,
+} from '@herald/protocol';
+import type { Cluster, Redis } from 'ioredis';
+import { checkUserId } from './checks.js';
+import { InboxError, InboxErrorCode } from './errors.js';
+import { assertPrefix, escapeTag, tenantPrefix } from './keys.js';
+import { DEFAULT_INBOX_PREFIX } from './types.js';
+
+/** A page of an audience (a topic's subscribers or a tenant's users), in user id order. */
+export interface AudiencePage {
+  userIds: string[];
+  /** The last user id of the page: pass it as `after` for the next; null when the page reached the end. */
+  nextAfter: string | null;
+}
+
+/** Progress of one fan-out (topic send or broadcast), its checkpoint and its status record. */
+export interface FanoutRecord extends RecipientCounts {
+  /** Who it goes to (kept with the record: the job may be gone). */
+  audience: FanoutAudience;
+  /** `fanning-out` until the last chunk is done, then `sent`. */
+  state: 'fanning-out' | 'sent';
+  /** The last user id done: the fan-out resumes after it (absent before the first chunk). */
+  cursor: string | undefined;
+  /** When it was sent (ms since epoch), once `sent`. */
+  sentAtMs: number | undefined;
+}
+
+/** Characters of a topic name (the `topic` label's): no braces, so it is its own hash tag. */
+const TOPIC = new RegExp(TOPIC_PATTERN);
+
+/**
+ * Topics and the tenant's user directory, in Redis, beside the inboxes (same prefix, same tenant layout).
+ *
+ * - A topic's subscribers: a sorted set, every score 0, so it is ordered by user id and read in pages
+ *   with `ZRANGE … BYLEX` after the last id seen: a cursor that never skips nor repeats a member that
+ *   stays, whatever is added or removed meanwhile. Key `<tenant prefix>topic:{<topic>}`: hash-tagged per
+ *   topic (Redis Cluster: a topic is one slot; topics spread over the cluster).
+ * - The tenant's users (the audience of a broadcast): every user id the tenant ever notified (directly)
+ *   or subscribed to a topic, the same kind of sorted set, `<tenant prefix>users:{<tenant>}`. Topic and
+ *   broadcast recipients are subscribers or directory members already.
+ * - A fan-out's record: a hash `<tenant prefix>fanout:{<id>}` with its counts and cursor (its checkpoint),
+ *   kept as long as an inbox entry (`retentionMs`).
+ *
+ * Subscriptions and the directory have no TTL: they last until unsubscribed.
+ *
+ * @example
+ * ```ts
+ * const topics = new Topics(redis).tenant('acme');
+ * await topics.subscribe('orders', ['alice', 'bob']);
+ * const page = await topics.page({ topic: 'orders' }, undefined, 500);
+ * ```
+ */
+export class Topics {
+  readonly prefix: string;
+  readonly tenantId: string;
+  readonly #redis: Redis | Cluster;
+  readonly #base: string;
+
+  constructor(redis: Redis | Cluster, options: { prefix?: string; tenantId?: string } = {}) {
+    this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
+    assertPrefix(this.prefix);
+    this.tenantId = options.tenantId ?? DEFAULT_TENANT;
+    this.#base = tenantPrefix(this.prefix, this.tenantId);
+    this.#redis = redis;
+  }
+
+  /** The same topics acting for `tenantId` (a cheap object: no cache needed). */
+  tenant(tenantId: string): Topics {
+    return tenantId === this.tenantId ? this : new Topics(this.#redis, { prefix: this.prefix, tenantId });
+  }
+
+  /** The sorted set of `topic`'s subscribers. */
+  subscribersKey(topic: string): string {
+    return `${this.#base}topic:{${checkTopic(topic)}}`;
+  }
+
+  /** The sorted set of the tenant's users (a broadcast's audience). */
+  usersKey(): string {
+    return `${this.#base}users:{${this.tenantId}}`;
+  }
+
+  /** The hash of fan-out `id`: counts, cursor, state. */
+  fanoutKey(id: string): string {
+    return `${this.#base}fanout:{${escapeTag(id)}}`;
+  }
+
+  #audienceKey(audience: FanoutAudience): string {
+    return 'topic' in audience ? this.subscribersKey(audience.topic) : this.usersKey();
+  }
+
+  /** Subscribes `userIds` to `topic` (and adds them to the tenant's users); answers how many were new. */
+  async subscribe(
+    topic: string,
+    userIds: readonly string[],
+  ): Promise<{ changed: number; subscribers: number }> {
+    const key = this.subscribersKey(topic);
+    const members = scored(userIds);
+    const [added, , count] = (await Promise.all([
+      this.#redis.zadd(key, ...members),
+      this.#redis.zadd(this.usersKey(), 'NX', ...members),
+      this.#redis.zcard(key),
+    ])) as [number, unknown, number];
+    return { changed: added, subscribers: count };
+  }
+
+  /** Unsubscribes `userIds` from `topic` (they stay users of the tenant); answers how many were removed. */
+  async unsubscribe(
+    topic: string,
+    userIds: readonly string[],
+  ): Promise<{ changed: number; subscribers: number }> {
+    const key = this.subscribersKey(topic);
+    for (const userId of userIds) checkUserId(userId);
+    const [removed, count] = (await Promise.all([
+      this.#redis.zrem(key, ...userIds),
+      this.#redis.zcard(key),
+    ])) as [number, number];
+    return { changed: removed, subscribers: count };
+  }
+
+  /** Adds `userIds` to the tenant's users (the worker, for each user it notifies directly). */
+  async remember(userIds: readonly string[]): Promise<void> {
+    if (userIds.length > 0) await this.#redis.zadd(this.usersKey(), 'NX', ...scored(userIds));
+  }
+
+  /** How many users `audience` has now. */
+  async size(audience: FanoutAudience): Promise<number> {
+    return this.#redis.zcard(this.#audienceKey(audience));
+  }
+
+  /**
+   * Up to `limit` user ids of `audience` after `after` (exclusive; undefined: from the first), in user id
+   * order (byte-wise).
+   */
+  async page(audience: FanoutAudience, after: string | undefined, limit: number): Promise<AudiencePage> {
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, `limit must be an integer >= 1, not ${limit}`);
+    }
+    const from = after === undefined ? '-' : `(${after}`;
+    const userIds = await this.#redis.zrange(
+      this.#audienceKey(audience),
+      from,
+      '+',
+      'BYLEX',
+      'LIMIT',
+      0,
+      limit,
+    );
+    return { userIds, nextAfter: userIds.length === limit ? (userIds.at(-1) ?? null) : null };
+  }
+
+  /**
+   * Starts the record of fan-out `id` (once: a re-run keeps the first) with the audience's size now.
+   * Answers the record as it is (a resumed fan-out's checkpoint).
+   */
+  async startFanout(id: string, audience: FanoutAudience, retentionMs: number): Promise<FanoutRecord> {
+    const key = this.fanoutKey(id);
+    const total = await this.size(audience);
+    await this.#redis
+      .multi()
+      .hsetnx(key, 'total', total)
+      .hsetnx(key, 'state', 'fanning-out')
+      .hsetnx(key, 'topic', 'topic' in audience ? audience.topic : '')
+      .pexpire(key, retentionMs)
+      .exec();
+    return (await this.fanout(id)) as FanoutRecord;
+  }
+
+  /**
+   * Records a chunk done: the counts so far and the cursor, in one command (a checkpoint is never half
+   * written); with `done`, the state `sent`, its time, and the total it went through.
+   */
+  async checkpoint(
+    id: string,
+    progress: Omit<FanoutRecord, 'state' | 'sentAtMs' | 'audience'>,
+    done: { atMs: number } | undefined,
+  ): Promise<void> {
+    const fields: (string | number)[] = [
+      'reached',
+      progress.reached,
+      'expired',
+      progress.expired,
+      'deduplicated',
+      progress.deduplicated,
+      'total',
+      progress.total,
+    ];
+    if (progress.cursor !== undefined) fields.push('cursor', progress.cursor);
+    if (done) fields.push('state', 'sent', 'sentAt', done.atMs);
+    await this.#redis.hset(this.fanoutKey(id), ...fields);
+  }
+
+  /** The record of fan-out `id` in this tenant, or undefined (not started, expired, or another tenant's). */
+  async fanout(id: string): Promise<FanoutRecord | undefined> {
+    const raw = await this.#redis.hgetall(this.fanoutKey(id));
+    if (raw.state === undefined) return undefined;
+    return {
+      audience: raw.topic ? { topic: raw.topic } : { broadcast: true },
+      state: raw.state === 'sent' ? 'sent' : 'fanning-out',
+      cursor: raw.cursor,
+      total: Number(raw.total ?? 0),
+      reached: Number(raw.reached ?? 0),
+      expired: Number(raw.expired ?? 0),
+      deduplicated: Number(raw.deduplicated ?? 0),
+      sentAtMs: raw.sentAt === undefined ? undefined : Number(raw.sentAt),
+    };
+  }
+}
+
+/** `topic` when it is a topic name, else an `InboxError`. */
+export function checkTopic(topic: string): string {
+  if (topic.length > TOPIC_MAX_LENGTH || !TOPIC.test(topic)) {
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `"${topic}" is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+    );
+  }
+  return topic;
+}
+
+/** `0 id 0 id …` for ZADD (every score 0: the set is ordered by id). */
+function scored(userIds: readonly string[]): (string | number)[] {
+  if (userIds.length === 0) throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'no user id given');
+  return userIds.flatMap((userId) => [0, checkUserId(userId)]);
+}
