@@ -9,7 +9,8 @@
 // Env:   BENCH_SECONDS (per rate, default 10), BENCH_HOLD_SECONDS (default 30), BENCH_USERS (1000),
 //        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000),
 //        BENCH_BASELINE (a built checkout of an older commit: its whole pipeline runs beside this one's,
-//        on its own redis-server, at the same rates in the same rounds, and the report compares them).
+//        on its own redis-server, at the same rates in the same rounds, and the report compares them),
+//        BENCH_ROUNDS (rounds per rate of the two side by side: 3 with a baseline, else 1).
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
@@ -41,6 +42,8 @@ const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const PUBSUB = 'bench-pubsub';
 const BASELINE = process.env.BENCH_BASELINE;
+/** Rounds per rate of Herald and the baseline side by side (each `SECONDS` long); 3 with a baseline. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE === undefined ? 1 : 3));
 
 const now = () => performance.timeOrigin + performance.now();
 
@@ -200,18 +203,26 @@ async function main(): Promise<void> {
     // Warm-up: each pipeline once at the first rate, unrecorded, so that no round measures its JIT.
     for (const h of heralds) await run(h, RATES[0] ?? 500, 2);
     const rows: string[][] = [];
+    // Per pipeline and rate: one sample per round; the rows show them merged (every latency of every round).
+    const rounds = new Map<string, Map<number, Sample[]>>(heralds.map((h) => [h.name, new Map()]));
     const results = new Map<string, Map<number, Sample>>(heralds.map((h) => [h.name, new Map()]));
-    for (const [round, rate] of RATES.entries()) {
-      // Herald and the baseline side by side, first in turns: neither always follows the same neighbour.
-      const pair = round % 2 === 0 ? heralds : [...heralds].reverse();
-      const samples = new Map<string, Sample>();
-      for (const contender of pair) samples.set(contender.name, await run(contender, rate, SECONDS));
+    for (const [index, rate] of RATES.entries()) {
+      for (let round = 0; round < ROUNDS; round++) {
+        // Herald and the baseline side by side, first in turns: neither always follows the same neighbour.
+        const pair = (index + round) % 2 === 0 ? heralds : [...heralds].reverse();
+        for (const contender of pair) {
+          const byRate = rounds.get(contender.name) as Map<number, Sample[]>;
+          byRate.set(rate, [...(byRate.get(rate) ?? []), await run(contender, rate, SECONDS)]);
+        }
+      }
       const q = await run(fromQueue, rate, SECONDS);
       const p = await run(peer, rate, SECONDS);
       for (const h of heralds) {
-        const s = samples.get(h.name) as Sample;
+        const s = merge(rounds.get(h.name)?.get(rate) ?? []);
         results.get(h.name)?.set(rate, s);
-        rows.push(row(`${h.name}, ${rate}/s`, s, SECONDS, p));
+        // Delivered/s over every round (each SECONDS plus its warm-up).
+        const span = ROUNDS * (SECONDS + WARMUP_MS / 1000) - WARMUP_MS / 1000;
+        rows.push(row(`${h.name}, ${rate}/s${ROUNDS > 1 ? ` (${ROUNDS} rounds)` : ''}`, s, span, p));
       }
       rows.push(row(`${fromQueue.name}, ${rate}/s`, q, SECONDS, p));
       rows.push(row(`${peer.name}, ${rate}/s`, p, SECONDS));
@@ -263,7 +274,7 @@ async function main(): Promise<void> {
     await emitterRedis.quit();
     await queue.close();
     agent.destroy();
-    const versus = baseline ? comparison(results, pipeline.label, baseline.label) : [];
+    const versus = baseline ? comparison(rounds, results, pipeline.label, baseline.label) : [];
     printReport(rows, held, versus, memory, Date.now() - started);
   } finally {
     await Promise.all(processes.map((p) => p.stop().catch(() => undefined)));
@@ -274,22 +285,56 @@ async function main(): Promise<void> {
 
 const passes = (s: Sample) => s.received >= s.accepted && s.refused === 0 && pct(s.latencies, 0.99) < 100;
 
-/** Herald against the baseline, rate by rate: p50 and p99 of each, and Herald's ÷ the baseline's. */
-function comparison(results: Map<string, Map<number, Sample>>, herald: string, baseline: string): string[] {
+/** `samples` as one: every latency, the counts summed, each process's CPU % averaged. */
+function merge(samples: readonly Sample[]): Sample {
+  const cpus = samples.map((s) => (s.cpu ?? '').split(' / ').map(Number));
+  const cpu = (cpus[0] ?? []).map((_, i) => Math.round(median(cpus.map((c) => c[i] ?? 0)))).join(' / ');
+  return {
+    cpu,
+    latencies: samples.flatMap((s) => s.latencies),
+    sent: samples.reduce((n, s) => n + s.sent, 0),
+    accepted: samples.reduce((n, s) => n + s.accepted, 0),
+    refused: samples.reduce((n, s) => n + s.refused, 0),
+    received: samples.reduce((n, s) => n + s.received, 0),
+  };
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1
+    ? (sorted[mid] ?? Number.NaN)
+    : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+}
+
+/**
+ * Herald against the baseline, rate by rate: p50 and p99 of each over all rounds, and the median of the
+ * per-round ratios (Herald ÷ baseline; the two of one round ran side by side, under the same noise).
+ */
+function comparison(
+  rounds: Map<string, Map<number, Sample[]>>,
+  results: Map<string, Map<number, Sample>>,
+  herald: string,
+  baseline: string,
+): string[] {
   const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
-  const rateOf = (s: Sample) => Math.round(s.accepted / (SECONDS + WARMUP_MS / 1000));
   const lines = [
-    `| rate | ${herald} p50 / p99 ms | ${baseline} p50 / p99 ms | ${herald} ÷ ${baseline}: p50 / p99 | delivered/s ${herald} / ${baseline} |`,
+    `| rate | ${herald} p50 / p99 ms | ${baseline} p50 / p99 ms | ${herald} ÷ ${baseline}, median of ${ROUNDS} rounds: p50 / p99 | per round p99 ratios |`,
     '| --: | --: | --: | --: | --: |',
   ];
   for (const rate of RATES) {
     const h = results.get(herald)?.get(rate);
     const b = results.get(baseline)?.get(rate);
+    const hr = rounds.get(herald)?.get(rate) ?? [];
+    const br = rounds.get(baseline)?.get(rate) ?? [];
     if (!h || !b) continue;
-    const [h50, h99] = [pct(h.latencies, 0.5), pct(h.latencies, 0.99)];
-    const [b50, b99] = [pct(b.latencies, 0.5), pct(b.latencies, 0.99)];
+    const ratios = (p: number) => hr.map((s, i) => pct(s.latencies, p) / pct(br[i]?.latencies ?? [], p));
     lines.push(
-      `| ${rate}/s | ${f(h50)} / ${f(h99)} | ${f(b50)} / ${f(b99)} | ${(h50 / b50).toFixed(2)}× / ${(h99 / b99).toFixed(2)}× | ${rateOf(h)} / ${rateOf(b)} |`,
+      `| ${rate}/s | ${f(pct(h.latencies, 0.5))} / ${f(pct(h.latencies, 0.99))} | ${f(pct(b.latencies, 0.5))} / ${f(pct(b.latencies, 0.99))} | ${median(ratios(0.5)).toFixed(2)}× / ${median(ratios(0.99)).toFixed(2)}× | ${ratios(
+        0.99,
+      )
+        .map((r) => `${r.toFixed(2)}×`)
+        .join(', ')} |`,
     );
   }
   return lines;
@@ -437,7 +482,7 @@ function printReport(
     `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
       .join(' ')}`,
-    `run: ${SECONDS} s per rate (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway${BASELINE === undefined ? '' : ' (each; the baseline on its own redis-server)'}; ${Math.round(elapsedMs / 1000)} s in all`,
+    `run: ${SECONDS} s per rate${ROUNDS > 1 ? ` and round (${ROUNDS} rounds of each pipeline per rate)` : ''} (+${WARMUP_MS / 1000} s warm-up), ${USERS} users over 2 realtime instances, 1 worker, 1 gateway${BASELINE === undefined ? '' : ' (each; the baseline on its own redis-server)'}; ${Math.round(elapsedMs / 1000)} s in all`,
     '',
     '| scenario | delivered/s | p50 ms | p99 ms | p99.9 ms | refused | not delivered | vs peer p50 / p99 | CPU % gateway / worker / realtime A+B / Redis / bench clients |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: |',
