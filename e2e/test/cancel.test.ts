@@ -1,7 +1,7 @@
 import { type AppProcess, redisUrl } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey } from './support/cli.js';
-import { API_KEY, randomId, Stack, type TestClient, TRIO, waitFor } from './support/stack.js';
+import { API_KEY, gatewayCall, randomId, Stack, type TestClient, TRIO, waitFor } from './support/stack.js';
 
 describe('DELETE /notifications/:id: a notification not sent yet is cancelled (gateway, worker, realtime processes)', () => {
   const stack = new Stack(redisUrl());
@@ -24,17 +24,9 @@ describe('DELETE /notifications/:id: a notification not sent yet is cancelled (g
     path: string,
     options: { body?: unknown; key?: string | null; headers?: Record<string, string> } = {},
   ): Promise<{ status: number; body: Record<string, unknown> }> {
-    const key = options.key === undefined ? API_KEY : options.key;
-    const response = await fetch(`${gateway.url}${path}`, {
-      method,
-      headers: {
-        ...(key === null ? {} : { authorization: `Bearer ${key}` }),
-        ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
-        ...options.headers,
-      },
-      ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    const { key = API_KEY, ...rest } = options;
+    const { status, body } = await gatewayCall(gateway.url, key, method, path, rest);
+    return { status, body };
   }
 
   async function send(userId: string, extra: Record<string, unknown> = {}, headers = {}): Promise<string> {

@@ -3,7 +3,7 @@ import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey } from './support/cli.js';
-import { stackEnv, startApps, TRIO } from './support/stack.js';
+import { gatewayCall, stackEnv, startApps, TRIO } from './support/stack.js';
 
 // Per-API-key and per-socket/user budgets the flood overruns many times over; the calm tenant's whole
 // run (ROUNDS of each request; list and mark-read share the inbox bucket, so 2 × ROUNDS there) fits in
@@ -68,16 +68,8 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
 
   async function call(key: string, method: string, path: string, body?: unknown): Promise<Outcome> {
     const started = performance.now();
-    const response = await fetch(`${gateway.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    await response.arrayBuffer();
-    return { status: response.status, ms: performance.now() - started };
+    const { status } = await gatewayCall(gateway.url, key, method, path, { body });
+    return { status, ms: performance.now() - started };
   }
 
   async function tokenFor(key: string, userId: string): Promise<Outcome & { token?: string }> {

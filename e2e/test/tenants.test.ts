@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
-import { API_KEY, entries, stackEnv, startApps, TRIO } from './support/stack.js';
+import { API_KEY, entries, gatewayCall, stackEnv, startApps, TRIO } from './support/stack.js';
 
 /** The stack's `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
 const DEFAULT_KEY = API_KEY;
@@ -48,21 +48,9 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
     redis.disconnect();
   });
 
-  async function call(
-    key: string,
-    method: string,
-    path: string,
-    body?: unknown,
-  ): Promise<{ status: number; body: Record<string, unknown> }> {
-    const response = await fetch(`${gateway.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  async function call(key: string, method: string, path: string, body?: unknown) {
+    const { status, body: answer } = await gatewayCall(gateway.url, key, method, path, { body });
+    return { status, body: answer };
   }
 
   async function send(key: string, userId: string, payload: Record<string, unknown>, extra = {}) {

@@ -7,7 +7,7 @@ import {
 } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey } from './support/cli.js';
-import { API_KEY, Stack, TestClient } from './support/stack.js';
+import { API_KEY, gatewayCall, Stack, TestClient } from './support/stack.js';
 
 /** The 99th percentile of `values` (nearest rank). */
 function p99(values: readonly number[]): number {
@@ -58,15 +58,8 @@ describe('topics end to end', () => {
   });
 
   async function call(key: string, method: string, path: string, body?: unknown) {
-    const response = await fetch(`${gateway.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    const { status, body: answer } = await gatewayCall(gateway.url, key, method, path, { body });
+    return { status, body: answer };
   }
 
   const bulkClient = (userId: string) => new TestClient(userId, { tenantId: 'bulk' });

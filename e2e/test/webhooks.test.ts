@@ -10,7 +10,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
-import { notificationJob, stackEnv, startApps, TestClient, TRIO } from './support/stack.js';
+import { gatewayCall, notificationJob, stackEnv, startApps, TestClient, TRIO } from './support/stack.js';
 
 const ADMIN_KEY = 'webhooks-admin-key-0123456789abcdef0123';
 const RECEIVER = fileURLToPath(new URL('./support/webhook-receiver.mjs', import.meta.url));
@@ -84,22 +84,9 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
 
   const keyOf = (tenant: Tenant) => keys.get(tenant)?.key ?? '';
 
-  async function call(
-    key: string,
-    method: string,
-    path: string,
-    body?: unknown,
-  ): Promise<{ status: number; body: Record<string, unknown> }> {
-    const response = await fetch(`${gateway.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${key}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+  async function call(key: string, method: string, path: string, body?: unknown) {
+    const { status, body: answer } = await gatewayCall(gateway.url, key, method, path, { body });
+    return { status, body: answer };
   }
 
   async function control(name: string, settings: Record<string, unknown>): Promise<void> {

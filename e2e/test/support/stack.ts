@@ -294,6 +294,34 @@ export class TestClient {
   }
 }
 
+/**
+ * One call to the gateway at `base` as API key `key` (null: without one), a JSON `body` if given: its
+ * status, its JSON body (`{}` when empty) and its headers.
+ */
+export async function gatewayCall(
+  base: string,
+  key: string | null,
+  method: string,
+  path: string,
+  options: { body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: Record<string, unknown>; headers: Headers }> {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: {
+      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+      ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...options.headers,
+    },
+    ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
+  });
+  const text = await response.text();
+  return {
+    status: response.status,
+    body: text ? (JSON.parse(text) as Record<string, unknown>) : {},
+    headers: response.headers,
+  };
+}
+
 /** Sends `count` notifications to `userId` through the gateway; answers their ids in order. */
 export async function notify(
   gateway: AppProcess,
