@@ -7,6 +7,10 @@ import stringify from 'safe-stable-stringify';
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 
 const RELEASE_LUA = readFileSync(new URL('./idempotency-release-1.lua', import.meta.url), 'utf8');
+/** Wait between two tries of a release that failed, ms. */
+const RELEASE_RETRY_MS = 200;
+/** Most failed releases retried at once (each holds a timer until it lands or its claim expires). */
+const MAX_PENDING_RELEASES = 10_000;
 
 const RELEASE_COMMAND = 'heraldIdempotencyRelease';
 
@@ -43,6 +47,8 @@ export class IdempotencyStore {
   readonly #ttlMs: number;
   readonly #inFlightMs: number;
   readonly #release: (key: string, owner: string) => Promise<number>;
+  /** Releases that failed and are being sent again (see `#releaseLater`). */
+  #pendingReleases = 0;
 
   /**
    * `inFlightMs`: how long a claim holds its key before another request with it may take over (a
@@ -115,6 +121,35 @@ export class IdempotencyStore {
    * out): it deletes nothing but that owner's unsettled claim.
    */
   async abandon(scope: string, key: string, owner: string): Promise<void> {
-    await this.#release(this.#key(scope, key), owner);
+    const redisKey = this.#key(scope, key);
+    try {
+      await this.#release(redisKey, owner);
+    } catch (error) {
+      this.#releaseLater(redisKey, owner);
+      throw error;
+    }
+  }
+
+  /**
+   * Sends a release that failed (Redis away: down, frozen, failing over) again every
+   * {@link RELEASE_RETRY_MS} until it lands or the claim has expired by itself: its key is free for
+   * the client's retry as soon as Redis answers, not only after `inFlightMs` (a Redis Cluster failover
+   * left keys "in flight" for their whole 5 s, and the retries of the requests cut off by it got 409s
+   * until then). At most {@link MAX_PENDING_RELEASES} wait at once; beyond that a claim just expires.
+   */
+  #releaseLater(redisKey: string, owner: string): void {
+    if (this.#pendingReleases >= MAX_PENDING_RELEASES) return;
+    this.#pendingReleases++;
+    const until = Date.now() + this.#inFlightMs;
+    const attempt = () => {
+      this.#release(redisKey, owner).then(
+        () => this.#pendingReleases--,
+        () => {
+          if (Date.now() + RELEASE_RETRY_MS >= until) this.#pendingReleases--;
+          else setTimeout(attempt, RELEASE_RETRY_MS).unref();
+        },
+      );
+    };
+    setTimeout(attempt, RELEASE_RETRY_MS).unref();
   }
 }

@@ -1,5 +1,7 @@
-import { randomId, waitFor } from '@herald/testing';
+import { randomId, startRedisServer, waitFor } from '@herald/testing';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { IdempotencyStore } from '../src/idempotency.js';
 import { auth, gatewayOnOwnRedis } from './helpers.js';
 
 describe('Idempotency-Key across a Redis stall', () => {
@@ -83,6 +85,46 @@ describe('an enqueue Redis does not confirm in time', () => {
       );
     } finally {
       admin.disconnect();
+    }
+  });
+});
+
+describe('a claim whose release failed (Redis away)', () => {
+  it('is released as soon as Redis answers again, not when its in-flight time runs out', async () => {
+    const server = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+    const redis = new Redis(server.url, {
+      maxRetriesPerRequest: 1,
+      enableOfflineQueue: false,
+      retryStrategy: () => 50,
+    });
+    redis.on('error', () => {});
+    await new Promise((resolve) => redis.once('ready', resolve));
+    // A minute in flight: only the retried release can free the key within the wait below.
+    const store = new IdempotencyStore({
+      redis,
+      keyPrefix: `${randomId('p')}:`,
+      ttlSeconds: 60,
+      inFlightMs: 60_000,
+    });
+    try {
+      const fingerprint = IdempotencyStore.fingerprint({ n: 1 });
+      expect(await store.begin('scope', 'key', fingerprint, 'owner-1')).toEqual({ state: 'new' });
+      await server.stop();
+      await expect(store.abandon('scope', 'key', 'owner-1')).rejects.toThrow();
+      await server.restart();
+      // The claim survived the restart (append-only file); the release, sent again, frees it.
+      await waitFor(
+        async () =>
+          (await store.begin('scope', 'key', fingerprint, 'owner-2').catch(() => undefined))?.state === 'new',
+        {
+          timeoutMs: 10_000,
+          intervalMs: 200,
+          what: 'the key free again',
+        },
+      );
+    } finally {
+      redis.disconnect();
+      await server.dispose();
     }
   });
 });

@@ -21,6 +21,8 @@ import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** How long the worker waits for `HERALD_REDIS_WAIT_REPLICAS` replicas to have an inbox entry, ms. */
 const REPLICA_WAIT_MS = 1000;
+/** How long a job waits for its inbox's master to have those replicas at all (after a failover), ms. */
+const REPLICA_READY_MS = 3000;
 
 /** A running notification worker. */
 export interface NotificationWorker {
@@ -130,8 +132,14 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     config.redisWaitReplicas > 0
       ? new ReplicaWaiter(redis, config.redisWaitReplicas, REPLICA_WAIT_MS)
       : undefined;
+  // After a failover the promoted master has no replica until one rejoins: the job waits for it (up to
+  // REPLICA_READY_MS) rather than failing its attempt into the retry backoff.
   const durable = waiter
-    ? (userInbox: Inbox, userId: string) => waiter.wait(userInbox.keys(userId).stream)
+    ? async (userInbox: Inbox, userId: string) => {
+        const key = userInbox.keys(userId).stream;
+        await waiter.ready(key, REPLICA_READY_MS);
+        await waiter.wait(key);
+      }
     : undefined;
 
   const worker = new Worker<NotificationJob, JobResult>(

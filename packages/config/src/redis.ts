@@ -103,6 +103,9 @@ export function createRedis(
   return new Redis(target.url, options);
 }
 
+/** Least time between two slot-table reads that {@link ReplicaWaiter.check} asks for, ms. */
+const REFRESH_EVERY_MS = 100;
+
 /** Fewer replicas than asked acknowledged a write within the timeout, or exist (timeout 0; see {@link ReplicaWaiter}). */
 export class ReplicaWaitError extends Error {
   readonly code = 'HERALD_REPLICA_WAIT';
@@ -144,6 +147,8 @@ export class ReplicaWaiter {
   readonly #timeoutMs: number;
   /** The `WAIT` about to be sent on each connection, shared by the calls of this turn. */
   readonly #next = new Map<Redis, Promise<void>>();
+  /** When `check` last had the slot table read again. */
+  #refreshedAt = 0;
 
   constructor(redis: Redis | Cluster, replicas: number, timeoutMs: number) {
     this.#redis = redis;
@@ -151,12 +156,41 @@ export class ReplicaWaiter {
     this.#timeoutMs = timeoutMs;
   }
 
-  /** Throws {@link ReplicaWaitError} when the master of `key` has fewer replicas than asked (Cluster only). */
+  /**
+   * Throws {@link ReplicaWaitError} when the master of `key` has fewer replicas than asked (Cluster
+   * only), and then has ioredis read the slot table again (at most every {@link REFRESH_EVERY_MS}): a
+   * replica that rejoined after a failover is seen by the next call, not at the next periodic refresh
+   * (every 5 s by default), which kept refusing for seconds after it was back.
+   */
   check(key: string): void {
-    if (!(this.#redis instanceof Cluster)) return;
+    const cluster = this.#redis;
+    if (!(cluster instanceof Cluster)) return;
     // [master, ...replicas] of the slot, as ioredis last read CLUSTER SLOTS.
-    const known = (this.#redis.slots[calculateSlot(key)]?.length ?? 1) - 1;
-    if (known < this.#replicas) throw new ReplicaWaitError(this.#replicas, known, 0);
+    const known = (cluster.slots[calculateSlot(key)]?.length ?? 1) - 1;
+    if (known >= this.#replicas) return;
+    if (Date.now() - this.#refreshedAt >= REFRESH_EVERY_MS) {
+      this.#refreshedAt = Date.now();
+      cluster.refreshSlotsCache();
+    }
+    throw new ReplicaWaitError(this.#replicas, known, 0);
+  }
+
+  /**
+   * Resolves once the master of `key` has the replicas asked for, checking every 100 ms for up to
+   * `withinMs` (then throws {@link ReplicaWaitError}): for a worker, which would otherwise fail the job's
+   * attempt and wait out its retry backoff after a failover.
+   */
+  async ready(key: string, withinMs: number): Promise<void> {
+    const until = Date.now() + withinMs;
+    for (;;) {
+      try {
+        this.check(key);
+        return;
+      } catch (error) {
+        if (Date.now() >= until) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
   }
 
   /** Resolves once `replicas` replicas have every write done so far on `key`'s connection. */
