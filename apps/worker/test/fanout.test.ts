@@ -232,29 +232,12 @@ describe('fan-out across a worker killed mid-way', () => {
   });
 
   it('a second worker resumes from the checkpoint: every recipient exactly once', async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_PUBSUB_KEY: randomId('pubsub'),
-      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-      HERALD_DEPLOYMENT: randomId('deployment'),
+    const { env, topics, inbox, queue, subscribers, dispose } = await bigTopic('k', 6000, {
       HERALD_WORKER_FANOUT_CHUNK: '200',
       HERALD_WORKER_LOCK_MS: '2000',
       HERALD_WORKER_STALLED_INTERVAL_MS: '1000',
-    };
-    const config = loadConfig(env);
-    const redis = new Redis(redisUrl());
-    const topics = new Topics(redis, { prefix: config.inbox.prefix }).tenant('acme');
-    const inbox = new Inbox(redis, config.inbox).tenant('acme');
-    const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
-      prefix: config.queue.prefix,
-      connection: { url: config.redisUrl },
     });
     try {
-      const subscribers = users('k', 6000);
-      for (let i = 0; i < subscribers.length; i += 1000) {
-        await topics.subscribe('big', subscribers.slice(i, i + 1000));
-      }
       const entry = new URL('../dist/server.js', import.meta.url).pathname;
       const first = await startApp({ name: 'worker-1', entry, env, into: processes });
       // 2,000 tokens a second: the fan-out takes about 3 s, so the kill lands in the middle of it.
@@ -281,34 +264,15 @@ describe('fan-out across a worker killed mid-way', () => {
       expect(record).toMatchObject({ total: 6000, reached: 6000 });
       await expectEachOnce(inbox, subscribers, job.id, 'big');
     } finally {
-      await queue.obliterate({ force: true });
-      await queue.close();
-      redis.disconnect();
+      await dispose();
     }
   });
 
   it('on SIGTERM mid fan-out the worker exits at once and leaves the fan-out queued for the next one', async () => {
-    const env = {
-      REDIS_URL: redisUrl(),
-      HERALD_QUEUE_NAME: randomId('queue'),
-      HERALD_PUBSUB_KEY: randomId('pubsub'),
-      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-      HERALD_DEPLOYMENT: randomId('deployment'),
+    const { env, topics, inbox, queue, subscribers, dispose } = await bigTopic('s', 20_000, {
       HERALD_WORKER_FANOUT_CHUNK: '500',
-    };
-    const config = loadConfig(env);
-    const redis = new Redis(redisUrl());
-    const topics = new Topics(redis, { prefix: config.inbox.prefix }).tenant('acme');
-    const inbox = new Inbox(redis, config.inbox).tenant('acme');
-    const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
-      prefix: config.queue.prefix,
-      connection: { url: config.redisUrl },
     });
     try {
-      const subscribers = users('s', 20_000);
-      for (let i = 0; i < subscribers.length; i += 2000) {
-        await topics.subscribe('big', subscribers.slice(i, i + 2000));
-      }
       const entry = new URL('../dist/server.js', import.meta.url).pathname;
       const first = await startApp({ name: 'worker-1', entry, env, into: processes });
       const job = fanoutJob('acme', { topic: 'big' }, { capacity: 100_000, ratePerSecond: 100_000 });
@@ -332,9 +296,45 @@ describe('fan-out across a worker killed mid-way', () => {
       expect(record).toMatchObject({ total: 20_000, reached: 20_000 });
       await expectEachOnce(inbox, subscribers, job.id, 'big');
     } finally {
-      await queue.obliterate({ force: true });
-      await queue.close();
-      redis.disconnect();
+      await dispose();
     }
   }, 180_000);
 });
+
+/**
+ * A worker process's settings (`extra` on top of private names) with its tenant `acme`'s topics, inbox
+ * and fan-out queue, and `count` subscribers (`<prefix>-…`) of topic `big`; `dispose` cleans up.
+ */
+async function bigTopic(prefix: string, count: number, extra: Record<string, string>) {
+  const env = {
+    REDIS_URL: redisUrl(),
+    HERALD_QUEUE_NAME: randomId('queue'),
+    HERALD_PUBSUB_KEY: randomId('pubsub'),
+    HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+    HERALD_DEPLOYMENT: randomId('deployment'),
+    ...extra,
+  };
+  const config = loadConfig(env);
+  const redis = new Redis(redisUrl());
+  const topics = new Topics(redis, { prefix: config.inbox.prefix }).tenant('acme');
+  const inbox = new Inbox(redis, config.inbox).tenant('acme');
+  const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
+    prefix: config.queue.prefix,
+    connection: { url: config.redisUrl },
+  });
+  const dispose = async () => {
+    await queue.obliterate({ force: true });
+    await queue.close();
+    redis.disconnect();
+  };
+  const subscribers = users(prefix, count);
+  try {
+    for (let i = 0; i < subscribers.length; i += 1000) {
+      await topics.subscribe('big', subscribers.slice(i, i + 1000));
+    }
+  } catch (error) {
+    await dispose();
+    throw error;
+  }
+  return { env, topics, inbox, queue, subscribers, dispose };
+}
