@@ -7,10 +7,10 @@ import stringify from 'safe-stable-stringify';
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 
 const RELEASE_LUA = readFileSync(new URL('./idempotency-release-1.lua', import.meta.url), 'utf8');
-/** Wait between two tries of a release that failed, ms. */
-const RELEASE_RETRY_MS = 200;
-/** Most failed releases retried at once (each holds a timer until it lands or its claim expires). */
-const MAX_PENDING_RELEASES = 10_000;
+/** Wait between two tries of a release or an answer that failed, ms. */
+const RETRY_MS = 200;
+/** Most failed releases and answers retried at once (each holds a timer until it lands or its claim expires). */
+const MAX_PENDING = 10_000;
 
 const RELEASE_COMMAND = 'heraldIdempotencyRelease';
 
@@ -47,8 +47,8 @@ export class IdempotencyStore {
   readonly #ttlMs: number;
   readonly #inFlightMs: number;
   readonly #release: (key: string, owner: string) => Promise<number>;
-  /** Releases that failed and are being sent again (see `#releaseLater`). */
-  #pendingReleases = 0;
+  /** Releases and answers that failed and are being sent again (see `#sendLater`). */
+  #pending = 0;
 
   /**
    * `inFlightMs`: how long a claim holds its key before another request with it may take over (a
@@ -110,9 +110,20 @@ export class IdempotencyStore {
     return entry.a ? { state: 'replay', answer: entry.a } : { state: 'in-flight' };
   }
 
+  /**
+   * Stores `answer` as the key's first answer. One that fails (Redis away) is sent again as a failed
+   * release is (see {@link #sendLater}): the request was accepted, and until its answer is stored a
+   * retry of it gets 409 "in flight".
+   */
   async complete(scope: string, key: string, fingerprint: string, answer: StoredAnswer): Promise<void> {
     const entry: Entry = { h: fingerprint, a: answer };
-    await this.#redis.set(this.#key(scope, key), JSON.stringify(entry), 'PX', this.#ttlMs);
+    const store = () => this.#redis.set(this.#key(scope, key), JSON.stringify(entry), 'PX', this.#ttlMs);
+    try {
+      await store();
+    } catch (error) {
+      this.#sendLater(store);
+      throw error;
+    }
   }
 
   /**
@@ -121,35 +132,35 @@ export class IdempotencyStore {
    * out): it deletes nothing but that owner's unsettled claim.
    */
   async abandon(scope: string, key: string, owner: string): Promise<void> {
-    const redisKey = this.#key(scope, key);
+    const release = () => this.#release(this.#key(scope, key), owner);
     try {
-      await this.#release(redisKey, owner);
+      await release();
     } catch (error) {
-      this.#releaseLater(redisKey, owner);
+      this.#sendLater(release);
       throw error;
     }
   }
 
   /**
-   * Sends a release that failed (Redis away: down, frozen, failing over) again every
-   * {@link RELEASE_RETRY_MS} until it lands or the claim has expired by itself: its key is free for
-   * the client's retry as soon as Redis answers, not only after `inFlightMs` (a Redis Cluster failover
-   * left keys "in flight" for their whole 5 s, and the retries of the requests cut off by it got 409s
-   * until then). At most {@link MAX_PENDING_RELEASES} wait at once; beyond that a claim just expires.
+   * Sends a release or an answer that failed (Redis away: down, frozen, failing over) again every
+   * {@link RETRY_MS} until it lands or the claim has expired by itself: the key is free (or answers)
+   * for the client's retry as soon as Redis answers, not only after `inFlightMs` (a Redis Cluster
+   * failover left keys "in flight" for their whole 5 s, and the retries of the requests cut off by it
+   * got 409s until then). At most {@link MAX_PENDING} wait at once; beyond that a claim just expires.
    */
-  #releaseLater(redisKey: string, owner: string): void {
-    if (this.#pendingReleases >= MAX_PENDING_RELEASES) return;
-    this.#pendingReleases++;
+  #sendLater(send: () => Promise<unknown>): void {
+    if (this.#pending >= MAX_PENDING) return;
+    this.#pending++;
     const until = Date.now() + this.#inFlightMs;
     const attempt = () => {
-      this.#release(redisKey, owner).then(
-        () => this.#pendingReleases--,
+      send().then(
+        () => this.#pending--,
         () => {
-          if (Date.now() + RELEASE_RETRY_MS >= until) this.#pendingReleases--;
-          else setTimeout(attempt, RELEASE_RETRY_MS).unref();
+          if (Date.now() + RETRY_MS >= until) this.#pending--;
+          else setTimeout(attempt, RETRY_MS).unref();
         },
       );
     };
-    setTimeout(attempt, RELEASE_RETRY_MS).unref();
+    setTimeout(attempt, RETRY_MS).unref();
   }
 }

@@ -2,7 +2,7 @@ import { randomId, startRedisServer, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/idempotency.js';
-import { auth, gatewayOnOwnRedis } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, gatewayOnOwnRedis } from './helpers.js';
 
 describe('Idempotency-Key across a Redis stall', () => {
   const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_BURST: '1000' });
@@ -125,6 +125,62 @@ describe('a claim whose release failed (Redis away)', () => {
     } finally {
       redis.disconnect();
       await server.dispose();
+    }
+  });
+});
+
+describe('a request its client gave up on (timed out, connection closed)', () => {
+  it('releases its Idempotency-Key when it ends unaccepted, though no answer reached the client', async () => {
+    // A replica that takes the replication stream but never answers WAIT (frozen): every accepted
+    // request waits out the gateway's 2 s Redis timeout in WAIT, then ends 503, long after its client left.
+    const primary = await startRedisServer();
+    const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', primary.url.split(':')[2] ?? ''] });
+    const probe = new Redis(primary.url);
+    await waitFor(async () => /connected_slaves:1/.test(await probe.info('replication')), {
+      what: 'the replica attached',
+    });
+    replica.process.kill('SIGSTOP');
+    const app = await buildTestApp({
+      REDIS_URL: primary.url,
+      HERALD_REDIS_WAIT_REPLICAS: '1',
+      HERALD_REDIS_TIMEOUT_MS: '2000',
+      // A minute in flight: only a release at the request's end frees the key within the wait below.
+      HERALD_IDEMPOTENCY_IN_FLIGHT_MS: '60000',
+    });
+    try {
+      const base = await app.listen({ port: 0, host: '127.0.0.1' });
+      const key = randomId('gave-up');
+      const send = (timeoutMs: number) =>
+        fetch(`${base}/notify`, {
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/json', 'idempotency-key': key },
+          body: JSON.stringify({ userId: 'gave-up', payload: { n: 1 } }),
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+      await expect(send(200)).rejects.toThrow();
+      // The first request is still waiting for its replica: its key is in flight, as it should be.
+      expect((await send(5000)).status).toBe(409);
+      replica.process.kill('SIGCONT');
+      // It ends (503) 2 s after it began; its claim goes with it, and the retry is accepted.
+      const seen: number[] = [];
+      await waitFor(
+        async () => {
+          const response = await send(5000);
+          seen.push(response.status);
+          return response.status === 202;
+        },
+        { timeoutMs: 10_000, intervalMs: 200, what: 'a 202 for the key of the request its client left' },
+      ).catch((error: Error) => {
+        throw new Error(`${error.message}; answers: ${seen.join(',')}`);
+      });
+      const jobs = await app.queue.getJobs(['waiting', 'prioritized', 'delayed']);
+      expect(jobs.filter((job) => job.data.userId === 'gave-up')).toHaveLength(1);
+    } finally {
+      replica.process.kill('SIGCONT');
+      probe.disconnect();
+      await disposeTestApp(app).catch(() => {});
+      await replica.dispose();
+      await primary.dispose();
     }
   });
 });

@@ -136,31 +136,35 @@ async function settleIdempotency(
   const claim = request.idempotency;
   if (!claim) return;
   claim.settled = true;
-  await app.idempotency
-    .complete(claim.scope, claim.key, claim.fingerprint, answer)
+  // Bounded like every Redis call of a request: the answer (a 202) does not wait out a failover. The
+  // store keeps sending it until it lands.
+  await app
+    .withRedisTimeout(app.idempotency.complete(claim.scope, claim.key, claim.fingerprint, answer))
     .catch((error: unknown) => {
       // The jobs are in Redis and their ids derive from the key: a retry cannot enqueue twice.
-      request.log.warn({ err: error }, 'could not store the idempotent answer');
+      request.log.warn({ err: error }, 'could not store the idempotent answer yet; sent again until it lands');
     });
 }
 
 /**
  * App hook: a claimed key whose request was refused or failed (400, 429, 503…) is released, so the
- * client may retry with it.
+ * client may retry with it. On `onSend`, which runs when the request's work has ended whether or not
+ * its client is still there: `onResponse` never runs for a request whose client gave up (timed out,
+ * closed the connection) before the answer, and its key stayed "in flight" for
+ * HERALD_IDEMPOTENCY_IN_FLIGHT_MS, every retry meanwhile a 409. Not awaited: the answer does not wait
+ * for the release (which is sent again until it lands, see `IdempotencyStore.abandon`).
  */
 function registerIdempotencyRelease(app: FastifyInstance): void {
-  app.addHook('onResponse', (request, _reply, done) => {
+  app.addHook('onSend', async (request, _reply, payload) => {
     const claim = request.idempotency;
-    if (!claim || claim.settled) return done();
-    app.idempotency.abandon(claim.scope, claim.key, claim.owner).then(
-      () => done(),
-      (error: unknown) => {
-        request.log.warn(
-          { err: error },
-          'could not release an idempotency key; it frees itself after HERALD_IDEMPOTENCY_IN_FLIGHT_MS',
-        );
-        done();
-      },
-    );
+    if (!claim || claim.settled) return payload;
+    claim.settled = true;
+    app.idempotency.abandon(claim.scope, claim.key, claim.owner).catch((error: unknown) => {
+      request.log.warn(
+        { err: error },
+        'could not release an idempotency key yet; sent again until Redis answers (at the latest it frees itself after HERALD_IDEMPOTENCY_IN_FLIGHT_MS)',
+      );
+    });
+    return payload;
   });
 }
