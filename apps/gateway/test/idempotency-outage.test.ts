@@ -134,7 +134,9 @@ describe('a request its client gave up on (timed out, connection closed)', () =>
     // A replica that takes the replication stream but never answers WAIT (frozen): every accepted
     // request waits out the gateway's 2 s Redis timeout in WAIT, then ends 503, long after its client left.
     const primary = await startRedisServer();
-    const replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', primary.url.split(':')[2] ?? ''] });
+    const replica = await startRedisServer({
+      args: ['--replicaof', '127.0.0.1', primary.url.split(':')[2] ?? ''],
+    });
     const probe = new Redis(primary.url);
     await waitFor(async () => /connected_slaves:1/.test(await probe.info('replication')), {
       what: 'the replica attached',

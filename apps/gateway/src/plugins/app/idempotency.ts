@@ -142,7 +142,10 @@ async function settleIdempotency(
     .withRedisTimeout(app.idempotency.complete(claim.scope, claim.key, claim.fingerprint, answer))
     .catch((error: unknown) => {
       // The jobs are in Redis and their ids derive from the key: a retry cannot enqueue twice.
-      request.log.warn({ err: error }, 'could not store the idempotent answer yet; sent again until it lands');
+      request.log.warn(
+        { err: error },
+        'could not store the idempotent answer yet; sent again until it lands',
+      );
     });
 }
 
