@@ -30,6 +30,11 @@ export interface FanoutRecord extends RecipientCounts {
   sentAtMs: number | undefined;
 }
 
+/** How long a process trusts that a user it added to its tenant's users is still there, ms. */
+const REMEMBERED_MS = 10 * 60_000;
+/** Most users a process keeps as recently remembered (the oldest go first). */
+const REMEMBERED_MAX = 100_000;
+
 /** Characters of a topic name (the `topic` label's): no braces, so it is its own hash tag. */
 const TOPIC = new RegExp(TOPIC_PATTERN);
 
@@ -60,18 +65,30 @@ export class Topics {
   readonly tenantId: string;
   readonly #redis: Redis | Cluster;
   readonly #base: string;
+  /**
+   * Users added to their tenant's users by this process lately (`usersKey` + user id → until when, ms),
+   * shared by the tenant views of one root: see {@link remember}.
+   */
+  readonly #remembered: Map<string, number>;
 
-  constructor(redis: Redis | Cluster, options: { prefix?: string; tenantId?: string } = {}) {
+  constructor(
+    redis: Redis | Cluster,
+    options: { prefix?: string; tenantId?: string } = {},
+    remembered = new Map<string, number>(),
+  ) {
     this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
     assertPrefix(this.prefix);
     this.tenantId = options.tenantId ?? DEFAULT_TENANT;
     this.#base = tenantPrefix(this.prefix, this.tenantId);
     this.#redis = redis;
+    this.#remembered = remembered;
   }
 
-  /** The same topics acting for `tenantId` (a cheap object: no cache needed). */
+  /** The same topics acting for `tenantId` (a cheap object, sharing this one's memory of users). */
   tenant(tenantId: string): Topics {
-    return tenantId === this.tenantId ? this : new Topics(this.#redis, { prefix: this.prefix, tenantId });
+    return tenantId === this.tenantId
+      ? this
+      : new Topics(this.#redis, { prefix: this.prefix, tenantId }, this.#remembered);
   }
 
   /** The sorted set of `topic`'s subscribers. */
@@ -122,9 +139,29 @@ export class Topics {
     return { changed: removed, subscribers: count };
   }
 
-  /** Adds `userIds` to the tenant's users (the worker, for each user it notifies directly). */
+  /**
+   * Adds `userIds` to the tenant's users (the worker, for each user it notifies directly). A user this
+   * process added within the last {@link REMEMBERED_MS} is not sent again: the set only grows, so the
+   * `ZADD NX` would change nothing, and it was one more Redis command and round trip per notification.
+   * Should the set be lost (a Redis without persistence restarted), a user is back in it at their first
+   * notification after that time.
+   */
   async remember(userIds: readonly string[]): Promise<void> {
-    if (userIds.length > 0) await this.#redis.zadd(this.usersKey(), 'NX', ...scored(userIds));
+    const key = this.usersKey();
+    const now = Date.now();
+    const fresh = userIds.filter((userId) => (this.#remembered.get(`${key}\n${userId}`) ?? 0) <= now);
+    if (fresh.length === 0) return;
+    await this.#redis.zadd(key, 'NX', ...scored(fresh));
+    for (const userId of fresh) {
+      const entry = `${key}\n${userId}`;
+      // Re-inserted: a Map iterates in insertion order, so the first key is the one added longest ago.
+      this.#remembered.delete(entry);
+      this.#remembered.set(entry, now + REMEMBERED_MS);
+      if (this.#remembered.size > REMEMBERED_MAX) {
+        const oldest = this.#remembered.keys().next().value;
+        if (oldest !== undefined) this.#remembered.delete(oldest);
+      }
+    }
   }
 
   /** How many users `audience` has now. */

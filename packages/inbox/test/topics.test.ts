@@ -48,6 +48,23 @@ describe('topics', () => {
     expect(await acme.size({ broadcast: true })).toBe(4);
   });
 
+  it('adds a user to the tenant’s users once per process and while: a repeat costs Redis nothing', async () => {
+    const root = setup();
+    const acme = root.tenant('acme');
+    await acme.remember(['dave', 'erin']);
+    expect(await redis.zrange(acme.usersKey(), 0, -1)).toEqual(['dave', 'erin']);
+    // Taken out behind its back: this process trusts its memory (for up to 10 minutes) and sends
+    // nothing for dave, even through another tenant view of the same root; erin's new neighbour is sent.
+    await redis.zrem(acme.usersKey(), 'dave');
+    await root.tenant('acme').remember(['dave', 'fay']);
+    expect(await redis.zrange(acme.usersKey(), 0, -1)).toEqual(['erin', 'fay']);
+    // Another tenant's dave is another user; another process (a new root) sends it again.
+    await root.tenant('globex').remember(['dave']);
+    expect(await root.tenant('globex').size({ broadcast: true })).toBe(1);
+    await new Topics(redis, { prefix: root.prefix }).tenant('acme').remember(['dave']);
+    expect(await redis.zrange(acme.usersKey(), 0, -1)).toEqual(['dave', 'erin', 'fay']);
+  });
+
   it('records a fan-out once and its checkpoints', async () => {
     const root = setup();
     const topics = root.tenant('acme');

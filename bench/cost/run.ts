@@ -1,0 +1,312 @@
+// What one notification costs, end to end (POST /notify → limiter → queue → worker → inbox → live →
+// socket), in CPU µs per notification of each process and of Redis: counts that do not depend on how
+// fast or how loaded the machine is (the time a process spends on the work, not how long it waits for
+// a core). Each pipeline (this checkout, and `BENCH_BASELINE`'s beside it) runs on its own
+// redis-server with `BENCH_USERS` connected users; open-loop load at `BENCH_RATE` for `BENCH_SECONDS`
+// per round, rounds alternating between the pipelines; a final round per pipeline with SLOWLOG on
+// every command breaks Redis's time down by command and script.
+//
+// Usage: pnpm --filter @herald/bench cost   (after `pnpm build`)
+// Env:   BENCH_RATE (1000), BENCH_SECONDS (10), BENCH_USERS (300), BENCH_ROUNDS (3),
+//        BENCH_BASELINE (a built checkout of an older commit: its pipeline in the same rounds),
+//        BENCH_CPU_PROF (a folder: each app writes a V8 CPU profile into <folder>/herald or /baseline).
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { createRequire } from 'node:module';
+import { cpus, loadavg } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { type RedisServerHandle, startRedisServer, waitFor } from '@herald/testing';
+import { Redis } from 'ioredis';
+import type { Socket } from 'socket.io-client';
+import { type Pipeline, startPipeline } from '../delivery/pipeline.js';
+import { writeReport } from '../report.js';
+
+const RATE = Number(process.env.BENCH_RATE ?? 1000);
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const USERS = Number(process.env.BENCH_USERS ?? 300);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const BASELINE = process.env.BENCH_BASELINE;
+const SECRET = 'bench-secret-0123456789abcdef0123456789';
+const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
+const HERE = fileURLToPath(new URL('..', import.meta.url));
+const require = createRequire(import.meta.url);
+
+/** Per process group: gateway, worker, realtime A+B, Redis (from INFO), CPU µs per notification. */
+const GROUPS = ['gateway', 'worker', 'realtime A+B', 'Redis'] as const;
+
+interface Contender {
+  pipeline: Pipeline;
+  redis: RedisServerHandle;
+  admin: Redis;
+  /** Script SHA1 → a name (BullMQ's scripts, Herald's Lua files of its checkout). */
+  scripts: Map<string, string>;
+  received: number;
+  rounds: number[][];
+  breakdown?: { name: string; calls: number; usec: number }[];
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const env = {
+    HERALD_API_KEYS: API_KEY,
+    HERALD_JWT_SECRET: SECRET,
+    HERALD_PUBSUB_KEY: 'bench-pubsub',
+    // Costs of delivery, not of refusals: limits far above the offered load (each decision still runs).
+    HERALD_RATE_LIMIT_PER_SECOND: '100000',
+    HERALD_RATE_LIMIT_BURST: '100000',
+    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '1000000',
+    HERALD_SENDER_RATE_LIMIT_BURST: '1000000',
+    HERALD_MAX_CONNECTIONS_PER_USER: '100',
+  };
+  const contenders: Contender[] = [];
+  const sockets: Socket[] = [];
+  try {
+    for (const root of BASELINE === undefined ? [undefined] : [undefined, BASELINE]) {
+      const redis = await startRedisServer({ args: ['--appendonly', 'no', '--slowlog-max-len', '1000000'] });
+      // BENCH_CPU_PROF=<dir>: every app of the pipeline writes a V8 CPU profile there when it stops.
+      const profileDir =
+        process.env.BENCH_CPU_PROF && join(process.env.BENCH_CPU_PROF, root ? 'baseline' : 'herald');
+      if (profileDir) mkdirSync(profileDir, { recursive: true });
+      const profile = profileDir
+        ? {
+            NODE_OPTIONS: `--import=${pathToFileURL(join(HERE, 'cost/cpu-profile.mjs')).href}`,
+            HERALD_BENCH_PROF_DIR: profileDir,
+          }
+        : {};
+      const pipeline = await startPipeline({
+        redis,
+        env: { ...env, ...profile },
+        secret: SECRET,
+        ...(root ? { root } : {}),
+      });
+      const contender: Contender = {
+        pipeline,
+        redis,
+        admin: new Redis(redis.url),
+        scripts: await scriptNames(root ?? join(HERE, '..')),
+        received: 0,
+        rounds: [],
+      };
+      contenders.push(contender);
+      for (let i = 0; i < USERS; i++) {
+        const socket = await pipeline.connect(pipeline.realtimeUrls[i % 2] ?? '', `user-${i}`);
+        socket.on('notification', () => contender.received++);
+        sockets.push(socket);
+      }
+    }
+    const agent = new Agent({ keepAlive: true, maxSockets: 64 });
+    // Warm-up, unrecorded: no round measures a JIT compiling a path.
+    for (const c of contenders) await round(c, agent, 2, false);
+    for (let n = 0; n < ROUNDS; n++) {
+      for (const c of n % 2 === 0 ? contenders : [...contenders].reverse()) {
+        c.rounds.push(await round(c, agent, SECONDS, false));
+      }
+    }
+    for (const c of contenders) {
+      await round(c, agent, SECONDS, true);
+      c.breakdown = await slowlogBreakdown(c);
+    }
+    report(contenders, Date.now() - started);
+  } finally {
+    for (const socket of sockets) socket.disconnect();
+    for (const c of contenders) {
+      c.admin.disconnect();
+      await c.pipeline.stop();
+      await c.redis.dispose();
+    }
+  }
+}
+
+/**
+ * One round: `RATE`/s for `seconds`, then waits until every notification accepted has reached its
+ * socket; answers each group's CPU µs per notification (Redis's from INFO). With `slowlog`, every
+ * command is logged (its own cost, which this round's CPU figures then include: not reported).
+ */
+async function round(c: Contender, agent: Agent, seconds: number, slowlog: boolean): Promise<number[]> {
+  await c.admin.config('SET', 'slowlog-log-slower-than', slowlog ? '0' : '-1');
+  await c.admin.slowlog('RESET');
+  const before = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
+  const receivedBefore = c.received;
+  let accepted = 0;
+  const inFlight = new Set<Promise<unknown>>();
+  const start = performance.now();
+  const total = RATE * seconds;
+  for (let sent = 0; sent < total; ) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * RATE));
+    while (sent < due) {
+      const p = postNotify(agent, c.pipeline.gatewayUrl, `user-${sent % USERS}`).then((ok) => {
+        if (ok) accepted++;
+      });
+      inFlight.add(p);
+      void p.finally(() => inFlight.delete(p));
+      sent++;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  await Promise.all(inFlight);
+  await waitFor(() => c.received - receivedBefore >= accepted, { timeoutMs: 120_000, intervalMs: 50 });
+  if (slowlog) await c.admin.config('SET', 'slowlog-log-slower-than', '-1');
+  const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
+  // Ticks are 10 ms (USER_HZ 100); Redis's figure is µs already.
+  return after.map((value, i) => ((value - (before[i] ?? 0)) * (i < 3 ? 10_000 : 1)) / Math.max(1, accepted));
+}
+
+/** Redis's CPU so far (used_cpu_sys + used_cpu_user of INFO cpu), µs. */
+async function redisCpuMicros(admin: Redis): Promise<number> {
+  const info = await admin.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
+  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
+}
+
+/** SLOWLOG of the last round, by command (EVALSHA by script name), µs per notification. */
+async function slowlogBreakdown(c: Contender): Promise<{ name: string; calls: number; usec: number }[]> {
+  const entries = (await c.admin.slowlog('GET', '-1')) as [number, number, number, string[]][];
+  const notifications = RATE * SECONDS;
+  const byName = new Map<string, { calls: number; usec: number }>();
+  for (const [, , usec, args] of entries) {
+    const command = (args[0] ?? '?').toLowerCase();
+    if (command === 'slowlog' || command === 'config') continue;
+    const name =
+      command === 'evalsha' || command === 'fcall'
+        ? `${command} ${c.scripts.get(args[1] ?? '') ?? labelByKeys(args)}`
+        : `${command} ${keyShape(args[1] ?? '')}`;
+    const sum = byName.get(name) ?? { calls: 0, usec: 0 };
+    sum.calls++;
+    sum.usec += usec;
+    byName.set(name, sum);
+  }
+  return [...byName]
+    .map(([name, sum]) => ({ name, calls: sum.calls / notifications, usec: sum.usec / notifications }))
+    .sort((a, b) => b.usec - a.usec);
+}
+
+/** `key` with its ids (user ids, UUIDs, numbers) as `*`: what kind of key a command touched. */
+function keyShape(key: string): string {
+  return key
+    .replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '*')
+    .replace(/user-\d+/g, '*')
+    .replace(/\d+/g, '*');
+}
+
+/** A script this bench does not know by its SHA, named by what its keys hold. */
+function labelByKeys(args: string[]): string {
+  const keys = args.slice(3, 3 + Number(args[2] ?? 0)).join(' ');
+  if (keys.includes('ratelimit')) return '(rate limiter)';
+  return `${(args[1] ?? '').slice(0, 8)} (${keys.slice(0, 40)})`;
+}
+
+/** SHA1 → name of BullMQ's scripts (as BullMQ loads them) and of the `.lua` files of `root`'s apps and packages. */
+async function scriptNames(root: string): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  const sha = (text: string) => createHash('sha1').update(text).digest('hex');
+  const bullmq = pathToFileURL(join(dirname(require.resolve('bullmq')), 'scripts', 'index.js')).href;
+  const scripts = (await import(bullmq)) as Record<string, { name: string; content: string }>;
+  for (const script of Object.values(scripts)) names.set(sha(script.content), `bullmq ${script.name}`);
+  for (const dir of ['apps', 'packages']) {
+    for (const name of readdirSync(join(root, dir))) {
+      const src = join(root, dir, name, 'src');
+      if (!existsSync(src)) continue;
+      for (const file of readdirSync(src).filter((f) => f.endsWith('.lua'))) {
+        names.set(sha(readFileSync(join(src, file), 'utf8')), `${name} ${file}`);
+      }
+    }
+  }
+  return names;
+}
+
+function postNotify(agent: Agent, base: string, userId: string): Promise<boolean> {
+  const body = JSON.stringify({ userId, payload: { t: Date.now() } });
+  return new Promise((resolve) => {
+    const req = request(
+      `${base}/notify`,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${API_KEY}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode === 202));
+      },
+    );
+    req.on('error', () => resolve(false));
+    req.end(body);
+  });
+}
+
+/** utime + stime of processes, in clock ticks (100 per second on Linux). */
+function cpuTicks(pids: (number | undefined)[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // gone
+    }
+  }
+  return ticks;
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+};
+
+function report(contenders: Contender[], elapsedMs: number): void {
+  const [herald, baseline] = contenders;
+  const label = (c: Contender) => c.pipeline.label;
+  const cell = (c: Contender, i: number) => median(c.rounds.map((r) => r[i] ?? 0));
+  const total = (c: Contender) => GROUPS.reduce((sum, _, i) => sum + cell(c, i), 0);
+  const lines = [
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}`,
+    `run: ${RATE} notifications/s for ${SECONDS} s per round, ${ROUNDS} rounds per pipeline (medians), ${USERS} connected users over 2 realtime instances, 1 gateway, 1 worker, each pipeline on its own redis-server; ${Math.round(elapsedMs / 1000)} s in all`,
+    '',
+    `| CPU µs per notification | ${contenders.map(label).join(' | ')}${baseline ? ` | ${label(herald as Contender)} ÷ ${label(baseline)} |` : ' |'}`,
+    `| --- | ${contenders.map(() => '--:').join(' | ')}${baseline ? ' | --: |' : ' |'}`,
+    ...[...GROUPS, 'all'].map((group, i) => {
+      const values = contenders.map((c) => (group === 'all' ? total(c) : cell(c, i)));
+      const ratio = baseline && values[1] ? ` | ${((values[0] ?? 0) / values[1]).toFixed(2)}× |` : ' |';
+      return `| ${group} | ${values.map((v) => v.toFixed(0)).join(' | ')}${ratio}`;
+    }),
+    '',
+  ];
+  for (const c of contenders) {
+    const all = c.breakdown ?? [];
+    const scripts = all.filter((r) => r.name.startsWith('evalsha') || r.name.startsWith('fcall'));
+    const commands = all.filter((r) => !scripts.includes(r)).slice(0, 12);
+    lines.push(
+      `Redis by script, ${label(c)} (SLOWLOG of every command, one more round; a script's time includes the commands it calls):`,
+      '',
+      '| script | calls per notification | µs per notification |',
+      '| --- | --: | --: |',
+      ...scripts.map(
+        (r) => `| ${r.name.replace(/^evalsha /, '')} | ${r.calls.toFixed(2)} | ${r.usec.toFixed(1)} |`,
+      ),
+      '',
+      `Redis by command, ${label(c)} (the same round; from clients and from inside scripts, by key):`,
+      '',
+      '| command, key | calls per notification | µs per notification |',
+      '| --- | --: | --: |',
+      ...commands.map((r) => `| ${r.name} | ${r.calls.toFixed(2)} | ${r.usec.toFixed(1)} |`),
+      '',
+    );
+  }
+  const text = lines.join('\n');
+  process.stdout.write(`${text}\n`);
+  writeReport('cost', text);
+}
+
+// The baseline's checkout must be built: its apps' dist are what runs.
+if (BASELINE !== undefined && !existsSync(join(BASELINE, 'apps/gateway/dist/server.js'))) {
+  throw new Error(`BENCH_BASELINE=${BASELINE} is not a built checkout (no apps/gateway/dist/server.js)`);
+}
+await main();
