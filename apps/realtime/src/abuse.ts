@@ -1,8 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import proxyAddr from '@fastify/proxy-addr';
+import { createRedis } from '@herald/config';
 import { type CommandReply, ErrorCode } from '@herald/protocol';
 import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
-import { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Event as SocketPacket } from 'socket.io';
 
@@ -68,10 +69,10 @@ export class AbuseLimits {
     log: Logger,
   ) {
     // Its own connection, as the limiter wants it: fail fast, never replay a consume late.
-    const failFast = { autoResendUnfulfilledCommands: false, maxRetriesPerRequest: 1 };
-    this.#redis = connection.redisClusterNodes
-      ? new Cluster(connection.redisClusterNodes, { enableOfflineQueue: false, redisOptions: failFast })
-      : new Redis(connection.redisUrl, { enableOfflineQueue: false, ...failFast });
+    this.#redis = createRedis(
+      { url: connection.redisUrl, clusterNodes: connection.redisClusterNodes },
+      'producer',
+    );
     this.#redis.on('error', (error) => log.warn({ err: error }, 'redis (abuse limits) connection error'));
     const logger = {
       warn: (details: Record<string, unknown>, message: string) => log.warn(details, message),

@@ -1,5 +1,5 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { DeploymentFingerprint } from '@herald/config';
+import { createRedis, DeploymentFingerprint } from '@herald/config';
 import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
@@ -16,7 +16,6 @@ import {
   UserTokenError,
   verifyUserToken,
 } from '@herald/protocol';
-import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import { AbuseLimits, RATE_LIMITED } from './abuse.js';
@@ -61,14 +60,13 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * takes acks and read marks.
  */
 export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServer {
-  const pub: Redis | Cluster = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes)
-    : new Redis(config.redisUrl);
+  const target = { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
+  const pub = createRedis(target, 'plain');
   // Sharded pub/sub on Redis Cluster: each channel is served by its slot's node, which ioredis's
   // `shardedSubscribers` follows (one subscriber connection per shard).
   const sub =
     config.redisClusterNodes && config.pubsubMode === 'sharded'
-      ? new Cluster(config.redisClusterNodes, { shardedSubscribers: true })
+      ? createRedis(target, 'plain', {}, { shardedSubscribers: true })
       : pub.duplicate();
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));

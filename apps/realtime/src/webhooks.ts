@@ -1,7 +1,7 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { AckResult } from '@herald/inbox';
 import { WebhookEvents, WebhookStore } from '@herald/webhooks';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RealtimeConfig } from './config.js';
 
@@ -23,7 +23,7 @@ export function realtimeWebhookEvents(
   log: Logger,
 ): RealtimeWebhookEvents {
   const cluster = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+    ? createRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes }, 'worker')
     : undefined;
   const events = new WebhookEvents(new WebhookStore(redis, config.keyPrefix), {
     queueName: config.queue.name,

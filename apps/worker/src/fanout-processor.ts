@@ -1,11 +1,11 @@
 // The fan-out processor, run by BullMQ in worker threads of its own (`useWorkerThreads`): a fan-out's
 // event loop, CPU and Redis connection are never those of single sends, which the main thread keeps.
 import { workerData } from 'node:worker_threads';
+import { createRedis } from '@herald/config';
 import { Inbox, Topics } from '@herald/inbox';
 import { livePublisher } from '@herald/live';
 import type { FanoutJob } from '@herald/protocol';
 import type { SandboxedJob } from 'bullmq';
-import { Cluster, Redis } from 'ioredis';
 import type { WorkerConfig } from './config.js';
 import { type FanoutContext, type FanoutResult, fanOut, SenderLimiters } from './fanout.js';
 
@@ -15,10 +15,7 @@ export interface FanoutThreadData {
 }
 
 const { config } = workerData as FanoutThreadData;
-const options = { maxRetriesPerRequest: null };
-const redis = config.redisClusterNodes
-  ? new Cluster(config.redisClusterNodes, { redisOptions: options })
-  : new Redis(config.redisUrl, options);
+const redis = createRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes }, 'worker');
 // Reconnects by itself; a command that fails fails the job, which resumes from its checkpoint.
 redis.on('error', () => {});
 const context: FanoutContext = {

@@ -1,7 +1,6 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
 import { type FanoutJob, fanoutQueueName } from '@herald/protocol';
 import { Worker } from 'bullmq';
-import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import type { FanoutResult } from './fanout.js';
@@ -32,7 +31,7 @@ export async function startFanoutWorker(
   metrics: WorkerMetrics,
 ): Promise<FanoutWorker> {
   const bullConnection = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+    ? createRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes }, 'worker')
     : undefined;
   const workerData: FanoutThreadData = { config };
   const worker = new Worker<FanoutJob, FanoutResult>(fanoutQueueName(config.queue.name), PROCESSOR, {

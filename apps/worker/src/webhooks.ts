@@ -8,7 +8,7 @@ import {
   type WebhookWorkerSettings,
 } from '@herald/webhooks';
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
-import type { Cluster } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 
 /** A worker's delivery of webhooks: its own BullMQ worker on the webhook queue. */
@@ -34,7 +34,8 @@ export async function startWebhookWorker(options: {
   store: WebhookStore;
   queue: { name: string; prefix: string };
   redisUrl: string;
-  cluster: Cluster | undefined;
+  /** The Cluster connection on Redis Cluster (else one is made from `redisUrl`). */
+  cluster: Redis | Cluster | undefined;
   settings: WebhookWorkerSettings;
   log: Logger;
   /** `herald_worker_webhooks_total{outcome}`. */
@@ -102,7 +103,8 @@ export function workerWebhookEvents(options: {
   store: WebhookStore;
   queue: { name: string; prefix: string };
   redisUrl: string;
-  cluster: Cluster | undefined;
+  /** The Cluster connection on Redis Cluster (else one is made from `redisUrl`). */
+  cluster: Redis | Cluster | undefined;
 }): WebhookEvents {
   return new WebhookEvents(options.store, {
     queueName: options.queue.name,

@@ -1,4 +1,4 @@
-import { REDIS_ROLE_OPTIONS, ReplicaWaiter, reconnectDelayMs } from '@herald/config';
+import { createRedis, REDIS_ROLE_OPTIONS, ReplicaWaiter, reconnectDelayMs } from '@herald/config';
 import {
   type AppendResult,
   Inbox,
@@ -11,7 +11,6 @@ import { type LivePublisher, livePublisher } from '@herald/live';
 import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
 import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
-import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { startFanoutWorker } from './fanout-worker.js';
@@ -77,17 +76,16 @@ export async function processNotification(
 export async function startWorker(config: WorkerConfig, log: Logger): Promise<NotificationWorker> {
   // Workers wait for Redis rather than fail: BullMQ requires maxRetriesPerRequest: null, and the
   // inbox commands of a job should outlive a Redis restart the same way.
-  const redis = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, {
-        redisOptions: { maxRetriesPerRequest: null },
-        // With replicas to wait for, a replica that rejoins after a failover is seen within a second.
-        ...(config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {}),
-      })
-    : new Redis(config.redisUrl, { maxRetriesPerRequest: null });
+  const target = { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
+  // With replicas to wait for, a replica that rejoins after a failover is seen within a second.
+  const redis = createRedis(
+    target,
+    'worker',
+    {},
+    config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
+  );
   // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).
-  const bullConnection = config.redisClusterNodes
-    ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
-    : undefined;
+  const bullConnection = config.redisClusterNodes ? createRedis(target, 'worker') : undefined;
   redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
   const inbox = new Inbox(redis, config.inbox);
   const topics = new Topics(redis, { prefix: config.inbox.prefix });

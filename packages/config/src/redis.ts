@@ -70,6 +70,8 @@ export const REDIS_ROLE_OPTIONS = Object.freeze({
     retryStrategy: reconnectDelayMs,
   }),
   worker: Object.freeze({ maxRetriesPerRequest: null, retryStrategy: reconnectDelayMs }),
+  /** ioredis's defaults (realtime's inbox and pub/sub connections). */
+  plain: Object.freeze({}),
 } satisfies Record<string, RedisOptions>);
 
 /** Where an app's Redis is: one server, or a Cluster's start-up nodes. */
@@ -79,7 +81,28 @@ export interface RedisTarget {
 }
 
 /**
- * A Redis (or Cluster) client for `role` (see {@link REDIS_ROLE_OPTIONS}), with `extra` options on top.
+ * What every node of a Redis Cluster is connected with, from `REDIS_URL`: its username and password
+ * (`redis://user:password@…`) and TLS (`rediss://`). `HERALD_REDIS_CLUSTER_NODES` names only hosts and
+ * ports, and the nodes a client discovers from the slot table are reached with these same options.
+ *
+ * @example
+ * ```ts
+ * clusterNodeOptions('redis://:s3cret@10.0.0.1:6379'); // { password: 's3cret' }
+ * ```
+ */
+export function clusterNodeOptions(url: string): RedisOptions {
+  const parsed = new URL(url);
+  return {
+    ...(parsed.username !== '' ? { username: decodeURIComponent(parsed.username) } : {}),
+    ...(parsed.password !== '' ? { password: decodeURIComponent(parsed.password) } : {}),
+    ...(parsed.protocol === 'rediss:' ? { tls: {} } : {}),
+  };
+}
+
+/**
+ * A Redis (or Cluster) client for `role` (see {@link REDIS_ROLE_OPTIONS}), with `extra` options on top
+ * (on Cluster: for every node, with `REDIS_URL`'s credentials, see {@link clusterNodeOptions}) and
+ * `cluster`'s Cluster options.
  *
  * @example
  * ```ts
@@ -96,7 +119,7 @@ export function createRedis(
   if (target.clusterNodes !== undefined) {
     return new Cluster(target.clusterNodes, {
       ...cluster,
-      redisOptions: options,
+      redisOptions: { ...clusterNodeOptions(target.url), ...options },
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
     });
   }

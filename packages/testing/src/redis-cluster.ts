@@ -65,7 +65,13 @@ export function parseClusterNodes(value: string): { host: string; port: number }
  * ```
  */
 export async function startRedisCluster(
-  options: { masters?: number; replicas?: number; nodeTimeoutMs?: number } = {},
+  options: {
+    masters?: number;
+    replicas?: number;
+    nodeTimeoutMs?: number;
+    /** Every node's `requirepass` and `masterauth`; the servers' `url`s carry it. */
+    password?: string;
+  } = {},
 ): Promise<RedisClusterHandle> {
   const masters = options.masters ?? 3;
   const replicas = options.replicas ?? 0;
@@ -145,6 +151,7 @@ export async function startRedisCluster(
           // Also for a restart under load (a chaos scenario's), when a starved event loop misses the
           // probes' 1 s connect timeout again and again.
           startTimeoutMs: 60_000,
+          ...(options.password === undefined ? {} : { password: options.password }),
           args: [
             '--cluster-enabled',
             'yes',
@@ -164,6 +171,7 @@ export async function startRedisCluster(
     const create = spawnSync(
       'redis-cli',
       [
+        ...(options.password === undefined ? [] : ['-a', options.password, '--no-auth-warning']),
         '--cluster',
         'create',
         ...servers.map((server) => `127.0.0.1:${server.port}`),

@@ -30,7 +30,14 @@ export function hasRedisServerBinary(): boolean {
  * e.g. `['valgrind', '--tool=callgrind']` (then `process` is the wrapper's, which runs redis-server).
  */
 export async function startRedisServer(
-  options: { port?: number; args?: string[]; wrapper?: string[]; startTimeoutMs?: number } = {},
+  options: {
+    port?: number;
+    args?: string[];
+    wrapper?: string[];
+    startTimeoutMs?: number;
+    /** `requirepass` (and `masterauth`, for a replica or a Cluster node): `url` then carries it. */
+    password?: string;
+  } = {},
 ): Promise<RedisServerHandle> {
   const port = options.port ?? (await freePort());
   const dir = mkdtempSync(join(tmpdir(), 'herald-redis-'));
@@ -45,9 +52,13 @@ export async function startRedisServer(
     'no',
     '--dir',
     dir,
+    ...(options.password === undefined
+      ? []
+      : ['--requirepass', options.password, '--masterauth', options.password]),
     ...(options.args ?? []),
   ];
-  const url = `redis://127.0.0.1:${port}`;
+  const auth = options.password === undefined ? '' : `:${encodeURIComponent(options.password)}@`;
+  const url = `redis://${auth}127.0.0.1:${port}`;
   let child: ChildProcess;
 
   const launch = async (): Promise<void> => {
