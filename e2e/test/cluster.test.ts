@@ -147,6 +147,42 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect((await get('/metrics')).status).toBe(200);
   }, 120_000);
 
+  it('delivery webhooks: set, shown, listed by the operator, rotated and deleted (their index in its own slot)', async () => {
+    const stack = clusterStack({ HERALD_ADMIN_KEY: ADMIN_KEY, HERALD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+    const gateway = await stack.start('gateway', 'gw-hooks');
+    const call = async (method: string, path: string, body?: unknown, key = API_KEY) => {
+      const response = await fetch(`${gateway.url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      return {
+        status: response.status,
+        body: (await response.json().catch(() => null)) as Record<string, unknown>,
+      };
+    };
+    const url = 'http://127.0.0.1:9/hooks';
+    const created = await call('PUT', '/webhook', { url });
+    expect(created.status).toBe(201);
+    expect(created.body).toMatchObject({ url, tenantId: 'default' });
+    expect(typeof created.body.secret).toBe('string');
+    expect((await call('GET', '/webhook')).body).toMatchObject({ url, state: 'active' });
+    const listed = await call('GET', '/admin/webhooks', undefined, ADMIN_KEY);
+    expect(listed.status).toBe(200);
+    expect(JSON.stringify(listed.body)).toContain(url);
+    const rotated = await call('POST', '/webhook/rotate-secret');
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.secret).not.toBe(created.body.secret);
+    expect((await call('DELETE', '/webhook')).status).toBe(204);
+    expect((await call('GET', '/webhook')).status).toBe(404);
+    expect(JSON.stringify((await call('GET', '/admin/webhooks', undefined, ADMIN_KEY)).body)).not.toContain(
+      url,
+    );
+  }, 120_000);
+
   it('ReplicaWaiter: the writes of one turn share one WAIT on their master; too few replicas fail at once', async () => {
     const client = new Cluster(cluster.nodes, { redisOptions: { maxRetriesPerRequest: 1 } });
     try {

@@ -109,6 +109,9 @@ export class WebhookStore {
     const now = new Date().toISOString();
     const events = (options.events ?? WEBHOOK_EVENTS).join(',');
     const secret = generateSecret();
+    // The index is in another hash slot (Redis Cluster refuses a MULTI across slots): it goes first, so
+    // that a webhook is never missing from it; `list` skips a tenant listed without one.
+    await this.#redis.sadd(this.#indexKey(), tenantId);
     // HSETNX: of two concurrent creations, one secret wins, and each answer says which.
     const [[, created]] = (await this.#redis
       .multi()
@@ -117,7 +120,6 @@ export class WebhookStore {
       .hsetnx(key, 'state', 'active')
       .hsetnx(key, 'failures', '0')
       .hset(key, { url: options.url, events, updatedAt: now })
-      .sadd(this.#indexKey(), tenantId)
       .exec()) as [[null, number]];
     const webhook = await this.get(tenantId);
     if (!webhook) throw new Error(`webhook of ${tenantId} deleted while it was set`);
@@ -130,8 +132,9 @@ export class WebhookStore {
       .multi()
       .del(this.#key(tenantId))
       .del(this.#heldKey(tenantId))
-      .srem(this.#indexKey(), tenantId)
       .exec()) as [[null, number]];
+    // After the webhook (another hash slot, see `set`): a tenant listed without one is skipped.
+    await this.#redis.srem(this.#indexKey(), tenantId);
     return deleted === 1;
   }
 
