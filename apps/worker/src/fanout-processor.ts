@@ -8,6 +8,7 @@ import type { FanoutJob } from '@herald/protocol';
 import type { SandboxedJob } from 'bullmq';
 import type { WorkerConfig } from './config.js';
 import { type FanoutContext, type FanoutResult, fanOut, SenderLimiters } from './fanout.js';
+import { replicaDurability } from './store.js';
 
 /** What the thread is started with (`workerThreadsOptions.workerData`). */
 export interface FanoutThreadData {
@@ -25,6 +26,7 @@ const context: FanoutContext = {
   live: livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, () => {}),
   limiters: new SenderLimiters(redis),
   chunkSize: config.fanout.chunkSize,
+  durable: replicaDurability(redis, config.redisWaitReplicas),
 };
 
 export default async function processFanout(

@@ -5,7 +5,7 @@ import { DEFAULT_TENANT, type FanoutCharge, type FanoutJob } from '@herald/proto
 import { RateLimiter } from '@herald/rate-limiter';
 import { DelayedError } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
-import { appendOptionsOf, storeAndPush } from './store.js';
+import { appendOptionsOf, type Durability, storeAndPush } from './store.js';
 
 /**
  * Appends in flight at once within a chunk: one round trip each batch. Redis runs a client's pipelined
@@ -38,6 +38,8 @@ export interface FanoutContext {
   limiters: SenderLimiters;
   /** Recipients per chunk: one page of the audience, charged, appended and checkpointed together. */
   chunkSize: number;
+  /** `HERALD_REDIS_WAIT_REPLICAS`: each append waits for the replicas before its push, as single sends do. */
+  durable?: Durability | undefined;
 }
 
 /**
@@ -142,7 +144,9 @@ export async function fanOut(
       const batch = page.userIds.slice(from, from + IN_FLIGHT);
       results.push(
         ...(await Promise.all(
-          batch.map((userId) => storeAndPush(inbox, context.live, { ...base, userId }, options)),
+          batch.map((userId) =>
+            storeAndPush(inbox, context.live, { ...base, userId }, options, context.durable),
+          ),
         )),
       );
       // Then a pause as long as the batch took: the fan-out holds Redis at most about half the time, and

@@ -1,4 +1,4 @@
-import { createRedis, REDIS_ROLE_OPTIONS, ReplicaWaiter, reconnectDelayMs } from '@herald/config';
+import { createRedis, REDIS_ROLE_OPTIONS, reconnectDelayMs } from '@herald/config';
 import {
   type AppendResult,
   Inbox,
@@ -15,13 +15,8 @@ import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
-import { appendOptionsOf, storeAndPush } from './store.js';
+import { appendOptionsOf, type Durability, replicaDurability, storeAndPush } from './store.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
-
-/** How long the worker waits for `HERALD_REDIS_WAIT_REPLICAS` replicas to have an inbox entry, ms. */
-const REPLICA_WAIT_MS = 1000;
-/** How long a job waits for its inbox's master to have those replicas at all (after a failover), ms. */
-const REPLICA_READY_MS = 3000;
 
 /** A running notification worker. */
 export interface NotificationWorker {
@@ -49,7 +44,7 @@ export async function processNotification(
   inbox: Inbox,
   live: LivePublisher,
   topics?: Topics,
-  durable?: (inbox: Inbox, userId: string) => Promise<void>,
+  durable?: Durability,
 ): Promise<AppendResult> {
   const notification: InboxNotification = {
     id: job.id,
@@ -124,21 +119,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       .catch((error: unknown) =>
         log.warn({ err: error, notificationId: job.id, type }, 'webhook event not enqueued'),
       );
-  // WAIT on the connection of the user's slot, which carried the append (one WAIT per connection and
-  // event-loop turn for every job there); a miss fails the attempt, which is retried.
-  const waiter =
-    config.redisWaitReplicas > 0
-      ? new ReplicaWaiter(redis, config.redisWaitReplicas, REPLICA_WAIT_MS)
-      : undefined;
-  // After a failover the promoted master has no replica until one rejoins: the job waits for it (up to
-  // REPLICA_READY_MS) rather than failing its attempt into the retry backoff.
-  const durable = waiter
-    ? async (userInbox: Inbox, userId: string) => {
-        const key = userInbox.keys(userId).stream;
-        await waiter.ready(key, REPLICA_READY_MS);
-        await waiter.wait(key);
-      }
-    : undefined;
+  const durable = replicaDurability(redis, config.redisWaitReplicas);
 
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
