@@ -8,7 +8,7 @@ import {
   Topics,
 } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
-import { DEFAULT_TENANT, type NotificationJob } from '@herald/protocol';
+import { DEFAULT_TENANT, type NotificationJob, userKey } from '@herald/protocol';
 import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -16,6 +16,7 @@ import type { WorkerConfig } from './config.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { appendOptionsOf, type Durability, replicaDurability, storeAndPush } from './store.js';
+import { UserOrder } from './user-order.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** A running notification worker. */
@@ -120,6 +121,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         log.warn({ err: error, notificationId: job.id, type }, 'webhook event not enqueued'),
       );
   const durable = replicaDurability(redis, config.redisWaitReplicas);
+  // Each user's notifications are stored in send order, one at a time (see UserOrder).
+  const order = new UserOrder();
 
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
@@ -127,7 +130,11 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       let result: AppendResult;
       const stopTimer = metrics.duration.startTimer();
       try {
-        result = await processNotification(job.data, inbox, live, topics, durable);
+        result = await order.run(
+          userKey(job.data.tenantId ?? DEFAULT_TENANT, job.data.userId),
+          [Date.parse(job.data.createdAt) || 0, job.data.seq ?? 0],
+          () => processNotification(job.data, inbox, live, topics, durable),
+        );
       } catch (error) {
         // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
         if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {

@@ -29,6 +29,12 @@ export interface NotificationJob extends NotificationOptions {
   tenantId?: string;
   /** The sending key's own inbox bounds, when smaller than the deployment's (`herald keys create --inbox-*`). */
   inbox?: { maxLength?: number; maxAgeMs?: number };
+  /**
+   * The enqueueing gateway process's count of jobs so far: with `createdAt`, the send order the worker
+   * keeps for one user's notifications taken together (a batch's items, sends in a row). Absent in
+   * older jobs.
+   */
+  seq?: number;
 }
 
 /**

@@ -37,6 +37,8 @@ declare module 'fastify' {
 export default fp(
   async (app: FastifyInstance) => {
     const { config } = app;
+    // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
+    let enqueued = 0;
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
@@ -50,6 +52,7 @@ export default fp(
           userId: item.userId,
           payload: item.payload,
           createdAt,
+          seq: enqueued++,
           tenantId: identity.tenantId,
           ...(identity.inbox ? { inbox: identity.inbox } : {}),
           ...optional(item),

@@ -1,0 +1,52 @@
+import { waitFor } from '@herald/testing';
+import { describe, expect, it } from 'vitest';
+import { UserOrder } from '../src/user-order.js';
+
+describe('UserOrder', () => {
+  it('runs one key’s tasks one at a time in send order, whatever order they came in within a turn', async () => {
+    const order = new UserOrder();
+    const log: string[] = [];
+    let running = 0;
+    let most = 0;
+    const task = (name: string) => async () => {
+      running++;
+      most = Math.max(most, running);
+      log.push(`start ${name}`);
+      await new Promise((resolve) => setImmediate(resolve));
+      log.push(`end ${name}`);
+      running--;
+      return name;
+    };
+    const results = await Promise.all([
+      order.run('alice', [1000, 3], task('a3')),
+      order.run('alice', [1000, 1], task('a1')),
+      order.run('alice', [999, 9], task('a0')),
+      order.run('alice', [1000, 2], task('a2')),
+    ]);
+    expect(results).toEqual(['a3', 'a1', 'a0', 'a2']);
+    expect(log.filter((line) => line.startsWith('start'))).toEqual([
+      'start a0',
+      'start a1',
+      'start a2',
+      'start a3',
+    ]);
+    expect(most).toBe(1);
+    expect(order.size).toBe(0);
+  });
+
+  it('runs different keys side by side, and a failed task does not hold back the next', async () => {
+    const order = new UserOrder();
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const bob = order.run('bob', [1, 0], () => held.then(() => 'bob'));
+    // Carol's task runs while Bob's is still waiting.
+    expect(await order.run('carol', [1, 0], async () => 'carol')).toBe('carol');
+    release();
+    expect(await bob).toBe('bob');
+    await expect(order.run('dave', [1, 0], () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect(await order.run('dave', [2, 0], async () => 'after')).toBe('after');
+    await waitFor(() => order.size === 0, { what: 'every lane closed' });
+  });
+});
