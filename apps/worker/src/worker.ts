@@ -14,6 +14,7 @@ import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { startEscalations } from './escalation.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { appendOptionsOf, storeAndPush } from './store.js';
@@ -142,6 +143,16 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       }
     : undefined;
 
+  const escalations = await startEscalations({
+    redis,
+    inbox,
+    push: config.push,
+    pushTimeoutMs: config.pushTimeoutMs,
+    queue: config.queue,
+    redisUrl: config.redisUrl,
+    cluster: bullConnection,
+    log,
+  });
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
     async (job: Job<NotificationJob, JobResult>) => {
@@ -158,6 +169,9 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       } finally {
         stopTimer();
       }
+      // The Web Push fallback waits for its deadline from now, once the notification is stored.
+      if (result.outcome === 'appended' || result.outcome === 'already-appended')
+        await escalations.schedule(job.data, result.offset);
       metrics.jobs.inc({ outcome: result.outcome });
       log.debug(
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
@@ -227,6 +241,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await Promise.all([worker.close(), fanout.close()]);
+      await escalations.close();
       await webhooks.close();
       await webhookEvents.close();
       await queue.close();
