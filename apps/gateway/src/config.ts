@@ -92,6 +92,8 @@ export interface GatewayConfig {
   webhookAllowPrivate: boolean;
   /** `HERALD_VAPID_PUBLIC_KEY` set (or development mode): `escalateAfterMs` is taken; otherwise 422. */
   pushEnabled: boolean;
+  /** What to log about Web Push at start-up (off, or on with the development keys). */
+  pushWarnings: readonly string[];
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   tokenTtlSeconds: number;
@@ -174,6 +176,7 @@ export function loadConfig(
     devMode: secrets.devMode,
     webhookAllowPrivate: parsed.HERALD_WEBHOOK_ALLOW_PRIVATE || secrets.devMode,
     pushEnabled: push.enabled,
+    pushWarnings: push.warnings,
     jwtSecret: secrets.jwtSecret,
     usingDevJwtSecret: secrets.usingDevJwtSecret,
     tokenTtlSeconds: parsed.HERALD_TOKEN_TTL_SECONDS,
@@ -219,6 +222,6 @@ export function loadConfig(
         HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
       }),
     }),
-    warnings: Object.freeze([...secrets.warnings, ...warnings, ...push.warnings]),
+    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

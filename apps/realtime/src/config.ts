@@ -179,6 +179,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       }),
     }),
     push,
-    warnings: Object.freeze([...secrets.warnings, ...warnings, ...push.warnings]),
+    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

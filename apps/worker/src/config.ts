@@ -134,6 +134,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
       }),
     }),
-    warnings: Object.freeze([...warnings, ...push.warnings]),
+    warnings: Object.freeze(warnings),
   });
 }
