@@ -11,6 +11,7 @@ import { createECDH, createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:https';
 import ece from 'http_ece';
+import { serveReceiver } from './serve-receiver.mjs';
 
 /** @type {Map<string, { privateKey?: string, publicKey?: string, auth?: string, vapidPublicKey?: string, mode: string, requests: object[] }>} */
 const subscriptions = new Map();
@@ -23,6 +24,8 @@ const subscription = (name) => {
   return found;
 };
 
+const P256_SPKI_HEADER = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
+
 /** The VAPID header's facts, and why it does not verify (undefined when it does). */
 function checkVapid(header, expectedKey, origin) {
   const match = /^vapid t=([^,\s]+),\s*k=([A-Za-z0-9_-]+)$/.exec(header ?? '');
@@ -30,15 +33,11 @@ function checkVapid(header, expectedKey, origin) {
   const [, jwt, key] = match;
   if (key !== expectedKey) return { error: 'k is not the VAPID public key' };
   const [head, body, signature] = jwt.split('.');
-  const point = Buffer.from(key, 'base64url');
+  // The uncompressed point behind the fixed SPKI header of a P-256 key.
   const publicKey = createPublicKey({
-    format: 'jwk',
-    key: {
-      kty: 'EC',
-      crv: 'P-256',
-      x: point.subarray(1, 33).toString('base64url'),
-      y: point.subarray(33).toString('base64url'),
-    },
+    key: Buffer.concat([P256_SPKI_HEADER, Buffer.from(key, 'base64url')]),
+    format: 'der',
+    type: 'spki',
   });
   const verified = verify(
     'sha256',
@@ -107,10 +106,4 @@ const server = createServer(
   },
 );
 
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', port: server.address().port })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveReceiver(server);
