@@ -94,7 +94,8 @@ export interface WorkerConfig {
 
 /**
  * Reads the worker's configuration from `env` (default `process.env`) and nothing else; every problem
- * is named in one `ConfigError`. The worker holds no secret of its own (no token, no API key).
+ * is named in one `ConfigError`. The worker's one secret is the VAPID private key (Web Push), checked
+ * by `resolvePush`; it holds no token secret and no API key.
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
   const push = resolvePush(env, { sender: true });
