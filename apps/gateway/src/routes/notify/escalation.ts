@@ -13,7 +13,8 @@ export function escalationRefusal(
   item: { escalateAfterMs?: unknown },
   field: string,
 ): { code: typeof ErrorCode.PUSH_NOT_CONFIGURED; error: string; details: unknown } | undefined {
-  if (item.escalateAfterMs === undefined || request.server.config.pushEnabled) return undefined;
+  // Not a number: the schema's 400 names what is wrong with it.
+  if (typeof item.escalateAfterMs !== 'number' || request.server.config.pushEnabled) return undefined;
   return {
     code: ErrorCode.PUSH_NOT_CONFIGURED,
     error: NOT_CONFIGURED,
