@@ -31,7 +31,7 @@ describe('POST /notify escalateAfterMs', () => {
     const single = await notify(app, { userId: 'esc-a', payload: {}, escalateAfterMs: 30_000 });
     expect(single.statusCode).toBe(202);
     const job = await app.queue.getJob(single.json<{ id: string }>().id);
-    expect((job?.data as NotificationJob).escalateAfterMs).toBe(30_000);
+    expect((job?.data as NotificationJob | undefined)?.escalateAfterMs).toBe(30_000);
     const batch = await notify(
       app,
       { notifications: [{ userId: 'esc-b', payload: {}, escalateAfterMs: 1000 }] },
