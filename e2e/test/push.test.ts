@@ -124,7 +124,11 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   }
 
   /** A browser's push subscription at the push service: its keys (the receiver decrypts with them). */
-  async function browser(name: string, mode: 'ok' | 'gone' = 'ok'): Promise<PushSubscriptionJSON> {
+  async function browser(
+    name: string,
+    mode: 'ok' | 'gone' = 'ok',
+    failFirst = 0,
+  ): Promise<PushSubscriptionJSON> {
     const ecdh = createECDH('prime256v1');
     ecdh.generateKeys();
     const auth = randomBytes(16).toString('base64url');
@@ -134,6 +138,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
       auth,
       vapidPublicKey,
       mode,
+      failFirst,
     });
     return {
       endpoint: `https://127.0.0.1:${receiver.port}/push/${name}`,
@@ -243,6 +248,20 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     expect(await store.list('default', 'dave')).toEqual([current]);
     expect((await control('dave-old')).requests).toHaveLength(1);
     expect((await control('dave-new')).requests[0]?.message?.id).toBe(id);
+  });
+
+  it('a push service that answers 500 is tried again with backoff, for that subscription only', async () => {
+    const ivan = await connect('ivan');
+    const steady = await browser('ivan-steady');
+    const flaky = await browser('ivan-flaky', 'ok', 1);
+    await emit(ivan, 'push-subscribe', { subscription: steady });
+    await emit(ivan, 'push-subscribe', { subscription: flaky });
+    const id = await send('ivan', { escalateAfterMs: 1000 });
+    expect(await escalation(id, 'pushed')).toMatchObject({ sent: 2, failed: 0 });
+    expect((await control('ivan-flaky')).requests.map((pushed) => pushed.status)).toEqual([500, 201]);
+    // The retry went only where the first attempt had failed.
+    expect((await control('ivan-steady')).requests.map((pushed) => pushed.status)).toEqual([201]);
+    expect((await control('ivan-flaky')).requests[1]?.message?.id).toBe(id);
   });
 
   it('a user with no subscription: skipped, said so', async () => {

@@ -5,7 +5,7 @@
 // URL) and decrypts the body as the browser would (RFC 8291 aes128gcm, with the `http_ece` library
 // web-push itself uses) with the subscription's ECDH private key and auth secret.
 // `POST /control/<name>` sets a subscription: `{ privateKey, publicKey, auth, vapidPublicKey, mode }`,
-// mode `ok` (201), `gone` (410) or `fail` (500). `GET /control/<name>` answers `{ requests }`: each with
+// mode `ok` (201), `gone` (410) or `fail` (500), and `failFirst: n` (500 to its first n pushes). `GET /control/<name>` answers `{ requests }`: each with
 // its headers' facts, the VAPID check, the decrypted JSON (or the decryption error) and the status sent.
 import { createECDH, createPublicKey, verify } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -90,7 +90,8 @@ const server = createServer(
       } catch (cause) {
         error = cause.message;
       }
-      const status = target.mode === 'gone' ? 410 : target.mode === 'fail' ? 500 : 201;
+      const failing = target.mode === 'fail' || target.requests.length < (target.failFirst ?? 0);
+      const status = target.mode === 'gone' ? 410 : failing ? 500 : 201;
       target.requests.push({
         contentEncoding: request.headers['content-encoding'],
         ttl: request.headers.ttl,
