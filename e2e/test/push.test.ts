@@ -62,6 +62,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   const clients: TestClient[] = [];
   let gateway: AppProcess;
   let realtime: AppProcess;
+  let worker: AppProcess;
   let receiver: AppProcess;
   let redis: Redis;
   let escalations: Queue;
@@ -76,7 +77,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     });
     store = new PushSubscriptions(redis, env.HERALD_INBOX_PREFIX ?? '');
     inbox = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX ?? '' });
-    [receiver, { gateway, realtime }] = await Promise.all([
+    [receiver, { gateway, realtime, worker }] = await Promise.all([
       startApp({
         name: 'push-service',
         entry: RECEIVER,
@@ -168,6 +169,15 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     return answer.body.id as string;
   }
 
+  /** The worker's `herald_worker_<what>_total{outcome}` (each test checks the one it caused). */
+  async function counted(what: 'escalations' | 'pushes', outcome: string): Promise<number> {
+    const metrics = await (await fetch(`${worker.url}/metrics`)).text();
+    const line = metrics
+      .split('\n')
+      .find((row) => row.startsWith(`herald_worker_${what}_total{outcome="${outcome}"}`));
+    return Number(line?.split(' ')[1] ?? 0);
+  }
+
   async function escalation(id: string, state: EscalationStatus['state']): Promise<EscalationStatus> {
     let found: EscalationStatus | undefined;
     await waitFor(
@@ -205,6 +215,8 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     const live = alice.received.find((event) => event.id === id);
     // The decrypted message is the notification the socket got: same id, offset, payload.
     expect(pushed.message).toEqual({ kind: 'herald.notification', ...live });
+    expect(await counted('escalations', 'pushed')).toBeGreaterThan(0);
+    expect(await counted('pushes', 'sent')).toBeGreaterThan(0);
   });
 
   it('acked before its deadline: the ack cancels it, the status says acked, nothing reaches the push service', async () => {
@@ -248,6 +260,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     expect(await store.list('default', 'dave')).toEqual([current]);
     expect((await control('dave-old')).requests).toHaveLength(1);
     expect((await control('dave-new')).requests[0]?.message?.id).toBe(id);
+    expect(await counted('pushes', 'gone')).toBeGreaterThan(0);
   });
 
   it('a push service that answers 500 is tried again with backoff, for that subscription only', async () => {
@@ -262,11 +275,13 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     // The retry went only where the first attempt had failed.
     expect((await control('ivan-steady')).requests.map((pushed) => pushed.status)).toEqual([201]);
     expect((await control('ivan-flaky')).requests[1]?.message?.id).toBe(id);
+    expect(await counted('pushes', 'retry')).toBeGreaterThan(0);
   });
 
   it('a user with no subscription: skipped, said so', async () => {
     const id = await send('frank', { escalateAfterMs: 1000 });
     expect(await escalation(id, 'skipped')).toMatchObject({ reason: 'no-subscriptions' });
+    expect(await counted('escalations', 'skipped')).toBeGreaterThan(0);
   });
 
   it('refuses bad subscriptions, http and private endpoints, bad escalateAfterMs; a user reaches only their own', async () => {

@@ -14,6 +14,7 @@ import {
 import { type Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { WorkerMetrics } from './http.js';
 
 /**
  * Attempts of an escalation whose push service answers 429/5xx or not at all, and the first backoff
@@ -48,8 +49,10 @@ export async function startEscalations(options: {
   redisUrl: string;
   cluster: Cluster | undefined;
   log: Logger;
+  /** `herald_worker_escalations_total{outcome}` and `herald_worker_pushes_total{outcome}`. */
+  metrics: Pick<WorkerMetrics, 'escalations' | 'pushes'>;
 }): Promise<Escalations> {
-  const { redis, inbox, push, log } = options;
+  const { redis, inbox, push, log, metrics } = options;
   const records = new EscalationRecords(redis);
   const store = new PushSubscriptions(redis, inbox.prefix);
   const name = escalationQueueName(options.queue.name);
@@ -89,6 +92,7 @@ export async function startEscalations(options: {
           allowPrivate: push.allowPrivate,
           timeoutMs: options.pushTimeoutMs,
         });
+        metrics.pushes.inc({ outcome: outcome.kind });
         const context = { notificationId: job.data.id, endpoint: new URL(subscription.endpoint).origin };
         if (outcome.kind === 'retry') {
           again.push(subscription.endpoint);
@@ -129,9 +133,10 @@ export async function startEscalations(options: {
     connection,
   });
   worker.on('error', (error) => log.warn({ err: error }, 'escalation worker error'));
-  worker.on('completed', (job, result) =>
-    log.info({ notificationId: job.data.id, escalation: result }, 'escalation settled'),
-  );
+  worker.on('completed', (job, result) => {
+    metrics.escalations.inc({ outcome: result.state });
+    log.info({ notificationId: job.data.id, escalation: result }, 'escalation settled');
+  });
   await worker.waitUntilReady();
 
   return {

@@ -152,6 +152,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     redisUrl: config.redisUrl,
     cluster: bullConnection,
     log,
+    metrics,
   });
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
