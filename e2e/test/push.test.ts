@@ -60,9 +60,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   });
   const processes: AppProcess[] = [];
   const clients: TestClient[] = [];
-  let gateway: AppProcess;
-  let realtime: AppProcess;
-  let worker: AppProcess;
+  let trio: Record<keyof typeof TRIO, AppProcess>;
   let receiver: AppProcess;
   let redis: Redis;
   let escalations: Queue;
@@ -77,7 +75,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     });
     store = new PushSubscriptions(redis, env.HERALD_INBOX_PREFIX ?? '');
     inbox = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX ?? '' });
-    [receiver, { gateway, realtime, worker }] = await Promise.all([
+    [receiver, trio] = await Promise.all([
       startApp({
         name: 'push-service',
         entry: RECEIVER,
@@ -151,7 +149,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   async function connect(userId: string, options: { tenantId?: string } = {}): Promise<TestClient> {
     const client = new TestClient(userId, options);
     clients.push(client);
-    await client.connect(realtime.url);
+    await client.connect(trio.realtime.url);
     return client;
   }
 
@@ -162,7 +160,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   }
 
   async function send(userId: string, extra: Record<string, unknown>): Promise<string> {
-    const answer = await gatewayCall(gateway.url, API_KEY, 'POST', '/notify', {
+    const answer = await gatewayCall(trio.gateway.url, API_KEY, 'POST', '/notify', {
       body: { userId, payload: { title: `for ${userId}`, url: '/orders/1042' }, ...extra },
     });
     expect(answer.status).toBe(202);
@@ -171,7 +169,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
 
   /** The worker's `herald_worker_<what>_total{outcome}` (each test checks the one it caused). */
   async function counted(what: 'escalations' | 'pushes', outcome: string): Promise<number> {
-    const metrics = await (await fetch(`${worker.url}/metrics`)).text();
+    const metrics = await (await fetch(`${trio.worker.url}/metrics`)).text();
     const line = metrics
       .split('\n')
       .find((row) => row.startsWith(`herald_worker_${what}_total{outcome="${outcome}"}`));
@@ -182,7 +180,7 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     let found: EscalationStatus | undefined;
     await waitFor(
       async () => {
-        const answer = await gatewayCall(gateway.url, API_KEY, 'GET', `/notifications/${id}`);
+        const answer = await gatewayCall(trio.gateway.url, API_KEY, 'GET', `/notifications/${id}`);
         found = answer.body.escalation as EscalationStatus | undefined;
         return found?.state === state;
       },
@@ -306,14 +304,14 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
 
     // escalateAfterMs: a bounded integer, single-user sends only.
     for (const escalateAfterMs of [999, 86_400_001, 1.5, '30000']) {
-      const answer = await gatewayCall(gateway.url, API_KEY, 'POST', '/notify', {
+      const answer = await gatewayCall(trio.gateway.url, API_KEY, 'POST', '/notify', {
         body: { userId: 'erin', payload: {}, escalateAfterMs },
       });
       expect(answer.status).toBe(400);
       expect(answer.body).toMatchObject({ code: ErrorCode.VALIDATION });
       expect(JSON.stringify(answer.body.details)).toContain('escalateAfterMs');
     }
-    const topic = await gatewayCall(gateway.url, API_KEY, 'POST', '/notify', {
+    const topic = await gatewayCall(trio.gateway.url, API_KEY, 'POST', '/notify', {
       body: { topic: 'orders', payload: {}, escalateAfterMs: 5000 },
     });
     expect(topic.status).toBe(400);
