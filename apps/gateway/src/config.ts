@@ -15,6 +15,7 @@ import {
   secretFingerprint,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { PushKeyEnv, resolvePush } from '@herald/push';
 import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
 
@@ -25,6 +26,7 @@ export const EnvSchema = Type.Object({
   ...ServerEnv(3000),
   ...DevModeEnv,
   ...WebhookUrlEnv,
+  ...PushKeyEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
   HERALD_ADMIN_KEY: Type.Optional(Type.String()),
@@ -88,6 +90,10 @@ export interface GatewayConfig {
   devMode: boolean;
   /** Webhook URLs may point to loopback and private addresses (`HERALD_WEBHOOK_ALLOW_PRIVATE` or development mode). */
   webhookAllowPrivate: boolean;
+  /** `HERALD_VAPID_PUBLIC_KEY` set (or development mode): `escalateAfterMs` is taken; otherwise 422. */
+  pushEnabled: boolean;
+  /** What to log about Web Push at start-up (off, or on with the development keys). */
+  pushWarnings: readonly string[];
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   tokenTtlSeconds: number;
@@ -147,7 +153,8 @@ export function loadConfig(
   options: { secrets?: boolean } = {},
 ): GatewayConfig {
   const secrets = resolveSecrets(env, { apiKeys: true, adminKey: true });
-  const problems = options.secrets === false ? [] : secrets.problems;
+  const push = resolvePush(env, { sender: false });
+  const problems = options.secrets === false ? [] : [...secrets.problems, ...push.problems];
   const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
   const redisClusterNodes = clusterNodes(parsed);
   // BullMQ's scripts take several keys of one queue: on Cluster they must share a slot.
@@ -168,6 +175,8 @@ export function loadConfig(
     usingDevAdminKey: secrets.usingDevAdminKey,
     devMode: secrets.devMode,
     webhookAllowPrivate: parsed.HERALD_WEBHOOK_ALLOW_PRIVATE || secrets.devMode,
+    pushEnabled: push.enabled,
+    pushWarnings: push.warnings,
     jwtSecret: secrets.jwtSecret,
     usingDevJwtSecret: secrets.usingDevJwtSecret,
     tokenTtlSeconds: parsed.HERALD_TOKEN_TTL_SECONDS,
@@ -210,6 +219,7 @@ export function loadConfig(
         HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
         HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
         HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
+        HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
       }),
     }),
     warnings: Object.freeze([...secrets.warnings, ...warnings]),

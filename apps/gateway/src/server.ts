@@ -4,4 +4,8 @@ import { loadConfig } from './config.js';
 
 const config = configOrExit(() => loadConfig());
 // SIGTERM/SIGINT: stop accepting, finish in-flight requests, close the queue and Redis; exit within the grace.
-await serveHttp(await buildApp(config), { ...config, service: 'gateway' });
+await serveHttp(await buildApp(config), {
+  ...config,
+  service: 'gateway',
+  warnings: [...config.warnings, ...config.pushWarnings],
+});

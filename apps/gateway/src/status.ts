@@ -31,6 +31,7 @@ export async function statusOf(
     attempts: job?.attemptsMade ?? 1,
     // Unknown once the job is gone: absent rather than "" (which is no date-time).
     ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
+    ...(stored?.escalation ? { escalation: stored.escalation } : {}),
   };
   if (stored?.state === 'cancelled') {
     return {

@@ -15,6 +15,7 @@ import {
   secretFingerprint,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { PushEnv, type PushSettings, resolvePush } from '@herald/push';
 import Type from 'typebox';
 import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
@@ -27,6 +28,7 @@ export const EnvSchema = Type.Object({
   ...PubSubEnv,
   // The webhook queue (`<HERALD_QUEUE_NAME>-webhooks`) this server reports acks and reads to.
   ...QueueEnv,
+  ...PushEnv,
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
   HERALD_ALLOW_POLLING: Type.Boolean({ default: false }),
   HERALD_MAX_CONNECTIONS_PER_USER: Type.Integer({ minimum: 1, maximum: 10_000, default: 20 }),
@@ -100,6 +102,8 @@ export interface RealtimeConfig {
    * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
    */
   deployment: { name: string; settings: DeploymentSettings };
+  /** Web Push (`HERALD_VAPID_PUBLIC_KEY`, `HERALD_PUSH_ALLOW_PRIVATE`): the key the SDK gets, endpoint checks. */
+  push: PushSettings;
   /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
   warnings: readonly string[];
 }
@@ -110,7 +114,11 @@ export interface RealtimeConfig {
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): RealtimeConfig {
   const secrets = resolveSecrets(env, { apiKeys: false });
-  const { values: parsed, warnings } = readEnv('realtime', EnvSchema, env, secrets.problems);
+  const push = resolvePush(env, { sender: false });
+  const { values: parsed, warnings } = readEnv('realtime', EnvSchema, env, [
+    ...secrets.problems,
+    ...push.problems,
+  ]);
   let trustProxy: AbuseSettings['trustProxy'];
   try {
     trustProxy = parseTrustProxy(parsed.HERALD_TRUST_PROXY);
@@ -167,8 +175,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
         HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
         HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
+        HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
       }),
     }),
+    push,
     warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

@@ -25,6 +25,7 @@ import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
 import { listPage } from './list.js';
+import { realtimePush } from './push.js';
 import { checkRevocations } from './revocation.js';
 import { RealtimeStats } from './stats.js';
 import { userKeyOf } from './user-key.js';
@@ -73,6 +74,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   const inbox = new Inbox(pub, config.inbox);
   // First acks and reads are reported to the tenant's delivery webhook (if it has one), not awaited.
   const webhooks = realtimeWebhookEvents(config, pub, log);
+  const push = realtimePush(config, pub, log);
   const deliveries = new Map<string, Delivery>();
   const slots = new ConnectionSlots(config.maxConnectionsPerUser);
   const abuse = new AbuseLimits(config, config.abuse, log);
@@ -254,6 +256,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         stats.acked(ids);
         const acked = await userInbox.acknowledge(userId, ids, config.instanceId);
         webhooks.delivered(tenantId, userId, acked);
+        push.acked(userInbox, userId, acked);
         return { changed: acked.ids.length };
       });
     });
@@ -275,6 +278,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       );
     });
 
+    push.attach(socket);
     socket.on(SocketEvent.LIST, (...args) => {
       const [body, reply] = commandArgs(args);
       if (typeof reply === 'function')
@@ -380,7 +384,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       }
       await io.close();
       abuse.close();
-      await webhooks.close();
+      await Promise.all([webhooks.close(), push.close()]);
       pub.disconnect();
       sub.disconnect();
     },

@@ -7,6 +7,7 @@ import { buildRealtime } from './realtime.js';
 const config = configOrExit(() => loadConfig());
 const log = pino(loggerOptions(config.log, 'realtime'));
 for (const warning of config.warnings) log.warn(warning);
+for (const warning of config.push.warnings) log.warn(warning);
 const server = buildRealtime(config, log);
 onShutdown(log, () => server.close());
 

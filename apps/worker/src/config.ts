@@ -13,6 +13,7 @@ import {
   ServerEnv,
 } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
+import { PushSenderEnv, type PushSettings, resolvePush } from '@herald/push';
 import { WebhookDeliveryEnv, type WebhookWorkerSettings, webhookSettings } from '@herald/webhooks';
 import Type from 'typebox';
 
@@ -32,6 +33,7 @@ export const EnvSchema = Type.Object({
   HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   ...WebhookDeliveryEnv,
   ...RedisWaitEnv,
+  ...PushSenderEnv,
   HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
   ...LogEnv,
 });
@@ -75,6 +77,10 @@ export interface WorkerConfig {
   keyPrefix: string;
   /** Delivery webhooks (`HERALD_WEBHOOK_*`; private addresses also allowed by `HERALD_DEV_MODE`). */
   webhooks: WebhookWorkerSettings;
+  /** Web Push escalations (`HERALD_VAPID_*`, `HERALD_PUSH_*`): off without VAPID keys in production. */
+  push: PushSettings;
+  /** `HERALD_PUSH_TIMEOUT_MS`: how long one push request may take. */
+  pushTimeoutMs: number;
   instanceId: string;
   log: LogSettings;
   /**
@@ -88,10 +94,12 @@ export interface WorkerConfig {
 
 /**
  * Reads the worker's configuration from `env` (default `process.env`) and nothing else; every problem
- * is named in one `ConfigError`. The worker holds no secret of its own (no token, no API key).
+ * is named in one `ConfigError`. The worker's one secret is the VAPID private key (Web Push), checked
+ * by `resolvePush`; it holds no token secret and no API key.
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
-  const { values: parsed, warnings } = readEnv('worker', EnvSchema, env);
+  const push = resolvePush(env, { sender: true });
+  const { values: parsed, warnings } = readEnv('worker', EnvSchema, env, push.problems);
   return Object.freeze({
     port: parsed.PORT,
     host: parsed.HOST,
@@ -111,6 +119,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     inbox: inboxSettings(parsed),
     keyPrefix: parsed.HERALD_KEY_PREFIX,
     webhooks: webhookSettings(parsed, parsed.HERALD_DEV_MODE),
+    push,
+    pushTimeoutMs: parsed.HERALD_PUSH_TIMEOUT_MS,
     instanceId: parsed.HERALD_INSTANCE_ID ?? `worker-${hostname()}-${process.pid}`,
     log: logSettings(parsed),
     deployment: Object.freeze({
@@ -122,6 +132,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
         HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
         HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
+        HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
       }),
     }),
     warnings: Object.freeze(warnings),

@@ -19,6 +19,13 @@ export interface WorkerMetrics {
    * `dropped` (no webhook, or no longer subscribed to that event).
    */
   webhooks: Counter<'outcome'>;
+  /**
+   * `herald_worker_escalations_total{outcome}`: Web Push escalations settled, by outcome: `acked` (a tab
+   * acked it first), `pushed`, `skipped`; and `herald_worker_pushes_total{outcome}`: push requests, by
+   * outcome: `sent`, `gone` (404/410: removed), `rejected` (other 4xx), `retry` (429, 5xx, network).
+   */
+  escalations: Counter<'outcome'>;
+  pushes: Counter<'outcome'>;
 }
 
 /** Creates the metrics; `queueCounts` is asked on every scrape for the queue depth by state. */
@@ -43,6 +50,18 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
     webhooks: new Counter({
       name: 'herald_worker_webhooks_total',
       help: 'Webhook message runs, by outcome',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    escalations: new Counter({
+      name: 'herald_worker_escalations_total',
+      help: 'Web Push escalations settled, by outcome',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    pushes: new Counter({
+      name: 'herald_worker_pushes_total',
+      help: 'Web Push requests to push services, by outcome',
       labelNames: ['outcome'],
       registers: [registry],
     }),

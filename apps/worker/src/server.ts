@@ -9,6 +9,7 @@ const config = configOrExit(() => loadConfig());
 
 const log = pino(loggerOptions(config.log, 'worker'));
 for (const warning of config.warnings) log.warn(warning);
+for (const warning of config.push.warnings) log.warn(warning);
 // The operations server first: while the worker waits for Redis (at start), /healthz answers 200, so
 // that an orchestrator does not restart workers because Redis is away, and /readyz says 503.
 let running: NotificationWorker | undefined;

@@ -13,6 +13,7 @@ import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { startEscalations } from './escalation.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { appendOptionsOf, type Durability, replicaDurability, storeAndPush } from './store.js';
@@ -124,6 +125,17 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   // Each user's notifications are stored in send order, one at a time (see UserOrder).
   const order = new UserOrder();
 
+  const escalations = await startEscalations({
+    redis,
+    inbox,
+    push: config.push,
+    pushTimeoutMs: config.pushTimeoutMs,
+    queue: config.queue,
+    redisUrl: config.redisUrl,
+    cluster: bullConnection,
+    log,
+    metrics,
+  });
   const worker = new Worker<NotificationJob, JobResult>(
     config.queue.name,
     async (job: Job<NotificationJob, JobResult>) => {
@@ -144,6 +156,9 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       } finally {
         stopTimer();
       }
+      // The Web Push fallback waits for its deadline from now, once the notification is stored.
+      if (result.outcome === 'appended' || result.outcome === 'already-appended')
+        await escalations.schedule(job.data, result.offset);
       metrics.jobs.inc({ outcome: result.outcome });
       log.debug(
         { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
@@ -213,6 +228,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await Promise.all([worker.close(), fanout.close()]);
+      await escalations.close();
       await webhooks.close();
       await webhookEvents.close();
       await queue.close();

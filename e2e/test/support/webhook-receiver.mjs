@@ -10,6 +10,7 @@
 // are still unanswered and the most that were open at once.
 import { createServer } from 'node:http';
 import { Webhook } from 'standardwebhooks';
+import { serveReceiver } from './serve-receiver.mjs';
 
 /** @type {Map<string, { secret?: string, mode: string, failFirst: number, requests: object[], open: number, maxOpen: number, seen: Map<string, number> }>} */
 const endpoints = new Map();
@@ -95,10 +96,4 @@ const server = createServer((request, response) => {
   });
 });
 
-server.listen(0, '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ msg: 'listening', port: server.address().port })}\n`);
-});
-process.on('SIGTERM', () => {
-  server.closeAllConnections();
-  server.close(() => process.exit(0));
-});
+serveReceiver(server);

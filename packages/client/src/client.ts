@@ -4,6 +4,7 @@ import { dropSocket, open, stopSocket } from './connection.js';
 import { Core } from './core.js';
 import { resync } from './inbox-sync.js';
 import { listenToPage } from './page.js';
+import { type PushRegistration, type PushRegistrationLike, registerPush, unregisterPush } from './push.js';
 import { start } from './tab-sharing.js';
 import type { HeraldClient, HeraldClientOptions, HeraldEvents, HeraldState } from './types.js';
 
@@ -73,6 +74,17 @@ class Client implements HeraldClient {
 
   shown(ids: readonly string[]): void {
     this.#c._acks.add(ids);
+  }
+
+  registerPush(options: {
+    registration: PushRegistrationLike;
+    vapidPublicKey?: string;
+  }): Promise<PushRegistration> {
+    return registerPush(this.#c, options);
+  }
+
+  unregisterPush(options: { registration: PushRegistrationLike }): Promise<boolean> {
+    return unregisterPush(this.#c, options);
   }
 
   resync(): Promise<void> {

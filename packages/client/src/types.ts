@@ -1,5 +1,6 @@
 import type { InboxListPage, InboxOffset, UnreadEvent } from '@herald/protocol';
 import type { BackoffOptions } from './backoff.js';
+import type { PushRegistration, PushRegistrationLike } from './push.js';
 import type { HeraldItem, InboxSnapshot } from './store.js';
 import type { ChannelLike, LockManagerLike } from './tabs.js';
 
@@ -118,6 +119,17 @@ export interface HeraldClient {
   markAllRead(upTo?: InboxOffset): Promise<{ changed: number; unread?: UnreadEvent }>;
   /** Records that notifications were shown (acks, batched: they feed delivery status and latency). */
   shown(ids: readonly string[]): void;
+  /**
+   * Web Push fallback: subscribes this browser through `registration.pushManager` with the deployment's
+   * VAPID key (asked of the server unless given) and registers it for the user, so that a notification
+   * sent with `escalateAfterMs` that no tab acks in time reaches it as a push message.
+   */
+  registerPush(options: {
+    registration: PushRegistrationLike;
+    vapidPublicKey?: string;
+  }): Promise<PushRegistration>;
+  /** Removes this browser's push subscription from the user's and unsubscribes it (sign-out). */
+  unregisterPush(options: { registration: PushRegistrationLike }): Promise<boolean>;
   /** Drops the inbox held and reloads it from the server (what the client does on `resync`). */
   resync(): Promise<void>;
   /** Reconnects now (after `unauthorized`, or to skip the backoff). */

@@ -64,6 +64,11 @@ export const HERALD_VARIABLES: readonly string[] = Object.freeze([
   'HERALD_WORKER_LOCK_MS',
   'HERALD_WORKER_STALLED_INTERVAL_MS',
   'HERALD_WEBHOOK_ALLOW_PRIVATE',
+  'HERALD_VAPID_PUBLIC_KEY',
+  'HERALD_VAPID_PRIVATE_KEY',
+  'HERALD_VAPID_SUBJECT',
+  'HERALD_PUSH_ALLOW_PRIVATE',
+  'HERALD_PUSH_TIMEOUT_MS',
   'HERALD_WEBHOOK_ATTEMPTS',
   'HERALD_WEBHOOK_BACKOFF_MS',
   'HERALD_WEBHOOK_TIMEOUT_MS',
@@ -102,7 +107,7 @@ export class ConfigError extends Error {
 }
 
 /** Variables whose values never appear in a message (they are, or may contain, credentials). */
-const CONFIDENTIAL = /SECRET|KEYS|ADMIN_KEY|PASSWORD|REDIS_URL/;
+const CONFIDENTIAL = /SECRET|KEYS|ADMIN_KEY|PRIVATE_KEY|PASSWORD|REDIS_URL/;
 
 /** A plain decimal number: what `Number()` reads, minus `Infinity`, hex, blanks and the like. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;

@@ -1,3 +1,4 @@
+import type { EscalationStatus } from '@herald/protocol';
 import type { NotificationStatus } from './types.js';
 
 /**
@@ -27,5 +28,17 @@ export function notificationStatus(
     ...(marker.state === 'cancelled' && marker.at
       ? { cancelledAt: new Date(Number(marker.at)).toISOString() }
       : {}),
+    ...escalationOf(marker.escalation),
   };
+}
+
+/** The marker's `escalation` field (JSON written by `@herald/push`), unless absent or unreadable. */
+function escalationOf(raw: string | undefined): { escalation?: EscalationStatus } {
+  if (raw === undefined) return {};
+  try {
+    const escalation = JSON.parse(raw) as EscalationStatus;
+    return typeof escalation?.state === 'string' ? { escalation } : {};
+  } catch {
+    return {};
+  }
 }

@@ -1,4 +1,4 @@
-import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
+import type { EscalationStatus, InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
 
 /** Default key prefix of every inbox key. */
 export const DEFAULT_INBOX_PREFIX = 'herald:inbox:';
@@ -114,6 +114,8 @@ export interface NotificationStatus {
   tenantId: string | null;
   /** For `cancelled`: when it was cancelled (ISO time). */
   cancelledAt?: string;
+  /** Its Web Push fallback (`escalateAfterMs`), from the marker's `escalation` field (`@herald/push`). */
+  escalation?: EscalationStatus;
 }
 
 /** Which notifications {@link Inbox.markRead} marks read. */

@@ -104,6 +104,13 @@ export const ERRORS = {
     status: 422,
     message: 'This Idempotency-Key was used with a different request body: use a new key for a new request.',
   },
+  /** Also the reply of realtime's `push-key` and `push-subscribe` when push is off. */
+  PUSH_NOT_CONFIGURED: {
+    code: 'HERALD_ERR_PUSH_NOT_CONFIGURED',
+    status: 422,
+    message:
+      'Web Push is not configured on this deployment: the operator sets HERALD_VAPID_PUBLIC_KEY, HERALD_VAPID_PRIVATE_KEY and HERALD_VAPID_SUBJECT (send without escalateAfterMs meanwhile).',
+  },
   /** Also a Socket.IO `connect_error` and command reply of realtime (with `retryAfterMs`). */
   RATE_LIMITED: { code: 'HERALD_ERR_RATE_LIMITED', status: 429, message: 'Rate limit exceeded' },
   HEADERS_TOO_LARGE: {
@@ -160,6 +167,20 @@ export const ERRORS = {
     code: 'HERALD_ERR_TOO_MANY_CONNECTIONS',
     surface: 'socket',
     message: 'This user has too many connections on this instance: close some tabs.',
+  },
+  /** Reply of `push-subscribe`: not a PushSubscription's JSON (`endpoint`, `keys.p256dh`, `keys.auth`). */
+  PUSH_SUBSCRIPTION_INVALID: {
+    code: 'HERALD_ERR_PUSH_SUBSCRIPTION_INVALID',
+    surface: 'socket',
+    message:
+      'Not a push subscription: send PushSubscription.toJSON() ({ endpoint, keys: { p256dh, auth } }).',
+  },
+  /** Reply of `push-subscribe`: an endpoint that is not https:// or points to a loopback or private address. */
+  PUSH_ENDPOINT_REFUSED: {
+    code: 'HERALD_ERR_PUSH_ENDPOINT_REFUSED',
+    surface: 'socket',
+    message:
+      'The push endpoint must be an https:// URL of a public push service (the operator may allow private addresses with HERALD_PUSH_ALLOW_PRIVATE=true).',
   },
   /** Not an error: `goodbye` of an instance that shuts down (reconnect, another instance takes over). */
   SERVER_SHUTDOWN: {

@@ -1,4 +1,6 @@
 import type { ErrorCode } from './error-codes.js';
+import type { PushClientToServerEvents } from './push.js';
+
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
   /** BullMQ priority: 1 (highest) to 2 097 152; absent = no priority (FIFO, fastest). */
@@ -12,6 +14,8 @@ export interface NotificationOptions {
   /** Free-form labels the client may filter on. */
   topic?: string;
   type?: string;
+  /** Sent as a Web Push message if no tab acks it within this many ms of being stored (`@herald/push`). */
+  escalateAfterMs?: number;
 }
 
 /** Data of a BullMQ `notify` job. */
@@ -141,7 +145,7 @@ export type ListReply =
   | { ok: false; error: string; code: string; retryAfterMs?: number };
 
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
-export interface ClientToServerEvents {
+export interface ClientToServerEvents extends PushClientToServerEvents {
   /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
   ack: (body: { ids: string[] }, reply?: (answer: CommandReply) => void) => void;
   /** Marks these notifications read. */

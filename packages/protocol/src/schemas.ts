@@ -1,4 +1,5 @@
 import Type, { type Static } from 'typebox';
+import { EscalateAfterMs, EscalationStatus } from './push.js';
 
 /** Largest `userId` accepted, in characters. */
 export const USER_ID_MAX_LENGTH = 256;
@@ -78,6 +79,7 @@ const NotificationFields = {
   ),
   topic: Type.Optional(Label),
   type: Type.Optional(Label),
+  escalateAfterMs: Type.Optional(EscalateAfterMs),
 };
 
 /** Body of `POST /notify`. */
@@ -241,6 +243,7 @@ export const NotificationStatus = Type.Object({
       description: 'Collapsed by `dedupeKey` into this notification; the status is its status.',
     }),
   ),
+  escalation: Type.Optional(EscalationStatus),
 });
 export type NotificationStatus = Static<typeof NotificationStatus>;
 

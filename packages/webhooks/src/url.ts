@@ -66,7 +66,9 @@ export interface UrlProblem {
 
 /**
  * Checks a webhook URL before it is stored: absolute `http:`/`https:`, no credentials, no fragment, and
- * (unless `allowPrivate`) a host that is not a non-public IP literal or `localhost`. Host names are
+ * (unless `allowPrivate`) a host that is not a non-public IP literal or `localhost`. `setting` names the
+ * variable that allows private addresses in the message (default `HERALD_WEBHOOK_ALLOW_PRIVATE`; push
+ * endpoints are checked the same way, `HERALD_PUSH_ALLOW_PRIVATE`). Host names are
  * resolved at every delivery instead ({@link guardedLookup}), so a name that later points inward is
  * refused then too. Undefined when the URL is fine.
  *
@@ -75,7 +77,10 @@ export interface UrlProblem {
  * checkWebhookUrl('http://127.0.0.1:9000/hook', { allowPrivate: false }); // { kind: 'private', … }
  * ```
  */
-export function checkWebhookUrl(raw: string, options: { allowPrivate: boolean }): UrlProblem | undefined {
+export function checkWebhookUrl(
+  raw: string,
+  options: { allowPrivate: boolean; setting?: string },
+): UrlProblem | undefined {
   let url: URL;
   try {
     url = new URL(raw);
@@ -102,7 +107,7 @@ export function checkWebhookUrl(raw: string, options: { allowPrivate: boolean })
   ) {
     return {
       kind: 'private',
-      message: `points to a loopback or private address (${host}): refused unless the operator sets HERALD_WEBHOOK_ALLOW_PRIVATE=true`,
+      message: `points to a loopback or private address (${host}): refused unless the operator sets ${options.setting ?? 'HERALD_WEBHOOK_ALLOW_PRIVATE'}=true`,
     };
   }
   return undefined;

@@ -140,5 +140,6 @@ export function optional(item: Omit<NotifyItem, 'userId'>): Partial<Notification
   if (item.dedupeKey !== undefined) options.dedupeKey = item.dedupeKey;
   if (item.topic !== undefined) options.topic = item.topic;
   if (item.type !== undefined) options.type = item.type;
+  if (item.escalateAfterMs !== undefined) options.escalateAfterMs = item.escalateAfterMs;
   return options;
 }

@@ -10,6 +10,7 @@ import type { Static } from 'typebox';
 import { ErrorCode, HttpError } from '../../errors.js';
 import { jsonProblem } from '../../plugins/app/json-body.js';
 import { compileBodySchema, issueDetails } from '../../plugins/app/validation.js';
+import { escalationRefusal } from './escalation.js';
 
 export type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -88,7 +89,9 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
       });
       return;
     }
-    const problem = payloadProblem(item.payload, `${root}.payload`);
+    const problem =
+      payloadProblem(item.payload, `${root}.payload`) ??
+      escalationRefusal(request, item, `${root}.escalateAfterMs`);
     if (problem) {
       const { code, error, details } = problem;
       sorted.rejected.push({ index, status: 'rejected', code, error, details });

@@ -11,6 +11,7 @@ import Type from 'typebox';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../../idempotency.js';
 import { isFanoutSend } from '../../plugins/app/limits.js';
 import { checkPayload, type NotifyItem, sortBatch, sortedBatch, validItems } from './batch.js';
+import { checkEscalation } from './escalation.js';
 import { checkTarget } from './target.js';
 
 const IdempotencyHeaders = Type.Object({
@@ -40,7 +41,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/notify',
     {
       onRequest: [app.authenticate, app.notifications.refuseUndurable],
-      preValidation: [checkPayload, checkTarget, app.idempotencyCheck],
+      preValidation: [checkPayload, checkTarget, checkEscalation, app.idempotencyCheck],
       config: {
         rateLimit: app.notifyRateLimit((request) =>
           isFanoutSend(request.body) ? [] : [request.body as NotifyItem],

@@ -24,6 +24,12 @@ function targetProblem(body: Partial<NotifySendRequest>): { field: string; messa
   if (body.broadcast !== undefined && body.topic !== undefined) {
     return { field: 'body.broadcast', message: 'cannot go with topic: send to the topic, or broadcast' };
   }
+  if (body.escalateAfterMs !== undefined && body.userId === undefined) {
+    return {
+      field: 'body.escalateAfterMs',
+      message: 'goes with userId only: a topic send or broadcast does not escalate to Web Push',
+    };
+  }
   if (body.userId === undefined && body.topic === undefined && body.broadcast === undefined) {
     return {
       field: 'body.userId',

@@ -1,0 +1,103 @@
+import type { PushMessage, PushSubscriptionJSON } from '@herald/protocol';
+import { run } from './commands.js';
+import type { Core } from './core.js';
+
+/** The part of a browser's `PushSubscription` the client uses. */
+export interface PushSubscriptionLike {
+  endpoint: string;
+  options?: { applicationServerKey?: ArrayBuffer | null };
+  toJSON(): unknown;
+  unsubscribe(): Promise<boolean>;
+}
+
+/** The part of a `ServiceWorkerRegistration` the client uses: its `pushManager`. */
+export interface PushRegistrationLike {
+  pushManager: {
+    getSubscription(): Promise<PushSubscriptionLike | null>;
+    subscribe(options: {
+      userVisibleOnly: boolean;
+      applicationServerKey: Uint8Array;
+    }): Promise<PushSubscriptionLike>;
+  };
+}
+
+/** What {@link registerPush} answers: this browser's endpoint and how many the user has registered. */
+export interface PushRegistration {
+  endpoint: string;
+  subscriptions: number;
+}
+
+function keyBytes(base64url: string): Uint8Array {
+  const base64 = base64url.replace(/-/g, '+').replace(/_/g, '/');
+  const binary = atob(base64 + '='.repeat((4 - (base64.length % 4)) % 4));
+  return Uint8Array.from(binary, (char) => char.charCodeAt(0));
+}
+
+function sameKey(buffer: ArrayBuffer | null | undefined, key: Uint8Array): boolean {
+  if (!buffer) return true; // the browser does not say: keep the subscription
+  const bytes = new Uint8Array(buffer);
+  return bytes.length === key.length && bytes.every((byte, index) => byte === key[index]);
+}
+
+/**
+ * Subscribes this browser through `registration.pushManager` (the one it has, if it was made with the
+ * same VAPID key; a new one otherwise) and registers it for the user over the socket (`push-subscribe`).
+ * The key is the deployment's (`push-key`) unless given. Call it on every page load: it refreshes the
+ * subscription's time on the server.
+ */
+export async function registerPush(
+  c: Core,
+  options: { registration: PushRegistrationLike; vapidPublicKey?: string },
+): Promise<PushRegistration> {
+  const publicKey =
+    options.vapidPublicKey ?? ((await run(c, 'push-key', {})) as { publicKey: string }).publicKey;
+  const key = keyBytes(publicKey);
+  const manager = options.registration.pushManager;
+  let subscription = await manager.getSubscription();
+  if (subscription && !sameKey(subscription.options?.applicationServerKey, key)) {
+    await subscription.unsubscribe();
+    subscription = null;
+  }
+  subscription ??= await manager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  const json = subscription.toJSON() as PushSubscriptionJSON;
+  const { subscriptions } = (await run(c, 'push-subscribe', { subscription: json })) as {
+    subscriptions: number;
+  };
+  return { endpoint: json.endpoint, subscriptions };
+}
+
+/**
+ * Removes this browser's subscription from the user's (`push-unsubscribe`), then unsubscribes it in the
+ * browser (sign-out: the next user of this browser must not get this one's pushes). Answers false when
+ * the browser had none.
+ */
+export async function unregisterPush(
+  c: Core,
+  options: { registration: PushRegistrationLike },
+): Promise<boolean> {
+  const subscription = await options.registration.pushManager.getSubscription();
+  if (!subscription) return false;
+  await run(c, 'push-unsubscribe', { endpoint: subscription.endpoint });
+  await subscription.unsubscribe();
+  return true;
+}
+
+/**
+ * The Herald notification a Web Push message carries (`event.data.json()` in a service worker's `push`
+ * handler), or undefined when the message is not Herald's. Show it with `tag: message.id`, so that the
+ * same notification replaces rather than repeats, and skip it when a tab of the page is visible (that
+ * tab shows it from the socket, where the inbox holds each id once).
+ *
+ * @example
+ * ```ts
+ * self.addEventListener('push', (event) => {
+ *   const message = heraldPushMessage(event.data?.json());
+ *   if (message) event.waitUntil(self.registration.showNotification(String(message.payload?.title ?? 'New notification'), { tag: message.id, data: message }));
+ * });
+ * ```
+ */
+export function heraldPushMessage(data: unknown): PushMessage | undefined {
+  const message = data as Partial<PushMessage> | null | undefined;
+  if (message?.kind !== 'herald.notification' || typeof message.id !== 'string') return undefined;
+  return typeof message.offset === 'string' ? (message as PushMessage) : undefined;
+}

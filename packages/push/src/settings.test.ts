@@ -1,0 +1,82 @@
+import { createECDH } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { DEV_VAPID_KEYS, resolvePush } from './settings.js';
+
+function pair(): { publicKey: string; privateKey: string } {
+  const ecdh = createECDH('prime256v1');
+  ecdh.generateKeys();
+  return { publicKey: ecdh.getPublicKey('base64url'), privateKey: ecdh.getPrivateKey('base64url') };
+}
+
+const keys = pair();
+const full = {
+  HERALD_VAPID_PUBLIC_KEY: keys.publicKey,
+  HERALD_VAPID_PRIVATE_KEY: keys.privateKey,
+  HERALD_VAPID_SUBJECT: 'mailto:ops@example.com',
+};
+
+describe('resolvePush (HERALD_VAPID_*)', () => {
+  it('production without keys: push off, and said so', () => {
+    const push = resolvePush({}, { sender: true });
+    expect(push).toMatchObject({ enabled: false, publicKey: undefined, vapid: undefined, problems: [] });
+    expect(push.warnings[0]).toContain('Web Push is off: set HERALD_VAPID_PUBLIC_KEY');
+  });
+
+  it('development mode without keys: the development pair, loudly', () => {
+    const push = resolvePush({ HERALD_DEV_MODE: 'true' }, { sender: true });
+    expect(push).toMatchObject({ enabled: true, publicKey: DEV_VAPID_KEYS.publicKey, allowPrivate: true });
+    expect(push.vapid).toEqual(DEV_VAPID_KEYS);
+    expect(push.warnings[0]).toContain('development VAPID key pair');
+  });
+
+  it('a real pair and subject: on; the gateway and realtime need only the public key', () => {
+    expect(resolvePush(full, { sender: true })).toMatchObject({
+      enabled: true,
+      vapid: { ...keys, subject: 'mailto:ops@example.com' },
+      allowPrivate: false,
+      problems: [],
+    });
+    const reader = resolvePush({ HERALD_VAPID_PUBLIC_KEY: keys.publicKey }, { sender: false });
+    expect(reader).toMatchObject({ enabled: true, publicKey: keys.publicKey, vapid: undefined });
+    expect(
+      resolvePush({ ...full, HERALD_VAPID_SUBJECT: 'https://example.com/ops' }, { sender: true }).enabled,
+    ).toBe(true);
+  });
+
+  it('partly set: refused, naming what is missing', () => {
+    const push = resolvePush({ HERALD_VAPID_PUBLIC_KEY: keys.publicKey }, { sender: true });
+    expect(push.enabled).toBe(false);
+    expect(push.problems).toEqual([
+      'HERALD_VAPID_PRIVATE_KEY and HERALD_VAPID_SUBJECT must be set with HERALD_VAPID_PUBLIC_KEY (Web Push needs them all)',
+    ]);
+  });
+
+  it('bad keys and subjects: each named by its variable', () => {
+    const problems = (env: Record<string, string>) =>
+      resolvePush({ ...full, ...env }, { sender: true }).problems;
+    expect(problems({ HERALD_VAPID_PUBLIC_KEY: 'not-a-key' })[0]).toMatch(
+      /^HERALD_VAPID_PUBLIC_KEY is not a P-256 public key/,
+    );
+    // 65 bytes starting 0x04, but not a point of the curve.
+    const offCurve = Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 1)]).toString('base64url');
+    expect(problems({ HERALD_VAPID_PUBLIC_KEY: offCurve })[0]).toMatch(
+      /^HERALD_VAPID_PUBLIC_KEY is not a point of the P-256 curve/,
+    );
+    expect(problems({ HERALD_VAPID_PRIVATE_KEY: 'c2hvcnQ' })[0]).toMatch(
+      /^HERALD_VAPID_PRIVATE_KEY is not a P-256 private key/,
+    );
+    expect(problems({ HERALD_VAPID_PRIVATE_KEY: pair().privateKey })).toEqual([
+      'HERALD_VAPID_PRIVATE_KEY is not the private key of HERALD_VAPID_PUBLIC_KEY: set the two of one pair',
+    ]);
+    expect(problems({ HERALD_VAPID_SUBJECT: 'ops@example.com' })[0]).toMatch(
+      /^HERALD_VAPID_SUBJECT must be a mailto: or https: URL/,
+    );
+    expect(problems({ HERALD_VAPID_SUBJECT: 'http://example.com' })[0]).toMatch(/^HERALD_VAPID_SUBJECT/);
+  });
+
+  it('HERALD_PUSH_ALLOW_PRIVATE allows private endpoints', () => {
+    expect(resolvePush({ ...full, HERALD_PUSH_ALLOW_PRIVATE: 'true' }, { sender: true }).allowPrivate).toBe(
+      true,
+    );
+  });
+});

@@ -1,0 +1,3 @@
+import { heraldTestConfig } from '@herald/testing/vitest';
+
+export default heraldTestConfig();
