@@ -1,4 +1,4 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { AckResult, Inbox } from '@herald/inbox';
 import {
   type ClientToServerEvents,
@@ -16,7 +16,7 @@ import {
   PushSubscriptions,
 } from '@herald/push';
 import { Queue } from 'bullmq';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Socket } from 'socket.io';
 import { commandArgs } from './command-args.js';
@@ -55,7 +55,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
   const records = new EscalationRecords(redis);
   const cluster =
     push.enabled && config.redisClusterNodes
-      ? new Cluster(config.redisClusterNodes, { redisOptions: { maxRetriesPerRequest: null } })
+      ? createRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes }, 'worker')
       : undefined;
   const queue = push.enabled
     ? new Queue<EscalationJob>(escalationQueueName(config.queue.name), {

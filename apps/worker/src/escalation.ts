@@ -47,7 +47,7 @@ export async function startEscalations(options: {
   pushTimeoutMs: number;
   queue: { name: string; prefix: string };
   redisUrl: string;
-  cluster: Cluster | undefined;
+  cluster: Redis | Cluster | undefined;
   log: Logger;
   /** `herald_worker_escalations_total{outcome}` and `herald_worker_pushes_total{outcome}`. */
   metrics: Pick<WorkerMetrics, 'escalations' | 'pushes'>;
