@@ -1,19 +1,4 @@
-import {
-  ConfigError,
-  clusterNodes,
-  type DeploymentSettings,
-  DevModeEnv,
-  LogEnv,
-  type LogSettings,
-  logSettings,
-  PubSubEnv,
-  QueueEnv,
-  RedisWaitEnv,
-  readEnv,
-  resolveSecrets,
-  ServerEnv,
-  secretFingerprint,
-} from '@herald/config';
+import { ConfigError, RedisWaitEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
 import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
@@ -23,7 +8,6 @@ export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
 /** Every variable the gateway reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
   ...ServerEnv(3000),
-  ...DevModeEnv,
   ...WebhookUrlEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
   HERALD_API_KEYS: Type.Optional(Type.String()),
@@ -46,7 +30,6 @@ export const EnvSchema = Type.Object({
     },
   ),
   HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
-  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
   HERALD_IDEMPOTENCY_IN_FLIGHT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 5000 }),
@@ -54,20 +37,12 @@ export const EnvSchema = Type.Object({
   ...RedisWaitEnv,
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
-  ...PubSubEnv,
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
-  ...QueueEnv,
-  ...LogEnv,
 });
 
 /** The gateway's settings, parsed once at start-up and frozen. */
-export interface GatewayConfig {
-  port: number;
-  host: string;
-  redisUrl: string;
-  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
-  redisClusterNodes: { host: string; port: number }[] | undefined;
+export interface GatewayConfig extends ServerConfig {
   /**
    * `HERALD_REDIS_WAIT_REPLICAS`: replicas that must have a notification's job (`WAIT`) before its `202`;
    * fewer within `redisTimeoutMs` is a `503` with `maybeAccepted` (retry with the same key). 0: the primary alone.
@@ -108,8 +83,6 @@ export interface GatewayConfig {
     /** Gateways sharing the limit; the `local` fallback allows limit ÷ this per instance. */
     expectedInstances: number;
   };
-  /** Prefix of the gateway's own keys (API keys, idempotency records, statuses). */
-  keyPrefix: string;
   /** How long a gateway trusts a looked-up API key before asking Redis again (revocation delay). */
   apiKeyCacheMs: number;
   idempotencyTtlSeconds: number;
@@ -126,15 +99,6 @@ export interface GatewayConfig {
   inbox: ReturnType<typeof inboxSettings>;
   /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
   pubsub: { key: string; mode: 'classic' | 'sharded' };
-  queue: { name: string; prefix: string };
-  log: LogSettings;
-  /**
-   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
-   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
-   */
-  deployment: { name: string; settings: DeploymentSettings };
-  /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
-  warnings: readonly string[];
 }
 
 /**
@@ -146,21 +110,23 @@ export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   options: { secrets?: boolean } = {},
 ): GatewayConfig {
-  const secrets = resolveSecrets(env, { apiKeys: true, adminKey: true });
-  const problems = options.secrets === false ? [] : secrets.problems;
-  const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
-  const redisClusterNodes = clusterNodes(parsed);
+  const {
+    values: parsed,
+    server,
+    secrets,
+  } = readServerEnv('gateway', EnvSchema, env, {
+    apiKeys: true,
+    adminKey: true,
+    check: options.secrets !== false,
+  });
   // BullMQ's scripts take several keys of one queue: on Cluster they must share a slot.
-  if (redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
+  if (server.redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_QUEUE_PREFIX "${parsed.HERALD_QUEUE_PREFIX}" has no hash tag, which Redis Cluster needs (one queue, one slot): use e.g. "{herald}", the default.`,
     );
   }
   return Object.freeze({
-    port: parsed.PORT,
-    host: parsed.HOST,
-    redisUrl: parsed.REDIS_URL,
-    redisClusterNodes,
+    ...server,
     redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,
     apiKeys: secrets.apiKeys,
     usingDevApiKey: secrets.usingDevApiKey,
@@ -188,7 +154,6 @@ export function loadConfig(
       failure: parsed.HERALD_RATE_LIMIT_FAILURE,
       expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,
     }),
-    keyPrefix: parsed.HERALD_KEY_PREFIX,
     apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,
     idempotencyTtlSeconds: parsed.HERALD_IDEMPOTENCY_TTL_SECONDS,
     idempotencyInFlightMs: parsed.HERALD_IDEMPOTENCY_IN_FLIGHT_MS,
@@ -198,20 +163,5 @@ export function loadConfig(
     jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
-    queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
-    log: logSettings(parsed),
-    deployment: Object.freeze({
-      name: parsed.HERALD_DEPLOYMENT,
-      settings: Object.freeze({
-        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
-        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
-        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
-        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
-        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
-        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
-        HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
-      }),
-    }),
-    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }
