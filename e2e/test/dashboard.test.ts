@@ -35,6 +35,17 @@ describe('the admin snapshot of realtime instances, as processes: connections, r
     return (await response.json()) as AdminSnapshot;
   }
 
+  /** A fresh client of a new user on `instance`, given one notification live, then away for `missed`. */
+  async function away(name: string, instance: AppProcess, missed: number) {
+    const client = stack.client(randomId(name));
+    await client.connect(instance.url);
+    await stack.send(client.userId, 1);
+    await waitFor(() => client.received.length === 1, { what: `${name}’s first` });
+    client.disconnect();
+    await stack.send(client.userId, missed);
+    return client;
+  }
+
   it('reports each instance’s connections, fresh / recovered / resync, and the latency of acked live notifications', async () => {
     // alice: fresh on rt-a, receives 3 live notifications and acks them.
     const alice = stack.client(randomId('alice'));
@@ -46,22 +57,12 @@ describe('the admin snapshot of realtime instances, as processes: connections, r
     expect(await alice.command('ack', { ids: [...sent, 'nope'] })).toMatchObject({ ok: true });
 
     // bob: fresh on rt-b, away for 3 notifications, back on rt-b from his offset: recovered, 3 replayed.
-    const bob = stack.client(randomId('bob'));
-    await bob.connect(b.url);
-    await stack.send(bob.userId, 1);
-    await waitFor(() => bob.received.length === 1, { what: 'bob’s first' });
-    bob.disconnect();
-    await stack.send(bob.userId, 3);
+    const bob = await away('bob', b, 3);
     await bob.connect(b.url, bob.lastOffset);
     expect(bob.synced.at(-1)?.replayed).toBe(3);
 
     // carol: fresh on rt-a, away for 7 (the inbox keeps 5), back on rt-b: resync.
-    const carol = stack.client(randomId('carol'));
-    await carol.connect(a.url);
-    await stack.send(carol.userId, 1);
-    await waitFor(() => carol.received.length === 1, { what: 'carol’s first' });
-    carol.disconnect();
-    await stack.send(carol.userId, 7);
+    const carol = await away('carol', a, 7);
     await waitFor(async () => (await stack.inboxIds(carol.userId)).length === 5, { what: 'carol’s trim' });
     await carol.connect(b.url, carol.lastOffset);
     expect(carol.resyncs).toHaveLength(1);

@@ -1,12 +1,11 @@
 import { type NotificationEvent, signUserToken } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
-import { io, type Socket } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, SECRET, stackEnv, startApps } from './support/stack.js';
+import { API_KEY, SECRET, stackEnv, TestApps } from './support/stack.js';
 
 describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → two realtime instances', () => {
-  const processes: AppProcess[] = [];
-  const sockets: Socket[] = [];
+  const apps = new TestApps();
   let gateway: AppProcess;
   let realtimeA: AppProcess;
   let realtimeB: AppProcess;
@@ -17,23 +16,17 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
       gateway,
       'realtime-a': realtimeA,
       'realtime-b': realtimeB,
-    } = await startApps(
-      env,
-      { gateway: 'gateway', 'realtime-a': 'realtime', 'realtime-b': 'realtime', worker: 'worker' },
-      processes,
-    ));
+    } = await apps.start(env, {
+      gateway: 'gateway',
+      'realtime-a': 'realtime',
+      'realtime-b': 'realtime',
+      worker: 'worker',
+    }));
   });
 
-  afterAll(async () => {
-    for (const socket of sockets) socket.disconnect();
-    await Promise.all(processes.map((process) => process.stop()));
-  });
+  afterAll(() => apps.stop());
 
-  function connect(url: string, auth: Record<string, unknown>): Socket {
-    const socket = io(url, { auth, transports: ['websocket'], reconnection: false, forceNew: true });
-    sockets.push(socket);
-    return socket;
-  }
+  const connect = (url: string, auth: Record<string, unknown>): Socket => apps.socket(url, { auth });
 
   async function tokenFor(userId: string): Promise<string> {
     const response = await fetch(`${gateway.url}/tokens`, {

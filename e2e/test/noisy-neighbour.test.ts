@@ -1,9 +1,9 @@
 import type { CommandReply, NotificationEvent } from '@herald/protocol';
 import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
-import { io, type Socket } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKey } from './support/cli.js';
-import { gatewayCall, stackEnv, startApps, TRIO } from './support/stack.js';
+import { gatewayCall, stackEnv, TestApps, TRIO } from './support/stack.js';
 
 // Per-API-key and per-socket/user budgets the flood overruns many times over; the calm tenant's whole
 // run (ROUNDS of each request; list and mark-read share the inbox bucket, so 2 × ROUNDS there) fits in
@@ -25,8 +25,7 @@ function percentile(values: number[], p: number): number {
 // socket) floods every limited route and socket event; meanwhile the other tenant does its ordinary
 // work and must see every request succeed. Counts are asserted, latencies only printed.
 describe('a tenant flooding the gateway and the realtime server does not hurt another tenant', () => {
-  const processes: AppProcess[] = [];
-  const sockets: Socket[] = [];
+  const apps = new TestApps();
   let gateway: AppProcess;
   let realtime: AppProcess;
   // Two tenants, each with a key created by `herald keys create`.
@@ -58,13 +57,10 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
     [FLOOD_KEY, CALM_KEY] = (await Promise.all([createKey(env, 'flood'), createKey(env, 'calm')])).map(
       (created) => created.key,
     ) as [string, string];
-    ({ gateway, realtime } = await startApps(env, TRIO, processes));
+    ({ gateway, realtime } = await apps.start(env, TRIO));
   });
 
-  afterAll(async () => {
-    for (const socket of sockets) socket.disconnect();
-    await Promise.all(processes.map((app) => app.stop()));
-  });
+  afterAll(() => apps.stop());
 
   async function call(key: string, method: string, path: string, body?: unknown): Promise<Outcome> {
     const started = performance.now();
@@ -85,14 +81,10 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
 
   /** One handshake from `address`: resolves with the socket once connected, or the refusal's code. */
   function handshake(token: string, address: string): Promise<{ socket: Socket; refused?: string }> {
-    const socket = io(realtime.url, {
+    const socket = apps.socket(realtime.url, {
       auth: { token },
-      transports: ['websocket'],
-      reconnection: false,
-      forceNew: true,
       extraHeaders: { 'x-forwarded-for': address },
     });
-    sockets.push(socket);
     return new Promise((resolve) => {
       socket.once('connect', () => resolve({ socket }));
       socket.once('connect_error', (error: Error & { data?: { code?: string } }) =>

@@ -9,10 +9,10 @@ import {
 import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
-import { io, type Socket } from 'socket.io-client';
+import type { Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
-import { API_KEY, entries, gatewayCall, stackEnv, startApps, TRIO } from './support/stack.js';
+import { API_KEY, entries, gatewayCall, stackEnv, TestApps, TRIO } from './support/stack.js';
 
 /** The stack's `HERALD_API_KEYS` key: it belongs to the tenant `default`. */
 const DEFAULT_KEY = API_KEY;
@@ -24,8 +24,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
     HERALD_MAX_CONNECTIONS_PER_USER: '2',
     HERALD_REVOCATION_CHECK_MS: '300',
   });
-  const processes: AppProcess[] = [];
-  const sockets: Socket[] = [];
+  const apps = new TestApps();
   let gateway: AppProcess;
   let realtime: AppProcess;
   let redis: Redis;
@@ -35,12 +34,11 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
   beforeAll(async () => {
     redis = new Redis(redisUrl());
     [a, b] = await Promise.all([createKey(env, 'tenant-a'), createKey(env, 'tenant-b')]);
-    ({ gateway, realtime } = await startApps(env, TRIO, processes));
+    ({ gateway, realtime } = await apps.start(env, TRIO));
   });
 
   afterAll(async () => {
-    for (const socket of sockets) socket.disconnect();
-    await Promise.all(processes.map((process) => process.stop()));
+    await apps.stop();
     for (const prefix of [env.HERALD_KEY_PREFIX, env.HERALD_INBOX_PREFIX, env.HERALD_RATE_LIMIT_PREFIX]) {
       const keys = await redis.keys(`${prefix}*`);
       if (keys.length > 0) await redis.unlink(...keys);
@@ -87,13 +85,9 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
     lastOffset?: string,
   ): Promise<{ socket: Socket; received: NotificationEvent[]; synced: SyncedEvent }> {
     const received: NotificationEvent[] = [];
-    const socket = io(realtime.url, {
+    const socket = apps.socket(realtime.url, {
       auth: { token: tokenValue, ...(lastOffset ? { lastOffset } : {}) },
-      transports: ['websocket'],
-      reconnection: false,
-      forceNew: true,
     });
-    sockets.push(socket);
     socket.on('notification', (event: NotificationEvent) => received.push(event));
     const synced = await new Promise<SyncedEvent>((resolve, reject) => {
       socket.once('connect_error', reject);

@@ -10,7 +10,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
-import { gatewayCall, notificationJob, stackEnv, startApps, TestClient, TRIO } from './support/stack.js';
+import { gatewayCall, notificationJob, stackEnv, TestApps, TestClient, TRIO } from './support/stack.js';
 
 const ADMIN_KEY = 'webhooks-admin-key-0123456789abcdef0123';
 const RECEIVER = fileURLToPath(new URL('./support/webhook-receiver.mjs', import.meta.url));
@@ -42,8 +42,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     HERALD_WEBHOOK_CONCURRENCY: '4',
     HERALD_WEBHOOK_ENDPOINT_CONCURRENCY: '2',
   });
-  const processes: AppProcess[] = [];
-  const clients: TestClient[] = [];
+  const apps = new TestApps();
   let gateway: AppProcess;
   let realtime: AppProcess;
   let worker: AppProcess;
@@ -60,14 +59,13 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     const created = await Promise.all(tenants.map((tenant) => createKey(env, tenant)));
     for (const [index, tenant] of tenants.entries()) keys.set(tenant, created[index] as CreatedKey);
     [receiver, { gateway, realtime, worker }] = await Promise.all([
-      startApp({ name: 'receiver', entry: RECEIVER, env: {}, into: processes }),
-      startApps(env, TRIO, processes),
+      startApp({ name: 'receiver', entry: RECEIVER, env: {}, into: apps.processes }),
+      apps.start(env, TRIO),
     ]);
   });
 
   afterAll(async () => {
-    for (const client of clients) client.disconnect();
-    await Promise.all(processes.map((process) => process.stop()));
+    await apps.stop();
     await queue.obliterate({ force: true }).catch(() => {});
     const webhookQueue = new Queue(`${env.HERALD_QUEUE_NAME}-webhooks`, {
       prefix: '{herald}',
@@ -149,8 +147,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
 
   it('sends every event, signed (Standard Webhooks, verified by the reference library), once per fact', async () => {
     await subscribe('acme');
-    const client = new TestClient('alice', { tenantId: 'acme' });
-    clients.push(client);
+    const client = apps.track(new TestClient('alice', { tenantId: 'acme' }));
     await client.connect(realtime.url);
     // delivered + read through the socket
     const shown = await send('acme', 'alice');

@@ -4,7 +4,7 @@ import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import type { CliIo, Env } from './io.js';
-import { parseOptions, usageExit } from './io.js';
+import { parseCommand } from './io.js';
 
 const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
        herald failed retry <id>...         put these failed notifications back in the queue
@@ -22,18 +22,16 @@ Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.`;
  * ```
  */
 export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
-  const [command, ...rest] = args;
-  const exit = usageExit(command, ['list', 'retry'], USAGE, io);
-  if (exit !== undefined) return exit;
-  const parsed = parseOptions(
-    rest,
+  const parsed = parseCommand(
+    args,
+    ['list', 'retry'],
     { limit: { type: 'string' }, all: { type: 'boolean' } },
     USAGE,
     io,
-    command === 'retry',
+    args[0] === 'retry',
   );
-  if (!parsed) return 2;
-  const { values, positionals: ids } = parsed;
+  if (typeof parsed === 'number') return parsed;
+  const { command, values, positionals: ids } = parsed;
   const limit = values.limit === undefined ? 50 : Number(values.limit);
   const usable =
     command === 'list'

@@ -1,7 +1,7 @@
 import { loadConfig } from '@herald/gateway/operator';
 import { migrateToTenant } from '@herald/inbox';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
 
 const USAGE = `usage: herald inbox <command>
   migrate --tenant <tenant id>   move the inboxes written before tenants existed (read today as tenant
@@ -18,11 +18,8 @@ Reads REDIS_URL and HERALD_INBOX_PREFIX like the gateway.`;
  * ```
  */
 export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
-  const [command, ...rest] = args;
-  const exit = usageExit(command, ['migrate'], USAGE, io);
-  if (exit !== undefined) return exit;
-  const parsed = parseOptions(rest, { tenant: { type: 'string' } }, USAGE, io);
-  if (!parsed) return 2;
+  const parsed = parseCommand(args, ['migrate'], { tenant: { type: 'string' } }, USAGE, io);
+  if (typeof parsed === 'number') return parsed;
   const tenant = parsed.values.tenant;
   if (!isTenantId(tenant) || tenant === DEFAULT_TENANT) {
     io.err(`migrate needs --tenant <tenant id> other than "${DEFAULT_TENANT}"\n${USAGE}`);

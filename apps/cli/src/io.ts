@@ -64,6 +64,31 @@ export function parseOptions<O extends Options>(
   }
 }
 
+/**
+ * An area's command and its options ({@link usageExit}, then {@link parseOptions}), or the exit code when
+ * there is nothing to run: 0 after help, 2 after printing what is wrong (unknown command, bad options).
+ *
+ * @example
+ * ```ts
+ * const parsed = parseCommand(args, ['peek', 'reset'], { user: { type: 'string' } }, USAGE, io);
+ * if (typeof parsed === 'number') return parsed;
+ * ```
+ */
+export function parseCommand<O extends Options>(
+  args: string[],
+  known: readonly string[],
+  options: O,
+  usage: string,
+  io: CliIo,
+  allowPositionals = false,
+): { command: string; values: ParsedValues<O>; positionals: string[] } | number {
+  const [command, ...rest] = args;
+  const exit = usageExit(command, known, usage, io);
+  if (exit !== undefined || command === undefined) return exit ?? 2;
+  const parsed = parseOptions(rest, options, usage, io, allowPositionals);
+  return parsed ? { command, ...parsed } : 2;
+}
+
 type Options = NonNullable<ParseArgsConfig['options']>;
 
 type ParsedValues<O extends Options> = {

@@ -1,6 +1,6 @@
 import { type ApiKeyIdentity, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
-import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
@@ -19,17 +19,15 @@ const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () =>
  * ```
  */
 export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
-  const [command, ...rest] = args;
-  const exit = usageExit(command, ['peek', 'reset'], USAGE, io);
-  if (exit !== undefined) return exit;
-  const parsed = parseOptions(
-    rest,
+  const parsed = parseCommand(
+    args,
+    ['peek', 'reset'],
     { user: { type: 'string' }, key: { type: 'string' }, tenant: { type: 'string' } },
     USAGE,
     io,
   );
-  if (!parsed) return 2;
-  const { values } = parsed;
+  if (typeof parsed === 'number') return parsed;
+  const { command, values } = parsed;
   const user = values.user;
   if (!user) {
     io.err(`${command} needs --user\n${USAGE}`);

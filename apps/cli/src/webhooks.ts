@@ -1,6 +1,6 @@
 import { checkWebhookUrl, loadConfig, WebhookEvents, WebhookStore } from '@herald/gateway/operator';
 import { isTenantId, WEBHOOK_EVENTS, type Webhook, type WebhookEventType } from '@herald/protocol';
-import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
 
 const USAGE = `usage: herald webhooks <command>
   set <tenant id> <url> [--events <event,…>]   create or change a tenant's delivery webhook; a new one's
@@ -26,11 +26,9 @@ const COMMANDS = ['set', 'show', 'list', 'rotate', 'resume', 'delete'] as const;
  * ```
  */
 export async function run(args: string[], io: CliIo, env: Env = process.env): Promise<number> {
-  const [command, ...rest] = args;
-  const exit = usageExit(command, COMMANDS, USAGE, io);
-  if (exit !== undefined) return exit;
-  const parsed = parseOptions(rest, { events: { type: 'string' } }, USAGE, io, true);
-  if (!parsed) return 2;
+  const parsed = parseCommand(args, COMMANDS, { events: { type: 'string' } }, USAGE, io, true);
+  if (typeof parsed === 'number') return parsed;
+  const { command } = parsed;
   const [tenantId, url] = parsed.positionals;
   if (command !== 'list' && !isTenantId(tenantId)) {
     io.err(`${command} needs a tenant id (1 to 64 of A-Z a-z 0-9 _ . -)\n${USAGE}`);

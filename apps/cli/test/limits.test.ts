@@ -33,16 +33,12 @@ describe('herald limits peek|reset', () => {
     return { code, out: out.join('\n'), err: err.join('\n') };
   }
 
+  /** A notification to `userId` through the gateway: takes a token of the recipient and of the sender. */
+  const notify = (userId: string) =>
+    app.inject({ method: 'POST', url: '/notify', headers: auth, payload: { userId, payload: {} } });
+
   it('shows a recipient’s and a sender’s tokens without taking any, and refills them', async () => {
-    for (let i = 0; i < 3; i++) {
-      const response = await app.inject({
-        method: 'POST',
-        url: '/notify',
-        headers: auth,
-        payload: { userId: 'ops-user', payload: {} },
-      });
-      expect(response.statusCode).toBe(202);
-    }
+    for (let i = 0; i < 3; i++) expect((await notify('ops-user')).statusCode).toBe(202);
     const peek = await cli(['peek', '--user', 'ops-user', '--key', 'env-1']);
     expect(peek.code).toBe(0);
     expect(peek.out).toContain('recipient ops-user: 7 of 10 tokens');
@@ -55,13 +51,7 @@ describe('herald limits peek|reset', () => {
   });
 
   it('reads the buckets of the tenant named by --tenant (default: the tenant of HERALD_API_KEYS)', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: auth,
-      payload: { userId: 'tenant-user', payload: {} },
-    });
-    expect(response.statusCode).toBe(202);
+    expect((await notify('tenant-user')).statusCode).toBe(202);
     expect((await cli(['peek', '--user', 'tenant-user'])).out).toContain('9 of 10');
     expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'default'])).out).toContain('9 of 10');
     // Another tenant's user of the same name has its own, untouched bucket.

@@ -1,19 +1,4 @@
-import {
-  ConfigError,
-  clusterNodes,
-  type DeploymentSettings,
-  DevModeEnv,
-  LogEnv,
-  type LogSettings,
-  logSettings,
-  PubSubEnv,
-  QueueEnv,
-  RedisWaitEnv,
-  readEnv,
-  resolveSecrets,
-  ServerEnv,
-  secretFingerprint,
-} from '@herald/config';
+import { ConfigError, RedisWaitEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
 import { PushKeyEnv, resolvePush } from '@herald/push';
 import { WebhookUrlEnv } from '@herald/webhooks';
@@ -24,7 +9,6 @@ export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
 /** Every variable the gateway reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
   ...ServerEnv(3000),
-  ...DevModeEnv,
   ...WebhookUrlEnv,
   ...PushKeyEnv,
   // Checked by resolveSecrets: 32+ bytes each, development values only in development mode.
@@ -48,7 +32,6 @@ export const EnvSchema = Type.Object({
     },
   ),
   HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
-  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
   HERALD_IDEMPOTENCY_IN_FLIGHT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 5000 }),
@@ -56,20 +39,12 @@ export const EnvSchema = Type.Object({
   ...RedisWaitEnv,
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
-  ...PubSubEnv,
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
-  ...QueueEnv,
-  ...LogEnv,
 });
 
 /** The gateway's settings, parsed once at start-up and frozen. */
-export interface GatewayConfig {
-  port: number;
-  host: string;
-  redisUrl: string;
-  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
-  redisClusterNodes: { host: string; port: number }[] | undefined;
+export interface GatewayConfig extends ServerConfig {
   /**
    * `HERALD_REDIS_WAIT_REPLICAS`: replicas that must have a notification's job (`WAIT`) before its `202`;
    * fewer within `redisTimeoutMs` is a `503` with `maybeAccepted` (retry with the same key). 0: the primary alone.
@@ -114,8 +89,6 @@ export interface GatewayConfig {
     /** Gateways sharing the limit; the `local` fallback allows limit ÷ this per instance. */
     expectedInstances: number;
   };
-  /** Prefix of the gateway's own keys (API keys, idempotency records, statuses). */
-  keyPrefix: string;
   /** How long a gateway trusts a looked-up API key before asking Redis again (revocation delay). */
   apiKeyCacheMs: number;
   idempotencyTtlSeconds: number;
@@ -132,15 +105,6 @@ export interface GatewayConfig {
   inbox: ReturnType<typeof inboxSettings>;
   /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
   pubsub: { key: string; mode: 'classic' | 'sharded' };
-  queue: { name: string; prefix: string };
-  log: LogSettings;
-  /**
-   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
-   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
-   */
-  deployment: { name: string; settings: DeploymentSettings };
-  /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
-  warnings: readonly string[];
 }
 
 /**
@@ -152,22 +116,26 @@ export function loadConfig(
   env: Record<string, string | undefined> = process.env,
   options: { secrets?: boolean } = {},
 ): GatewayConfig {
-  const secrets = resolveSecrets(env, { apiKeys: true, adminKey: true });
   const push = resolvePush(env, { sender: false });
-  const problems = options.secrets === false ? [] : [...secrets.problems, ...push.problems];
-  const { values: parsed, warnings } = readEnv('gateway', EnvSchema, env, problems);
-  const redisClusterNodes = clusterNodes(parsed);
+  const {
+    values: parsed,
+    server,
+    secrets,
+  } = readServerEnv(
+    'gateway',
+    EnvSchema,
+    env,
+    { apiKeys: true, adminKey: true, check: options.secrets !== false },
+    { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } },
+  );
   // BullMQ's scripts take several keys of one queue: on Cluster they must share a slot.
-  if (redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
+  if (server.redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_QUEUE_PREFIX "${parsed.HERALD_QUEUE_PREFIX}" has no hash tag, which Redis Cluster needs (one queue, one slot): use e.g. "{herald}", the default.`,
     );
   }
   return Object.freeze({
-    port: parsed.PORT,
-    host: parsed.HOST,
-    redisUrl: parsed.REDIS_URL,
-    redisClusterNodes,
+    ...server,
     redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,
     apiKeys: secrets.apiKeys,
     usingDevApiKey: secrets.usingDevApiKey,
@@ -197,7 +165,6 @@ export function loadConfig(
       failure: parsed.HERALD_RATE_LIMIT_FAILURE,
       expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,
     }),
-    keyPrefix: parsed.HERALD_KEY_PREFIX,
     apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,
     idempotencyTtlSeconds: parsed.HERALD_IDEMPOTENCY_TTL_SECONDS,
     idempotencyInFlightMs: parsed.HERALD_IDEMPOTENCY_IN_FLIGHT_MS,
@@ -207,21 +174,5 @@ export function loadConfig(
     jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
-    queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
-    log: logSettings(parsed),
-    deployment: Object.freeze({
-      name: parsed.HERALD_DEPLOYMENT,
-      settings: Object.freeze({
-        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
-        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
-        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
-        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
-        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
-        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
-        HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
-        HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
-      }),
-    }),
-    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

@@ -1,7 +1,7 @@
 import type { Inbox, Topics } from '@herald/inbox';
-import { DEFAULT_TENANT, type FanoutJob } from '@herald/protocol';
+import type { FanoutJob } from '@herald/protocol';
 import type { Queue } from 'bullmq';
-import { inboxStatus, type TenantStatus } from './status.js';
+import { failure, inboxStatus, readJob, type TenantStatus } from './status.js';
 
 /**
  * Where topic send or broadcast `id` of `tenantId` is; undefined when it is none of that tenant's. Its
@@ -19,9 +19,7 @@ export async function fanoutStatusOf(
   userId?: string,
 ): Promise<TenantStatus | undefined> {
   const topics = topicsRoot.tenant(tenantId);
-  const state = await queue.getJobState(id);
-  const [found, record] = await Promise.all([queue.getJob(id), topics.fanout(id)]);
-  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
+  const { state, job, record } = await readJob(queue, tenantId, id, () => topics.fanout(id));
   if (!job && !record) return undefined;
   const audience = record?.audience ?? job?.data.audience ?? { broadcast: true };
   const base = {
@@ -54,14 +52,6 @@ export async function fanoutStatusOf(
       ...(record.sentAtMs ? { sentAt: new Date(record.sentAtMs).toISOString() } : {}),
     };
   }
-  if (state === 'failed' && job) {
-    return {
-      ...base,
-      status: 'failed',
-      recipients,
-      ...(job.finishedOn ? { failedAt: new Date(job.finishedOn).toISOString() } : {}),
-      ...(job.failedReason ? { failedReason: job.failedReason } : {}),
-    };
-  }
+  if (state === 'failed' && job) return { ...base, status: 'failed', recipients, ...failure(job) };
   return { ...base, status: 'queued', recipients };
 }

@@ -1,6 +1,6 @@
 import type { Inbox, NotificationStatus as StoredStatus } from '@herald/inbox';
 import { DEFAULT_TENANT, type NotificationJob, type NotificationStatus } from '@herald/protocol';
-import type { Queue } from 'bullmq';
+import type { Job, JobState, Queue } from 'bullmq';
 
 /** A status with the tenant it belongs to (not shown to clients). */
 export type TenantStatus = NotificationStatus & { tenantId: string | undefined };
@@ -17,12 +17,7 @@ export async function statusOf(
   id: string,
 ): Promise<TenantStatus | undefined> {
   const inbox = root.tenant(tenantId);
-  // State first, then the job: the job read is at least as new as the state, so a `failed` state
-  // never comes with the attempts of an earlier try.
-  const state = await queue.getJobState(id);
-  const [found, stored] = await Promise.all([queue.getJob(id), inbox.statusById(id)]);
-  // BullMQ job ids are one namespace: another tenant's job is treated as absent.
-  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
+  const { state, job, record: stored } = await readJob(queue, tenantId, id, () => inbox.statusById(id));
   if (!job && !stored) return undefined;
   const base = {
     id,
@@ -43,15 +38,43 @@ export async function statusOf(
   }
   const fromInbox = stored ? await inboxStatus(inbox, base, stored) : undefined;
   if (fromInbox) return fromInbox;
-  if (state === 'failed' && job) {
-    return {
-      ...base,
-      status: 'failed',
-      ...(job.finishedOn ? { failedAt: new Date(job.finishedOn).toISOString() } : {}),
-      ...(job.failedReason ? { failedReason: job.failedReason } : {}),
-    };
-  }
+  if (state === 'failed' && job) return { ...base, status: 'failed', ...failure(job) };
   return { ...base, status: 'queued' };
+}
+
+/**
+ * `id`'s BullMQ state, then its job (if it is `tenantId`'s) with `record()`, what is kept of it beside
+ * the queue. State first, then the job: the job read is at least as new as the state, so a `failed`
+ * state never comes with the attempts of an earlier try.
+ */
+export async function readJob<Data extends { tenantId?: string | undefined }, Kept>(
+  queue: Queue<Data>,
+  tenantId: string,
+  id: string,
+  record: () => Promise<Kept>,
+): Promise<{ state: JobState | 'unknown'; job: Job<Data> | undefined; record: Kept }> {
+  const state = await queue.getJobState(id);
+  const [found, kept] = await Promise.all([queue.getJob(id), record()]);
+  return { state, job: tenantsJob(found, tenantId), record: kept };
+}
+
+/** `job` when it is `tenantId`'s: BullMQ job ids are one namespace, so another tenant's job is absent. */
+export function tenantsJob<J extends { data: { tenantId?: string | undefined } }>(
+  job: J | undefined,
+  tenantId: string,
+): J | undefined {
+  return job && (job.data.tenantId ?? DEFAULT_TENANT) === tenantId ? job : undefined;
+}
+
+/** When and why a failed job failed, as its status says it (each only when known). */
+export function failure(job: { finishedOn?: number | undefined; failedReason?: string | undefined }): {
+  failedAt?: string;
+  failedReason?: string;
+} {
+  return {
+    ...(job.finishedOn ? { failedAt: new Date(job.finishedOn).toISOString() } : {}),
+    ...(job.failedReason ? { failedReason: job.failedReason } : {}),
+  };
 }
 
 /**
@@ -66,8 +89,7 @@ export async function cancel(
   tenantId: string,
   id: string,
 ): Promise<{ cancelled: boolean; status: TenantStatus } | undefined> {
-  const found = await queue.getJob(id);
-  const job = found && (found.data.tenantId ?? DEFAULT_TENANT) === tenantId ? found : undefined;
+  const job = tenantsJob(await queue.getJob(id), tenantId);
   // Failed for good or processed: final already (a processed one has its marker; the inbox answers it).
   const state = job ? await job.getState() : 'unknown';
   if (job && state !== 'failed' && state !== 'completed') {

@@ -3,26 +3,19 @@ import type { AdminSnapshot, FailedJobs } from '@herald/protocol';
 import { randomId, waitFor } from '@herald/testing';
 import { Worker } from 'bullmq';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { API_KEY, auth, buildTestApp, disposeTestApp, testAppForFile } from './helpers.js';
 
 // 32+ bytes, and none of the API keys.
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
 const admin = { authorization: `Bearer ${ADMIN_KEY}` };
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({
-    HERALD_ADMIN_KEY: ADMIN_KEY,
-    // Slow refill: the bucket a test drains stays visibly drained while the snapshot is read.
-    HERALD_RATE_LIMIT_BURST: '10',
-    HERALD_RATE_LIMIT_PER_SECOND: '0.5',
-    HERALD_JOB_ATTEMPTS: '1',
-  });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
+const app = await testAppForFile({
+  HERALD_ADMIN_KEY: ADMIN_KEY,
+  // Slow refill: the bucket a test drains stays visibly drained while the snapshot is read.
+  HERALD_RATE_LIMIT_BURST: '10',
+  HERALD_RATE_LIMIT_PER_SECOND: '0.5',
+  HERALD_JOB_ATTEMPTS: '1',
 });
 
 async function notify(userId: string, headers: Record<string, string> = auth): Promise<number> {

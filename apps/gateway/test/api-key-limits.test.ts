@@ -23,6 +23,10 @@ const markRead = (target: FastifyInstance, headers: Record<string, string> = aut
     payload: { all: true },
   });
 
+/** A gateway whose API keys have BURST inbox requests each (list and mark-read together), refilled 0.01/s. */
+const buildInboxLimitedApp = () =>
+  buildTestApp({ HERALD_INBOX_RATE_LIMIT_BURST: String(BURST), HERALD_INBOX_RATE_LIMIT_PER_SECOND: '0.01' });
+
 /** The same 429 as /notify's: body, Retry-After, and the draft-11 headers. */
 function expectRateLimited(response: LightMyRequestResponse, policy: string): void {
   expect(response.statusCode).toBe(429);
@@ -58,10 +62,7 @@ describe('POST /tokens and the inbox routes: limited per API key', () => {
   });
 
   it('inbox list and mark-read share the key’s inbox bucket; another key is not affected', async () => {
-    app = await buildTestApp({
-      HERALD_INBOX_RATE_LIMIT_BURST: String(BURST),
-      HERALD_INBOX_RATE_LIMIT_PER_SECOND: '0.01',
-    });
+    app = await buildInboxLimitedApp();
     expect((await list(app)).statusCode).toBe(200);
     expect((await markRead(app)).statusCode).toBe(200);
     expect((await list(app)).statusCode).toBe(200);
@@ -73,10 +74,7 @@ describe('POST /tokens and the inbox routes: limited per API key', () => {
   });
 
   it('an invalid request costs nothing (validated before the limit)', async () => {
-    app = await buildTestApp({
-      HERALD_INBOX_RATE_LIMIT_BURST: String(BURST),
-      HERALD_INBOX_RATE_LIMIT_PER_SECOND: '0.01',
-    });
+    app = await buildInboxLimitedApp();
     for (let n = 0; n < 10; n++) {
       const bad = await app.inject({
         method: 'GET',

@@ -6,14 +6,11 @@ import type { InjectOptions } from 'light-my-request';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { auth, buildTestApp, disposeTestApp, testEnv } from './helpers.js';
+import { auth, disposeTestApp, testAppForFile, testEnv } from './helpers.js';
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '100000', HERALD_SENDER_RATE_LIMIT_BURST: '100000' });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
+const app = await testAppForFile({
+  HERALD_RATE_LIMIT_BURST: '100000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '100000',
 });
 
 const knownPaths = [

@@ -40,6 +40,21 @@ export async function disposeTestApp(app: FastifyInstance): Promise<void> {
     throw new Error(`Answers that /openapi.json does not document:\n${problems.join('\n')}`);
 }
 
+/**
+ * buildTestApp() for the test file that awaits it at its top level: one gateway for the file's tests,
+ * disposed after them (`disposeTestApp`, so its answers are checked against /openapi.json).
+ *
+ * @example
+ * ```ts
+ * const app = await testAppForFile({ HERALD_RATE_LIMIT_BURST: '1000' });
+ * ```
+ */
+export async function testAppForFile(env: Record<string, string> = {}): Promise<FastifyInstance> {
+  const app = await buildTestApp(env);
+  afterAll(() => disposeTestApp(app));
+  return app;
+}
+
 export const auth = { authorization: `Bearer ${API_KEY}` };
 
 /** `POST /notify` of `payload` as it is (a string: not re-serialised), authenticated, as `contentType`. */

@@ -1,27 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import { USER_ID_MAX_LENGTH } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
-import { API_KEY, auth, buildTestApp, disposeTestApp, postRaw } from './helpers.js';
+import { API_KEY, auth, postRaw, testAppForFile } from './helpers.js';
 import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
 
-let app: FastifyInstance;
+const app = await testAppForFile({
+  HERALD_SENDER_RATE_LIMIT_BURST: '1',
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.01',
+});
 let port: number;
 let base: string;
 beforeAll(async () => {
-  app = await buildTestApp({
-    HERALD_SENDER_RATE_LIMIT_BURST: '1',
-    HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.01',
-  });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.server.address();
   port = typeof address === 'object' && address ? address.port : 0;
   base = `http://127.0.0.1:${port}`;
-});
-afterAll(async () => {
-  await disposeTestApp(app);
 });
 
 /** Herald's error shape, with a stable code. */

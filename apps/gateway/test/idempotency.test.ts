@@ -1,19 +1,12 @@
 import { randomId, waitFor } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/idempotency.js';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp, testAppForFile } from './helpers.js';
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({
-    HERALD_RATE_LIMIT_BURST: '1000',
-    HERALD_SENDER_RATE_LIMIT_BURST: '1000',
-    HERALD_IDEMPOTENCY_IN_FLIGHT_MS: '1000',
-  });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
+const app = await testAppForFile({
+  HERALD_RATE_LIMIT_BURST: '1000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '1000',
+  HERALD_IDEMPOTENCY_IN_FLIGHT_MS: '1000',
 });
 
 const send = (key: string, body: object, headers: Record<string, string> = auth) =>

@@ -11,14 +11,19 @@ afterEach(async () => {
 const notify = (target: FastifyInstance, userId: string, headers: Record<string, string> = auth) =>
   target.inject({ method: 'POST', url: '/notify', headers, payload: { userId, payload: {} } });
 
+type Bucket = { burst: number; perSecond: number };
+/** A gateway with these buckets per recipient (`HERALD_RATE_LIMIT_*`) and per sender (`HERALD_SENDER_RATE_LIMIT_*`). */
+const buildLimitedApp = (recipient: Bucket, sender: Bucket) =>
+  buildTestApp({
+    HERALD_RATE_LIMIT_BURST: String(recipient.burst),
+    HERALD_RATE_LIMIT_PER_SECOND: String(recipient.perSecond),
+    HERALD_SENDER_RATE_LIMIT_BURST: String(sender.burst),
+    HERALD_SENDER_RATE_LIMIT_PER_SECOND: String(sender.perSecond),
+  });
+
 describe('limits per sender and per recipient, in one decision', () => {
   it('sends the draft-11 RateLimit-Policy and RateLimit headers on every limited answer', async () => {
-    app = await buildTestApp({
-      HERALD_RATE_LIMIT_BURST: '10',
-      HERALD_RATE_LIMIT_PER_SECOND: '10',
-      HERALD_SENDER_RATE_LIMIT_BURST: '200',
-      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '100',
-    });
+    app = await buildLimitedApp({ burst: 10, perSecond: 10 }, { burst: 200, perSecond: 100 });
     const response = await notify(app, 'headers-user');
     expect(response.statusCode).toBe(202);
     expect(response.headers['ratelimit-policy']).toBe('"sender";q=200;w=2, "recipient";q=10;w=1');
@@ -26,12 +31,7 @@ describe('limits per sender and per recipient, in one decision', () => {
   });
 
   it('a request refused by the recipient limit takes nothing from the sender, and says which policy refused', async () => {
-    app = await buildTestApp({
-      HERALD_RATE_LIMIT_BURST: '2',
-      HERALD_RATE_LIMIT_PER_SECOND: '0.001',
-      HERALD_SENDER_RATE_LIMIT_BURST: '5',
-      HERALD_SENDER_RATE_LIMIT_PER_SECOND: '0.001',
-    });
+    app = await buildLimitedApp({ burst: 2, perSecond: 0.001 }, { burst: 5, perSecond: 0.001 });
     expect((await notify(app, 'busy')).statusCode).toBe(202);
     expect((await notify(app, 'busy')).statusCode).toBe(202);
     const refused = await notify(app, 'busy');

@@ -11,14 +11,13 @@ afterEach(async () => {
   await disposeTestApp(app);
 });
 
+/** `POST url` of `payload` as JSON, with the test key's `headers` unless others are given (`{}`: none). */
+const post = (url: string, payload: object, headers: Record<string, string> = auth) =>
+  app.inject({ method: 'POST', url, headers, payload });
+
 describe('POST /notify', () => {
   it('answers 202 with an id only once the job is in Redis', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: auth,
-      payload: { userId: 'alice', payload: { text: 'hello' } },
-    });
+    const response = await post('/notify', { userId: 'alice', payload: { text: 'hello' } });
     expect(response.statusCode).toBe(202);
     const body = response.json<{ id: string; status: string }>();
     expect(body.status).toBe('queued');
@@ -29,11 +28,7 @@ describe('POST /notify', () => {
   });
 
   it('refuses a request without an API key with 401 JSON', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      payload: { userId: 'a', payload: {} },
-    });
+    const response = await post('/notify', { userId: 'a', payload: {} }, {});
     expect(response.statusCode).toBe(401);
     expect(response.json()).toMatchObject({
       code: 'HERALD_ERR_UNAUTHORIZED',
@@ -43,33 +38,26 @@ describe('POST /notify', () => {
   });
 
   it('refuses a wrong API key with 401 and enqueues nothing', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { authorization: 'Bearer not-a-key' },
-      payload: { userId: 'a', payload: {} },
-    });
+    const response = await post(
+      '/notify',
+      { userId: 'a', payload: {} },
+      { authorization: 'Bearer not-a-key' },
+    );
     expect(response.statusCode).toBe(401);
     expect(await app.queue.count()).toBe(0);
   });
 
   it('accepts every configured key', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: { authorization: `Bearer ${API_KEY_2}` },
-      payload: { userId: 'bob', payload: {} },
-    });
+    const response = await post(
+      '/notify',
+      { userId: 'bob', payload: {} },
+      { authorization: `Bearer ${API_KEY_2}` },
+    );
     expect(response.statusCode).toBe(202);
   });
 
   it('names the missing field when userId is absent', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: auth,
-      payload: { payload: {} },
-    });
+    const response = await post('/notify', { payload: {} });
     expect(response.statusCode).toBe(400);
     const body = response.json<{ error: string; code: string; details: { field: string }[] }>();
     expect(body.code).toBe('HERALD_ERR_VALIDATION');
@@ -83,7 +71,7 @@ describe('POST /notify', () => {
     ['userId is a number', { userId: 42, payload: {} }, 'body.userId'],
     ['an unknown field is sent', { userId: 'a', payload: {}, priorty: 1 }, 'body.priorty'],
   ])('answers 400 naming the field when %s', async (_case, payload, field) => {
-    const response = await app.inject({ method: 'POST', url: '/notify', headers: auth, payload });
+    const response = await post('/notify', payload);
     expect(response.statusCode).toBe(400);
     expect(response.json<{ details: { field: string }[] }>().details[0]?.field).toBe(field);
   });
@@ -98,12 +86,7 @@ describe('POST /notify', () => {
   });
 
   it('answers 413 for a body over 64 KB', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/notify',
-      headers: auth,
-      payload: { userId: 'a', payload: { blob: 'x'.repeat(70 * 1024) } },
-    });
+    const response = await post('/notify', { userId: 'a', payload: { blob: 'x'.repeat(70 * 1024) } });
     expect(response.statusCode).toBe(413);
     expect(response.json()).toMatchObject({ code: 'HERALD_ERR_BODY_TOO_LARGE' });
   });
@@ -136,12 +119,7 @@ describe('POST /notify', () => {
 
 describe('POST /tokens', () => {
   it('issues a token for the user that the realtime server accepts', async () => {
-    const response = await app.inject({
-      method: 'POST',
-      url: '/tokens',
-      headers: auth,
-      payload: { userId: 'erin' },
-    });
+    const response = await post('/tokens', { userId: 'erin' });
     expect(response.statusCode).toBe(200);
     const body = response.json<{ token: string; expiresAt: string }>();
     const verified = await verifyUserToken(body.token, JWT_SECRET);
@@ -151,12 +129,12 @@ describe('POST /tokens', () => {
   });
 
   it('requires an API key', async () => {
-    const response = await app.inject({ method: 'POST', url: '/tokens', payload: { userId: 'erin' } });
+    const response = await post('/tokens', { userId: 'erin' }, {});
     expect(response.statusCode).toBe(401);
   });
 
   it('names the missing field', async () => {
-    const response = await app.inject({ method: 'POST', url: '/tokens', headers: auth, payload: {} });
+    const response = await post('/tokens', {});
     expect(response.statusCode).toBe(400);
     expect(response.json<{ error: string }>().error).toContain('userId');
   });

@@ -1,19 +1,12 @@
 import { waitFor } from '@herald/testing';
 import { Worker } from 'bullmq';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { auth, testAppForFile } from './helpers.js';
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({
-    HERALD_JOB_ATTEMPTS: '2',
-    HERALD_JOB_BACKOFF_MS: '1',
-    HERALD_RATE_LIMIT_BURST: '1000',
-  });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
+const app = await testAppForFile({
+  HERALD_JOB_ATTEMPTS: '2',
+  HERALD_JOB_BACKOFF_MS: '1',
+  HERALD_RATE_LIMIT_BURST: '1000',
 });
 
 async function send(userId: string): Promise<string> {

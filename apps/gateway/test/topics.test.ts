@@ -1,8 +1,7 @@
 import { createRequire } from 'node:module';
 import { randomId, startApp, waitFor } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp, testEnv } from './helpers.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp, testAppForFile, testEnv } from './helpers.js';
 
 const require = createRequire(import.meta.url);
 
@@ -14,24 +13,21 @@ const startWorker = (env: Record<string, string>) =>
     env: { ...env, HERALD_LOG_LEVEL: 'info' },
   });
 
-let app: FastifyInstance;
-let other: { authorization: string };
 const env = testEnv({ HERALD_SENDER_RATE_LIMIT_BURST: '1000', HERALD_INBOX_RATE_LIMIT_BURST: '1000' });
+const app = await testAppForFile(env);
+let other: { authorization: string };
 beforeAll(async () => {
-  app = await buildTestApp(env);
   const key = await app.apiKeys.create({ name: 'globex', tenantId: 'globex' });
   other = { authorization: `Bearer ${key.key}` };
 });
-afterAll(async () => {
-  await disposeTestApp(app);
-});
 
-const put = (topic: string, userIds: string[], headers = auth) =>
-  app.inject({ method: 'PUT', url: `/topics/${topic}/subscribers`, headers, payload: { userIds } });
-const notify = (payload: Record<string, unknown>, headers: Record<string, string> = auth) =>
-  app.inject({ method: 'POST', url: '/notify', headers, payload });
-const statusOf = async (id: string, headers = auth, query = '') =>
-  app.inject({ method: 'GET', url: `/notifications/${id}${query}`, headers });
+// `target`: the file's gateway unless a test builds its own.
+const put = (topic: string, userIds: string[], headers = auth, target = app) =>
+  target.inject({ method: 'PUT', url: `/topics/${topic}/subscribers`, headers, payload: { userIds } });
+const notify = (payload: Record<string, unknown>, headers: Record<string, string> = auth, target = app) =>
+  target.inject({ method: 'POST', url: '/notify', headers, payload });
+const statusOf = async (id: string, headers = auth, query = '', target = app) =>
+  target.inject({ method: 'GET', url: `/notifications/${id}${query}`, headers });
 
 describe('topic subscribers', () => {
   it('subscribes and unsubscribes in batches and one at a time, idempotently', async () => {
@@ -233,49 +229,21 @@ describe('a topic send through a worker', () => {
     try {
       const topic = randomId('topic');
       const headers = { authorization: `Bearer ${API_KEY_2}` };
-      await small.inject({
-        method: 'PUT',
-        url: `/topics/${topic}/subscribers`,
-        headers,
-        payload: { userIds: ['a', 'b', 'c', 'd'] },
-      });
-      const first = await small.inject({
-        method: 'POST',
-        url: '/notify',
-        headers,
-        payload: { topic, payload: {} },
-      });
+      await put(topic, ['a', 'b', 'c', 'd'], headers, small);
+      const first = await notify({ topic, payload: {} }, headers, small);
       expect(first.statusCode).toBe(202);
       const { id } = first.json<{ id: string }>();
       await waitFor(
-        async () =>
-          (await small.inject({ method: 'GET', url: `/notifications/${id}`, headers })).json<{
-            status: string;
-          }>().status === 'sent',
+        async () => (await statusOf(id, headers, '', small)).json<{ status: string }>().status === 'sent',
         { what: 'the fan-out to be sent' },
       );
       // 5 tokens: 4 recipients paid; one single send fits, the next is refused.
-      const single = await small.inject({
-        method: 'POST',
-        url: '/notify',
-        headers,
-        payload: { userId: 'a', payload: {} },
-      });
+      const single = await notify({ userId: 'a', payload: {} }, headers, small);
       expect(single.statusCode).toBe(202);
-      const refused = await small.inject({
-        method: 'POST',
-        url: '/notify',
-        headers,
-        payload: { userId: 'a', payload: {} },
-      });
+      const refused = await notify({ userId: 'a', payload: {} }, headers, small);
       expect(refused.statusCode).toBe(429);
       expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'sender' });
-      const another = await small.inject({
-        method: 'POST',
-        url: '/notify',
-        headers,
-        payload: { topic, payload: {} },
-      });
+      const another = await notify({ topic, payload: {} }, headers, small);
       expect(another.statusCode).toBe(429);
     } finally {
       await worker.stop();

@@ -1,15 +1,8 @@
 import { randomId } from '@herald/testing';
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { auth, testAppForFile } from './helpers.js';
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({ HERALD_INBOX_PREFIX: `${randomId('inbox')}:` });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
-});
+const app = await testAppForFile({ HERALD_INBOX_PREFIX: `${randomId('inbox')}:` });
 
 /** Stores `count` notifications in `userId`'s inbox, as the worker does. */
 async function seed(userId: string, count: number, tenantId = 'default'): Promise<string[]> {

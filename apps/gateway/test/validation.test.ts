@@ -1,14 +1,7 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp, postRaw } from './helpers.js';
+import { describe, expect, it } from 'vitest';
+import { auth, postRaw, testAppForFile } from './helpers.js';
 
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
-});
-afterAll(async () => {
-  await disposeTestApp(app);
-});
+const app = await testAppForFile({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
 
 const post = (payload: unknown, headers: Record<string, string> = auth) =>
   app.inject({ method: 'POST', url: '/notify', headers, payload: payload as object });

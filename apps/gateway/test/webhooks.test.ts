@@ -1,18 +1,14 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { auth, testAppForFile } from './helpers.js';
 
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
 const admin = { authorization: `Bearer ${ADMIN_KEY}` };
 
 // The production default: private addresses refused (HERALD_WEBHOOK_ALLOW_PRIVATE unset, no dev mode).
-let app: FastifyInstance;
-beforeAll(async () => {
-  app = await buildTestApp({ HERALD_ADMIN_KEY: ADMIN_KEY });
-});
+const app = await testAppForFile({ HERALD_ADMIN_KEY: ADMIN_KEY });
+// Before the dispose testAppForFile registered (after hooks run last registered first).
 afterAll(async () => {
   await app.inject({ method: 'DELETE', url: '/webhook', headers: auth });
-  await disposeTestApp(app);
 });
 
 const put = (payload: unknown, headers: Record<string, string> = auth, url = '/webhook') =>

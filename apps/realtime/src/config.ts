@@ -1,19 +1,4 @@
-import { hostname } from 'node:os';
-import {
-  ConfigError,
-  clusterNodes,
-  type DeploymentSettings,
-  DevModeEnv,
-  LogEnv,
-  type LogSettings,
-  logSettings,
-  PubSubEnv,
-  QueueEnv,
-  readEnv,
-  resolveSecrets,
-  ServerEnv,
-  secretFingerprint,
-} from '@herald/config';
+import { ConfigError, InstanceIdEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
 import { PushEnv, type PushSettings, resolvePush } from '@herald/push';
 import Type from 'typebox';
@@ -21,13 +6,11 @@ import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
 /** Every variable the realtime server reads (nothing else is looked at). */
 export const EnvSchema = Type.Object({
+  // ServerEnv's HERALD_QUEUE_*: the webhook queue (`<HERALD_QUEUE_NAME>-webhooks`) this server reports
+  // acks and reads to.
   ...ServerEnv(3001),
-  ...DevModeEnv,
   // Checked by resolveSecrets: 32+ bytes, the development secret only in development mode.
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
-  ...PubSubEnv,
-  // The webhook queue (`<HERALD_QUEUE_NAME>-webhooks`) this server reports acks and reads to.
-  ...QueueEnv,
   ...PushEnv,
   HERALD_CORS_ORIGIN: Type.String({ minLength: 1, default: '*' }),
   HERALD_ALLOW_POLLING: Type.Boolean({ default: false }),
@@ -36,7 +19,6 @@ export const EnvSchema = Type.Object({
   HERALD_PING_TIMEOUT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 20_000 }),
   HERALD_GAP_WAIT_MS: Type.Integer({ minimum: 0, maximum: 60_000, default: 100 }),
   HERALD_REPLAY_PAGE: Type.Integer({ minimum: 1, maximum: 1000, default: 500 }),
-  HERALD_KEY_PREFIX: Type.String({ default: 'herald:' }),
   HERALD_REVOCATION_CHECK_MS: Type.Integer({ minimum: 100, maximum: 60_000, default: 2000 }),
   // Abuse limits (abuse.ts): events per socket and per user, refused handshakes per client address.
   // A socket's burst covers a client that acks each of a full replay (HERALD_INBOX_MAX_LENGTH, 1000).
@@ -49,17 +31,11 @@ export const EnvSchema = Type.Object({
   HERALD_TRUST_PROXY: Type.String({ minLength: 1, default: 'false' }),
   HERALD_RATE_LIMIT_PREFIX: Type.String({ pattern: '^[^{}]*$', default: 'ratelimit:' }),
   ...InboxEnv,
-  HERALD_INSTANCE_ID: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
-  ...LogEnv,
+  ...InstanceIdEnv,
 });
 
 /** The realtime server's settings, parsed once at start-up and frozen. */
-export interface RealtimeConfig {
-  port: number;
-  host: string;
-  redisUrl: string;
-  /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
-  redisClusterNodes: { host: string; port: number }[] | undefined;
+export interface RealtimeConfig extends ServerConfig {
   jwtSecret: string;
   usingDevJwtSecret: boolean;
   /** `HERALD_DEV_MODE=true`: the development secret is accepted (see the README's security model). */
@@ -86,26 +62,12 @@ export interface RealtimeConfig {
   /** Notifications per inbox read during a replay. */
   replayPage: number;
   inbox: { prefix: string; maxLength: number; maxAgeMs: number };
-  /** The notification queue's name and prefix: the webhook queue sits beside it. */
-  queue: { name: string; prefix: string };
-  /** The gateway's key prefix (`HERALD_KEY_PREFIX`): where revoked API keys are listed. Must match the gateway's. */
-  keyPrefix: string;
   /** How often connected sockets are checked against revoked API keys; a revoked key's sockets leave within this. */
   revocationCheckMs: number;
   /** Client events per socket and per user, refused handshakes per address, and whose address that is. */
   abuse: AbuseSettings;
-  /** Recorded as `deliveredBy` of the acks this instance receives. */
-  instanceId: string;
-  log: LogSettings;
-  /**
-   * `HERALD_DEPLOYMENT` and the settings this app must agree on with the others (the JWT secret as
-   * its keyed hash): registered in Redis, compared by `/readyz` (see `DeploymentFingerprint`).
-   */
-  deployment: { name: string; settings: DeploymentSettings };
   /** Web Push (`HERALD_VAPID_PUBLIC_KEY`, `HERALD_PUSH_ALLOW_PRIVATE`): the key the SDK gets, endpoint checks. */
   push: PushSettings;
-  /** Start-up warnings to log: development mode, unknown `HERALD_*` variables. */
-  warnings: readonly string[];
 }
 
 /**
@@ -113,12 +75,18 @@ export interface RealtimeConfig {
  * problem is named in one `ConfigError`.
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): RealtimeConfig {
-  const secrets = resolveSecrets(env, { apiKeys: false });
   const push = resolvePush(env, { sender: false });
-  const { values: parsed, warnings } = readEnv('realtime', EnvSchema, env, [
-    ...secrets.problems,
-    ...push.problems,
-  ]);
+  const {
+    values: parsed,
+    server,
+    secrets,
+  } = readServerEnv(
+    'realtime',
+    EnvSchema,
+    env,
+    { apiKeys: false },
+    { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } },
+  );
   let trustProxy: AbuseSettings['trustProxy'];
   try {
     trustProxy = parseTrustProxy(parsed.HERALD_TRUST_PROXY);
@@ -130,10 +98,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   }
   const origins = parsed.HERALD_CORS_ORIGIN.split(',').map((origin) => origin.trim());
   return Object.freeze({
-    port: parsed.PORT,
-    host: parsed.HOST,
-    redisUrl: parsed.REDIS_URL,
-    redisClusterNodes: clusterNodes(parsed),
+    ...server,
     jwtSecret: secrets.jwtSecret,
     usingDevJwtSecret: secrets.usingDevJwtSecret,
     devMode: secrets.devMode,
@@ -147,8 +112,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     gapWaitMs: parsed.HERALD_GAP_WAIT_MS,
     replayPage: parsed.HERALD_REPLAY_PAGE,
     inbox: inboxSettings(parsed),
-    keyPrefix: parsed.HERALD_KEY_PREFIX,
-    queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
     revocationCheckMs: parsed.HERALD_REVOCATION_CHECK_MS,
     abuse: Object.freeze({
       socketEvents: {
@@ -163,22 +126,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       trustProxy,
       keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
     }),
-    instanceId: parsed.HERALD_INSTANCE_ID ?? `realtime-${hostname()}-${process.pid}`,
-    log: logSettings(parsed),
-    deployment: Object.freeze({
-      name: parsed.HERALD_DEPLOYMENT,
-      settings: Object.freeze({
-        HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
-        HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
-        HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
-        HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
-        HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
-        HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
-        HERALD_JWT_SECRET: secretFingerprint(secrets.jwtSecret),
-        HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '',
-      }),
-    }),
     push,
-    warnings: Object.freeze([...secrets.warnings, ...warnings]),
   });
 }

@@ -227,18 +227,34 @@ describe('fan-out (topic sends and broadcasts)', () => {
 
 describe('fan-out across a worker killed mid-way', () => {
   const processes: AppProcess[] = [];
+  const entry = new URL('../dist/server.js', import.meta.url).pathname;
+
+  /** Starts `worker-2` and waits for it to finish fan-out `id` of `big`: every subscriber reached, once. */
+  async function expectFinishedByWorker2(
+    big: BigTopic,
+    id: string,
+    wait: { what: string; timeoutMs: number },
+  ): Promise<void> {
+    await startApp({ name: 'worker-2', entry, env: big.env, into: processes });
+    const record = await waitFor(async () => {
+      const now = await big.topics.fanout(id);
+      return now?.state === 'sent' ? now : undefined;
+    }, wait);
+    expect(record).toMatchObject({ total: big.subscribers.length, reached: big.subscribers.length });
+    await expectEachOnce(big.inbox, big.subscribers, id, 'big');
+  }
   afterAll(async () => {
     for (const app of processes) await app.stop('SIGKILL');
   });
 
   it('a second worker resumes from the checkpoint: every recipient exactly once', async () => {
-    const { env, topics, inbox, queue, subscribers, dispose } = await bigTopic('k', 6000, {
+    const big = await bigTopic('k', 6000, {
       HERALD_WORKER_FANOUT_CHUNK: '200',
       HERALD_WORKER_LOCK_MS: '2000',
       HERALD_WORKER_STALLED_INTERVAL_MS: '1000',
     });
+    const { env, topics, queue } = big;
     try {
-      const entry = new URL('../dist/server.js', import.meta.url).pathname;
       const first = await startApp({ name: 'worker-1', entry, env, into: processes });
       // 2,000 tokens a second: the fan-out takes about 3 s, so the kill lands in the middle of it.
       const job = fanoutJob('acme', { topic: 'big' }, { capacity: 200, ratePerSecond: 2000 });
@@ -253,27 +269,19 @@ describe('fan-out across a worker killed mid-way', () => {
       first.process.kill('SIGKILL');
       const before = await topics.fanout(job.id);
       expect(before?.state).toBe('fanning-out');
-      await startApp({ name: 'worker-2', entry, env, into: processes });
-      const record = await waitFor(
-        async () => {
-          const now = await topics.fanout(job.id);
-          return now?.state === 'sent' ? now : undefined;
-        },
-        { what: 'the second worker to finish the fan-out', timeoutMs: 60_000 },
-      );
-      expect(record).toMatchObject({ total: 6000, reached: 6000 });
-      await expectEachOnce(inbox, subscribers, job.id, 'big');
+      await expectFinishedByWorker2(big, job.id, {
+        what: 'the second worker to finish the fan-out',
+        timeoutMs: 60_000,
+      });
     } finally {
-      await dispose();
+      await big.dispose();
     }
   });
 
   it('on SIGTERM mid fan-out the worker exits at once and leaves the fan-out queued for the next one', async () => {
-    const { env, topics, inbox, queue, subscribers, dispose } = await bigTopic('s', 20_000, {
-      HERALD_WORKER_FANOUT_CHUNK: '500',
-    });
+    const big = await bigTopic('s', 20_000, { HERALD_WORKER_FANOUT_CHUNK: '500' });
+    const { env, topics, queue } = big;
     try {
-      const entry = new URL('../dist/server.js', import.meta.url).pathname;
       const first = await startApp({ name: 'worker-1', entry, env, into: processes });
       const job = fanoutJob('acme', { topic: 'big' }, { capacity: 100_000, ratePerSecond: 100_000 });
       await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
@@ -285,21 +293,17 @@ describe('fan-out across a worker killed mid-way', () => {
       expect(['delayed', 'waiting']).toContain(await queue.getJobState(job.id));
       expect((await queue.getJob(job.id))?.attemptsMade).toBe(0);
       expect((await topics.fanout(job.id))?.state).toBe('fanning-out');
-      await startApp({ name: 'worker-2', entry, env, into: processes });
-      const record = await waitFor(
-        async () => {
-          const now = await topics.fanout(job.id);
-          return now?.state === 'sent' ? now : undefined;
-        },
-        { what: 'the next worker to finish it', timeoutMs: 120_000 },
-      );
-      expect(record).toMatchObject({ total: 20_000, reached: 20_000 });
-      await expectEachOnce(inbox, subscribers, job.id, 'big');
+      await expectFinishedByWorker2(big, job.id, {
+        what: 'the next worker to finish it',
+        timeoutMs: 120_000,
+      });
     } finally {
-      await dispose();
+      await big.dispose();
     }
   }, 180_000);
 });
+
+type BigTopic = Awaited<ReturnType<typeof bigTopic>>;
 
 /**
  * A worker process's settings (`extra` on top of private names) with its tenant `acme`'s topics, inbox

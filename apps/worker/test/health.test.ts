@@ -3,13 +3,11 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import {
-  type AppProcess,
+  appOnOwnRedis,
   expectHealthThroughOutage,
   freePort,
-  type RedisServerHandle,
   randomId,
   scrapeMetrics,
-  startApp,
   startRedisServer,
   waitFor,
 } from '@herald/testing';
@@ -19,28 +17,20 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
 describe('worker liveness, readiness and metrics (a real process on a Redis of its own)', () => {
-  let redis: RedisServerHandle;
-  let worker: AppProcess;
-  let queue: Queue<NotificationJob>;
   const queueName = randomId('queue');
+  // startApp sets PORT=0: the worker's operations server takes a free port and logs it.
+  const own = appOnOwnRedis('worker', entry, (url) => ({ REDIS_URL: url, HERALD_QUEUE_NAME: queueName }));
+  let queue: Queue<NotificationJob>;
 
-  beforeAll(async () => {
-    redis = await startRedisServer();
-    // startApp sets PORT=0: the worker's operations server takes a free port and logs it.
-    worker = await startApp({
-      name: 'worker',
-      entry,
-      env: { REDIS_URL: redis.url, HERALD_QUEUE_NAME: queueName },
-    });
-    queue = new Queue(queueName, { prefix: '{herald}', connection: { url: redis.url } });
+  beforeAll(() => {
+    queue = new Queue(queueName, { prefix: '{herald}', connection: { url: own.redis.url } });
   });
   afterAll(async () => {
-    await worker?.stop();
     await queue?.close();
-    await redis?.dispose();
   });
 
   it('logs its port and counts processed jobs by outcome, their duration and the queue depth', async () => {
+    const worker = own.app;
     expect(worker.port).toBeGreaterThan(0);
     const job: NotificationJob = {
       id: randomUUID(),
@@ -65,10 +55,10 @@ describe('worker liveness, readiness and metrics (a real process on a Redis of i
   });
 
   it('/healthz stays 200 while Redis is down; /readyz answers 503 JSON then, 200 once Redis is back', async () => {
-    await expectHealthThroughOutage(worker.url, redis, {
+    await expectHealthThroughOutage(own.app.url, own.redis, {
       metric: 'herald_worker_jobs_total',
       whileDown: async () => {
-        const unknown = await fetch(`${worker.url}/nope`);
+        const unknown = await fetch(`${own.app.url}/nope`);
         expect(unknown.status).toBe(404);
         expect(await unknown.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
       },

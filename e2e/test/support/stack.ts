@@ -15,7 +15,7 @@ import {
 import { type AppProcess, isolatedEnv, randomId, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
-import { io, type Socket } from 'socket.io-client';
+import { io, type ManagerOptions, type Socket, type SocketOptions } from 'socket.io-client';
 
 const require = createRequire(import.meta.url);
 /** The apps' entry points, started as processes (`node <entry>`). */
@@ -65,6 +65,46 @@ export async function startApps<Name extends string>(
     }),
   );
   return Object.fromEntries(started) as Record<Name, AppProcess>;
+}
+
+/**
+ * The app processes and sockets of one `describe`: `start` runs apps as {@link startApps} does, `socket`
+ * opens a Socket.IO client (WebSocket only, never reconnecting, its own connection), `track` adds any
+ * other client; `stop()`, in its `afterAll`, disconnects every client and stops every process.
+ *
+ * @example
+ * ```ts
+ * const apps = new TestApps();
+ * beforeAll(async () => ({ gateway, realtime } = await apps.start(env, TRIO)));
+ * afterAll(() => apps.stop());
+ * ```
+ */
+export class TestApps {
+  readonly processes: AppProcess[] = [];
+  readonly #clients: { disconnect(): void }[] = [];
+
+  start<Name extends string>(
+    env: Record<string, string>,
+    apps: Record<Name, keyof typeof entries>,
+  ): Promise<Record<Name, AppProcess>> {
+    return startApps(env, apps, this.processes);
+  }
+
+  socket(url: string, options: Partial<ManagerOptions & SocketOptions> = {}): Socket {
+    return this.track(
+      io(url, { transports: ['websocket'], reconnection: false, forceNew: true, ...options }),
+    );
+  }
+
+  track<Client extends { disconnect(): void }>(client: Client): Client {
+    this.#clients.push(client);
+    return client;
+  }
+
+  async stop(): Promise<void> {
+    for (const client of this.#clients) client.disconnect();
+    await Promise.all(this.processes.map((app) => app.stop()));
+  }
 }
 
 /** The processes, queue and inbox of one test: start what you need, `dispose()` stops it all. */

@@ -29,6 +29,25 @@ export const APP_LOAD_CONFIG: Readonly<Record<string, (env: Record<string, strin
   '@herald/web': (env) => loadWeb(env),
 };
 
+/**
+ * The variables of `env` without which `load` (one of {@link APP_LOAD_CONFIG}) refuses to start: each
+ * left out in turn.
+ */
+export function requiredVariables(
+  load: (env: Record<string, string>) => unknown,
+  env: Record<string, string>,
+): string[] {
+  return Object.keys(env).filter((variable) => {
+    const without = Object.fromEntries(Object.entries(env).filter(([key]) => key !== variable));
+    try {
+      load(without);
+      return false;
+    } catch {
+      return true;
+    }
+  });
+}
+
 /** The port each app listens on when PORT is unset (its env schema's default). */
 export const APP_DEFAULT_PORT: Readonly<Record<string, number>> = {
   '@herald/gateway': defaultPort(GatewayEnv),

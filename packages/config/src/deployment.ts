@@ -35,6 +35,38 @@ export function secretFingerprint(secret: string): string {
     .slice(0, 16);
 }
 
+/** The parsed values of the settings every app records ({@link deploymentSettings}). */
+export interface DeploymentEnvValues {
+  HERALD_QUEUE_NAME: string;
+  HERALD_QUEUE_PREFIX: string;
+  HERALD_INBOX_PREFIX: string;
+  HERALD_PUBSUB_KEY: string;
+  HERALD_PUBSUB_MODE: string;
+  HERALD_KEY_PREFIX: string;
+}
+
+/**
+ * The {@link DeploymentSettings} every app records: the queue, the inbox prefix, the live channel and the
+ * gateway's key prefix, and with `jwtSecret` (the apps that sign or check user tokens) its
+ * {@link secretFingerprint}.
+ *
+ * @example
+ * ```ts
+ * deploymentSettings(parsed, secrets.jwtSecret); // { HERALD_QUEUE_NAME: 'notifications', …, HERALD_JWT_SECRET: 'q3v0…' }
+ * ```
+ */
+export function deploymentSettings(parsed: DeploymentEnvValues, jwtSecret?: string): DeploymentSettings {
+  return Object.freeze({
+    HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
+    HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
+    HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
+    HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
+    HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,
+    HERALD_KEY_PREFIX: parsed.HERALD_KEY_PREFIX,
+    ...(jwtSecret === undefined ? {} : { HERALD_JWT_SECRET: secretFingerprint(jwtSecret) }),
+  });
+}
+
 interface Registration {
   app: HeraldApp;
   settings: DeploymentSettings;

@@ -3,6 +3,7 @@ import { inject } from 'vitest';
 export { CHROMIUM_ARGS, CHROMIUM_PATH, launchChromium } from './browser.js';
 export { isolatedEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
+export { appOnOwnRedis } from './own-redis.js';
 export { freeLowPort, freePort, isPortFree } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
 export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';

@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import { DeploymentFingerprint } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -16,7 +15,7 @@ export default fp(
     const fingerprint = new DeploymentFingerprint(app.redis, {
       deployment: app.config.deployment.name,
       app: 'gateway',
-      instanceId: `gateway-${hostname()}-${process.pid}`,
+      instanceId: app.config.instanceId,
       settings: app.config.deployment.settings,
     });
     fingerprint.start();

@@ -1,6 +1,7 @@
-import { Inbox } from '@herald/inbox';
+import { Inbox, InboxError } from '@herald/inbox';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
+import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { cancel, statusOf, type TenantStatus } from '../../status.js';
 
 declare module 'fastify' {
@@ -14,11 +15,17 @@ declare module 'fastify' {
       tenantId: string,
       id: string,
     ): Promise<{ cancelled: boolean; status: TenantStatus } | undefined>;
+    /**
+     * `call` (an inbox or topics operation) within the Redis timeout: what the inbox refuses
+     * (`InboxError`) is a 400 VALIDATION with its message, any other failure a 503 naming `what`.
+     */
+    inboxCall<T>(what: string, call: () => Promise<T>): Promise<T>;
   }
 }
 
 /**
- * The inbox, a notification's status (its job's state merged with the inbox's markers) and its cancel.
+ * The inbox, a notification's status (its job's state merged with the inbox's markers) and its cancel,
+ * and how routes call the inbox.
  */
 export default fp(
   async (app: FastifyInstance) => {
@@ -28,6 +35,16 @@ export default fp(
     app.decorate('cancelNotification', (tenantId: string, id: string) =>
       cancel(app.queue, inbox, tenantId, id),
     );
+    app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+      try {
+        return await app.withRedisTimeout(call());
+      } catch (error) {
+        if (error instanceof InboxError) {
+          throw new HttpError(ErrorCode.VALIDATION, error.message, { cause: error });
+        }
+        throw unavailable(what, error);
+      }
+    });
   },
   { name: 'inbox', dependencies: ['config', 'redis', 'queue'], fastify: '5.x' },
 );

@@ -1,9 +1,10 @@
-import { connectionOf, createRedis, ReplicaWaiter } from '@herald/config';
+import { connectionOf, ReplicaWaiter } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Cluster, Redis } from 'ioredis';
+import { producerConnection } from './redis.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -36,15 +37,14 @@ export default fp(
     // Its own connection, failing fast like `app.redis`, given to BullMQ (which then uses it as it is)
     // so that WAIT and WAITAOF run on the connection that carried the adds. On Cluster a Cluster client;
     // the prefix's hash tag (`{herald}`) keeps the queue in one slot.
-    const connection = createRedis(
-      { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
-      'producer',
+    const connection = producerConnection(
+      app,
+      'queue',
       {},
       // With replicas to wait for, a replica that rejoins after a failover is seen within a second
       // (one CLUSTER SLOTS per second; ioredis's default is every 5 s).
       config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
     );
-    connection.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
     const queue = new Queue<NotificationJob>(config.queue.name, {
       prefix: config.queue.prefix,
       connection,

@@ -1,7 +1,7 @@
 import { createRedis } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
 import { RedisTimeoutError } from '../../errors.js';
 
 declare module 'fastify' {
@@ -20,13 +20,7 @@ declare module 'fastify' {
 export default fp(
   async (app: FastifyInstance) => {
     const { config } = app;
-    const redis = createRedis(
-      { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
-      'producer',
-      { lazyConnect: true },
-      { lazyConnect: true },
-    );
-    redis.on('error', (error) => app.log.warn({ err: error }, 'redis connection error'));
+    const redis = producerConnection(app, 'redis', { lazyConnect: true }, { lazyConnect: true });
     await redis.connect().catch((error: unknown) => {
       app.log.warn({ err: error }, 'redis not reachable at start; requests get 503 until it is');
     });
@@ -53,6 +47,28 @@ export default fp(
   },
   { name: 'redis', dependencies: ['config'], fastify: '5.x' },
 );
+
+/**
+ * A producer connection (failing fast) to the gateway's Redis, or Cluster with
+ * `HERALD_REDIS_CLUSTER_NODES`, with `extra` and `cluster` options; its errors are logged as warnings,
+ * `<what> connection error`.
+ */
+export function producerConnection(
+  app: FastifyInstance,
+  what: string,
+  extra: RedisOptions = {},
+  cluster: Omit<ClusterOptions, 'redisOptions'> = {},
+): Redis | Cluster {
+  const { config } = app;
+  const connection = createRedis(
+    { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
+    'producer',
+    extra,
+    cluster,
+  );
+  connection.on('error', (error) => app.log.warn({ err: error }, `${what} connection error`));
+  return connection;
+}
 
 async function assertWaitAofSupported(redis: Redis | Cluster): Promise<void> {
   const info = (await redis.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];

@@ -1,5 +1,4 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InboxError } from '@herald/inbox';
 import {
   ErrorResponse,
   SUBSCRIBERS_PAGE_MAX,
@@ -10,7 +9,6 @@ import {
   UserId,
 } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
 /** What the topic routes answer besides 200: bad input, no key, over the key's inbox limit, Redis down. */
@@ -24,20 +22,10 @@ const SubscriberParams = Type.Object({ topic: TopicName, userId: UserId });
  * tenant is another topic). Limited per API key like the inbox routes (`inbox` policy).
  */
 const topicRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const topicsCall = async <T>(call: () => Promise<T>): Promise<T> => {
-    try {
-      return await app.withRedisTimeout(call());
-    } catch (error) {
-      if (error instanceof InboxError) {
-        throw new HttpError(ErrorCode.VALIDATION, error.message, { cause: error });
-      }
-      throw unavailable('Topics (Redis)', error);
-    }
-  };
   const limited = { onRequest: app.authenticate, config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) } };
   const change = async (tenantId: string, topic: string, userIds: string[], subscribe: boolean) => {
     const topics = app.topics.tenant(tenantId);
-    const result = await topicsCall(() =>
+    const result = await app.inboxCall('Topics (Redis)', () =>
       subscribe ? topics.subscribe(topic, userIds) : topics.unsubscribe(topic, userIds),
     );
     return { topic, ...result };
@@ -121,7 +109,7 @@ const topicRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { topic } = request.params;
       const topics = app.topics.tenant(request.identity.tenantId);
       const audience = { topic };
-      const [page, subscribers] = await topicsCall(() =>
+      const [page, subscribers] = await app.inboxCall('Topics (Redis)', () =>
         Promise.all([
           topics.page(audience, request.query.after, request.query.limit ?? 100),
           topics.size(audience),

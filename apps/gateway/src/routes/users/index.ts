@@ -1,8 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { InboxError, MAX_PAGE } from '@herald/inbox';
+import { MAX_PAGE } from '@herald/inbox';
 import { ErrorResponse, UserId } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
 const Offset = Type.String({ pattern: '^\\d+-\\d+$', description: 'An inbox offset `<ms>-<seq>`' });
@@ -37,22 +36,11 @@ const ReadBody = Type.Union([
  * any of its keys may act for any user id (the backend decides who its users are).
  */
 const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
-  const inboxCall = async <T>(call: () => Promise<T>): Promise<T> => {
-    try {
-      return await app.withRedisTimeout(call());
-    } catch (error) {
-      if (error instanceof InboxError) {
-        throw new HttpError(ErrorCode.VALIDATION, error.message, { cause: error });
-      }
-      throw unavailable('The inbox (Redis)', error);
-    }
-  };
-
+  const limited = { onRequest: app.authenticate, config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) } };
   app.get(
     '/users/:userId/notifications',
     {
-      onRequest: app.authenticate,
-      config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) },
+      ...limited,
       schema: {
         summary: "A page of a user's inbox, oldest first",
         description:
@@ -77,15 +65,16 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const { userId } = request.params;
       const { after, limit } = request.query;
       const inbox = app.inbox.tenant(request.identity.tenantId);
-      return inboxCall(() => inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }));
+      return app.inboxCall('The inbox (Redis)', () =>
+        inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }),
+      );
     },
   );
 
   app.post(
     '/users/:userId/notifications/read',
     {
-      onRequest: app.authenticate,
-      config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) },
+      ...limited,
       schema: {
         summary: 'Mark notifications read',
         description:
@@ -103,7 +92,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
       const body = request.body;
       const { tenantId } = request.identity;
       const inbox = app.inbox.tenant(tenantId);
-      const result = await inboxCall(() =>
+      const result = await app.inboxCall('The inbox (Redis)', () =>
         inbox.markRead(
           userId,
           'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },

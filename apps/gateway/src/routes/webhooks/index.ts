@@ -75,6 +75,15 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       ...extra,
     });
     const route = { onRequest: options.onRequest, ...(options.config ? { config: options.config } : {}) };
+    /** A handler answering what `call` finds of the tenant's webhook; 404 when it has none. */
+    const found =
+      <T>(call: (tenantId: string) => Promise<T | undefined>) =>
+      async (request: FastifyRequest): Promise<T> => {
+        const tenantId = tenantOf(request);
+        const result = await fromRedis(() => call(tenantId));
+        if (!result) throw missing(tenantId);
+        return result;
+      };
 
     app.get(
       path,
@@ -85,12 +94,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: Webhook, ...ERRORS },
         }),
       },
-      async (request) => {
-        const tenantId = tenantOf(request);
-        const webhook = await fromRedis(() => store.get(tenantId));
-        if (!webhook) throw missing(tenantId);
-        return webhook;
-      },
+      found((tenantId) => store.get(tenantId)),
     );
 
     app.put(
@@ -150,12 +154,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: WebhookWithSecret, ...ERRORS },
         }),
       },
-      async (request) => {
-        const tenantId = tenantOf(request);
-        const rotated = await fromRedis(() => store.rotate(tenantId));
-        if (!rotated) throw missing(tenantId);
-        return rotated;
-      },
+      found((tenantId) => store.rotate(tenantId)),
     );
 
     app.post(
