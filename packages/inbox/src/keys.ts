@@ -40,6 +40,11 @@ export interface InboxKeys {
   marker(notificationId: string): string;
   /** String: the first notification id seen with `dedupeKey`. */
   dedupe(dedupeKey: string): string;
+  /**
+   * Set of the user's mutes (`topic:<name>`, `type:<name>`), read by the append script: in the inbox's
+   * slot, so that muting costs no extra round trip per notification. No TTL: kept until unmuted.
+   */
+  mutes: string;
 }
 
 /** @see InboxKeys */
@@ -51,6 +56,7 @@ export function inboxKeys(prefix: string, userId: string): InboxKeys {
     unread: `${base}u`,
     marker: (notificationId) => `${base}n:${notificationId}`,
     dedupe: (dedupeKey) => `${base}d:${dedupeKey}`,
+    mutes: `${base}p`,
   };
 }
 

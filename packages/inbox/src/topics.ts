@@ -186,6 +186,8 @@ export class Topics {
       progress.expired,
       'deduplicated',
       progress.deduplicated,
+      'muted',
+      progress.muted,
       'total',
       progress.total,
     ];
@@ -206,6 +208,7 @@ export class Topics {
       reached: Number(raw.reached ?? 0),
       expired: Number(raw.expired ?? 0),
       deduplicated: Number(raw.deduplicated ?? 0),
+      muted: Number(raw.muted ?? 0),
       sentAtMs: raw.sentAt === undefined ? undefined : Number(raw.sentAt),
     };
   }
@@ -213,13 +216,18 @@ export class Topics {
 
 /** `topic` when it is a topic name, else an `InboxError`. */
 export function checkTopic(topic: string): string {
-  if (topic.length > TOPIC_MAX_LENGTH || !TOPIC.test(topic)) {
+  return checkLabel(topic, 'topic');
+}
+
+/** `name` when it is a `topic` or `type` label (the same characters), else an `InboxError`. */
+export function checkLabel(name: string, what: 'topic' | 'type'): string {
+  if (typeof name !== 'string' || name.length > TOPIC_MAX_LENGTH || !TOPIC.test(name)) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
-      `"${topic}" is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+      `"${name}" is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
     );
   }
-  return topic;
+  return name;
 }
 
 /** `0 id 0 id …` for ZADD (every score 0: the set is ordered by id). */

@@ -69,6 +69,12 @@ export const ERRORS = {
     message:
       'The notification can no longer be cancelled: a worker has stored it in the inbox already, or it failed or expired.',
   },
+  /** Also a command reply of realtime (`mute`). */
+  TOO_MANY_MUTES: {
+    code: 'HERALD_ERR_TOO_MANY_MUTES',
+    status: 409,
+    message: 'The user would hold more than 1,000 mutes: unmute some first (nothing was added).',
+  },
   WEBHOOK_NOT_PARKED: {
     code: 'HERALD_ERR_WEBHOOK_NOT_PARKED',
     status: 409,

@@ -1,4 +1,5 @@
 import type { ErrorCode } from './error-codes.js';
+import type { MutedLists, MuteRequest } from './preferences.js';
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
   /** BullMQ priority: 1 (highest) to 2 097 152; absent = no priority (FIFO, fastest). */
@@ -134,6 +135,14 @@ export type ListReply =
   | ({ ok: true } & InboxListPage)
   | { ok: false; error: string; code: string; retryAfterMs?: number };
 
+/**
+ * Answer to `preferences`, `mute` and `unmute`: the user's mutes after the call (`changed`: how many this
+ * `mute` / `unmute` added or removed).
+ */
+export type PreferencesReply =
+  | { ok: true; preferences: { muted: MutedLists }; changed?: number }
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
+
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents {
   /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
@@ -147,6 +156,12 @@ export interface ClientToServerEvents {
    * `limit` 1..1000 (default 50): what a browser lists with its user token, without an API key.
    */
   list: (body: { after?: InboxOffset; limit?: number }, reply: (answer: ListReply) => void) => void;
+  /** The user's own mutes. */
+  preferences: (body: Record<string, never>, reply: (answer: PreferencesReply) => void) => void;
+  /** Mutes topics and / or types for the user: their notifications are no longer stored nor pushed. */
+  mute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
+  /** Unmutes them: notifications sent from then on are stored and pushed again. */
+  unmute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
 }
 
 /** Per-socket data the realtime server keeps after the handshake. */
@@ -181,6 +196,9 @@ export const SocketEvent = {
   READ: 'read',
   READ_ALL: 'read-all',
   LIST: 'list',
+  PREFERENCES: 'preferences',
+  MUTE: 'mute',
+  UNMUTE: 'unmute',
 } as const;
 
 /** Retry policy of a notification job (BullMQ `attempts` and exponential `backoff` with jitter). */

@@ -191,6 +191,9 @@ export const RecipientCounts = Type.Object(
       description:
         'Recipients that had a notification with its `dedupeKey` already: collapsed into that one.',
     }),
+    muted: Type.Integer({
+      description: 'Recipients who muted its topic or type: skipped (nothing stored nor pushed).',
+    }),
   },
   { description: 'Only for a topic send or broadcast.' },
 );
@@ -210,10 +213,11 @@ export const NotificationStatus = Type.Object({
       Type.Literal('expired'),
       Type.Literal('sent'),
       Type.Literal('cancelled'),
+      Type.Literal('muted'),
     ],
     {
       description:
-        'A topic send or broadcast is `queued` while it fans out and `sent` once every recipient’s inbox has it; `delivered` is a recipient’s ack (ask with `?userId=`).',
+        'A topic send or broadcast is `queued` while it fans out and `sent` once every recipient’s inbox has it; `delivered` is a recipient’s ack (ask with `?userId=`); `muted`: the recipient muted its topic or type, so it was never stored nor pushed.',
     },
   ),
   topic: Type.Optional(Type.String({ description: 'The topic of a topic send.' })),
@@ -239,6 +243,11 @@ export const NotificationStatus = Type.Object({
   duplicateOf: Type.Optional(
     Type.String({
       description: 'Collapsed by `dedupeKey` into this notification; the status is its status.',
+    }),
+  ),
+  muted: Type.Optional(
+    Type.Union([Type.Object({ topic: Type.String() }), Type.Object({ type: Type.String() })], {
+      description: 'With `muted`: the recipient muted this topic or type, so it was not stored nor pushed.',
     }),
   ),
 });
