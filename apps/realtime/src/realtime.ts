@@ -1,6 +1,6 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import { DeploymentFingerprint } from '@herald/config';
-import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
+import { Inbox, InboxError, isOffset, Preferences, type ReadSelection } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
   type ClientToServerEvents,
@@ -26,6 +26,7 @@ import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
 import { listPage } from './list.js';
+import { listenToPreferences } from './preferences.js';
 import { checkRevocations } from './revocation.js';
 import { RealtimeStats } from './stats.js';
 import { userKeyOf } from './user-key.js';
@@ -73,6 +74,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
+  const preferences = new Preferences(pub, { prefix: inbox.prefix });
   // First acks and reads are reported to the tenant's delivery webhook (if it has one), not awaited.
   const webhooks = realtimeWebhookEvents(config, pub, log);
   const deliveries = new Map<string, Delivery>();
@@ -282,6 +284,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       if (typeof reply === 'function')
         listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void);
     });
+
+    listenToPreferences(socket, preferences.tenant(tenantId), userId, log);
 
     subscription.ready
       .then(() => delivery.start(lastOffset, () => userInbox.unread(userId)))

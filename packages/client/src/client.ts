@@ -5,7 +5,14 @@ import { Core } from './core.js';
 import { resync } from './inbox-sync.js';
 import { listenToPage } from './page.js';
 import { start } from './tab-sharing.js';
-import type { HeraldClient, HeraldClientOptions, HeraldEvents, HeraldState } from './types.js';
+import type {
+  HeraldClient,
+  HeraldClientOptions,
+  HeraldEvents,
+  HeraldPreferences,
+  HeraldState,
+  MuteTarget,
+} from './types.js';
 
 /**
  * Creates a client for one user: it connects to Herald's realtime servers, keeps the user's inbox and
@@ -77,6 +84,23 @@ class Client implements HeraldClient {
 
   resync(): Promise<void> {
     return resync(this.#c);
+  }
+
+  async preferences(): Promise<HeraldPreferences> {
+    return ((await run(this.#c, 'preferences', {})) as { preferences: HeraldPreferences }).preferences;
+  }
+
+  mute(target: MuteTarget): Promise<HeraldPreferences> {
+    return this.#mutes('mute', target);
+  }
+
+  unmute(target: MuteTarget): Promise<HeraldPreferences> {
+    return this.#mutes('unmute', target);
+  }
+
+  async #mutes(op: 'mute' | 'unmute', target: MuteTarget): Promise<HeraldPreferences> {
+    const body = 'topic' in target ? { topics: [target.topic] } : { types: [target.type] };
+    return ((await run(this.#c, op, body)) as { preferences: HeraldPreferences }).preferences;
   }
 
   reconnect(): void {
