@@ -52,6 +52,20 @@ local function unread()
   return redis.call('SCARD', KEYS[3]), tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
 end
 
+-- Records a state that stores nothing (expired, deduplicated, muted), with its detail field if any,
+-- and answers it.
+local function settle(code, state, field, detail)
+  if field then
+    redis.call('HSET', KEYS[4], 'state', state, 'at', now, field, detail)
+  else
+    redis.call('HSET', KEYS[4], 'state', state, 'at', now)
+  end
+  tag()
+  redis.call('PEXPIRE', KEYS[4], retention)
+  local count, version = unread()
+  return { code, '', count, version, detail or '' }
+end
+
 -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
 -- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
 -- meanwhile does not store it on a retry).
@@ -63,13 +77,7 @@ if previous[1] then
 end
 
 local deadline = tonumber(ARGV[4])
-if deadline > 0 and now > deadline then
-  redis.call('HSET', KEYS[4], 'state', 'expired', 'at', now)
-  tag()
-  redis.call('PEXPIRE', KEYS[4], retention)
-  local count, version = unread()
-  return { 3, '', count, version, '' }
-end
+if deadline > 0 and now > deadline then return settle(3, 'expired') end
 
 -- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless offset
 -- makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a muted
@@ -80,23 +88,11 @@ if ARGV[10] ~= '' and redis.call('SISMEMBER', KEYS[6], ARGV[10]) == 1 then
 elseif ARGV[11] ~= '' and redis.call('SISMEMBER', KEYS[6], ARGV[11]) == 1 then
   mutedBy = ARGV[11]
 end
-if mutedBy then
-  redis.call('HSET', KEYS[4], 'state', 'muted', 'at', now, 'mutedBy', mutedBy)
-  tag()
-  redis.call('PEXPIRE', KEYS[4], retention)
-  local count, version = unread()
-  return { 6, '', count, version, mutedBy }
-end
+if mutedBy then return settle(6, 'muted', 'mutedBy', mutedBy) end
 
 if ARGV[5] == '1' then
   local first = redis.call('GET', KEYS[5])
-  if first and first ~= id then
-    redis.call('HSET', KEYS[4], 'state', 'deduplicated', 'at', now, 'duplicateOf', first)
-    tag()
-    redis.call('PEXPIRE', KEYS[4], retention)
-    local count, version = unread()
-    return { 4, '', count, version, first }
-  end
+  if first and first ~= id then return settle(4, 'deduplicated', 'duplicateOf', first) end
   redis.call('SET', KEYS[5], id, 'PX', retention)
 end
 

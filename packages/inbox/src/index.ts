@@ -6,6 +6,7 @@ export {
   type InboxKeys,
   inboxKeys,
   notificationIndexKey,
+  tenantLayout,
   tenantPrefix,
 } from './keys.js';
 export { type MigrationReport, migrateToTenant } from './migrate.js';

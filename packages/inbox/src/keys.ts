@@ -98,6 +98,25 @@ export function tenantPrefix(prefix: string, tenantId: string): string {
 }
 
 /**
+ * The key layout of a store acting for one tenant: its prefix (checked), its tenant (default
+ * `default`) and where that tenant's keys live ({@link tenantPrefix}).
+ *
+ * @example
+ * ```ts
+ * tenantLayout({ prefix: 'herald:inbox:', tenantId: 'acme' }).base; // 'herald:inbox:t:acme:'
+ * ```
+ */
+export function tenantLayout(
+  options: { prefix?: string | undefined; tenantId?: string | undefined },
+  defaultPrefix: string,
+): { prefix: string; tenantId: string; base: string } {
+  const prefix = options.prefix ?? defaultPrefix;
+  assertPrefix(prefix);
+  const tenantId = options.tenantId ?? DEFAULT_TENANT;
+  return { prefix, tenantId, base: tenantPrefix(prefix, tenantId) };
+}
+
+/**
  * Refuses a key prefix that would break the hash tag (a brace would become the tag).
  *
  * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_ARGUMENT`

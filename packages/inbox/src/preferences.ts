@@ -1,8 +1,8 @@
-import { DEFAULT_TENANT, MUTES_MAX, type MutedLists, type MuteRequest } from '@herald/protocol';
+import { MUTES_MAX, type MutedLists, type MuteRequest } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { checkUserId } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, inboxKeys, tenantPrefix } from './keys.js';
+import { inboxKeys, tenantLayout } from './keys.js';
 import { defineScripts, type ScriptName } from './scripts.js';
 import { checkLabel } from './topics.js';
 import { DEFAULT_INBOX_PREFIX } from './types.js';
@@ -36,10 +36,11 @@ export class Preferences {
   readonly #scripts: Record<ScriptName, (...args: (string | number)[]) => Promise<unknown>>;
 
   constructor(redis: Redis | Cluster, options: { prefix?: string; tenantId?: string } = {}) {
-    this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
-    assertPrefix(this.prefix);
-    this.tenantId = options.tenantId ?? DEFAULT_TENANT;
-    this.#base = tenantPrefix(this.prefix, this.tenantId);
+    ({
+      prefix: this.prefix,
+      tenantId: this.tenantId,
+      base: this.#base,
+    } = tenantLayout(options, DEFAULT_INBOX_PREFIX));
     this.#redis = redis;
     this.#scripts = defineScripts(redis);
   }

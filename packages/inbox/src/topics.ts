@@ -1,14 +1,8 @@
-import {
-  DEFAULT_TENANT,
-  type FanoutAudience,
-  type RecipientCounts,
-  TOPIC_MAX_LENGTH,
-  TOPIC_PATTERN,
-} from '@herald/protocol';
+import { type FanoutAudience, type RecipientCounts, TOPIC_MAX_LENGTH, TOPIC_PATTERN } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { checkUserId } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, escapeTag, tenantPrefix } from './keys.js';
+import { escapeTag, tenantLayout } from './keys.js';
 import { DEFAULT_INBOX_PREFIX } from './types.js';
 
 /** A page of an audience (a topic's subscribers or a tenant's users), in user id order. */
@@ -62,10 +56,11 @@ export class Topics {
   readonly #base: string;
 
   constructor(redis: Redis | Cluster, options: { prefix?: string; tenantId?: string } = {}) {
-    this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
-    assertPrefix(this.prefix);
-    this.tenantId = options.tenantId ?? DEFAULT_TENANT;
-    this.#base = tenantPrefix(this.prefix, this.tenantId);
+    ({
+      prefix: this.prefix,
+      tenantId: this.tenantId,
+      base: this.#base,
+    } = tenantLayout(options, DEFAULT_INBOX_PREFIX));
     this.#redis = redis;
   }
 
