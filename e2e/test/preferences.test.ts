@@ -1,9 +1,9 @@
-import type { PreferencesReply } from '@herald/protocol';
+import type { PreferencesReply, TopicsReply } from '@herald/protocol';
 import { type AppProcess, redisUrl } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, gatewayCall, randomId, Stack, type TestClient, TRIO, waitFor } from './support/stack.js';
 
-describe('mutes (gateway, worker, realtime processes, real sockets)', () => {
+describe('mutes and self-service topics (gateway, worker, realtime processes, real sockets)', () => {
   const stack = new Stack(redisUrl());
   let gateway: AppProcess;
   let realtime: AppProcess;
@@ -47,6 +47,12 @@ describe('mutes (gateway, worker, realtime processes, real sockets)', () => {
     const socket = client.socket;
     if (!socket) throw new Error('not connected');
     return socket.timeout(20_000).emitWithAck(event, body) as Promise<PreferencesReply>;
+  }
+
+  function emitTopics(client: TestClient, event: 'topics' | 'subscribe' | 'unsubscribe', body: unknown) {
+    const socket = client.socket;
+    if (!socket) throw new Error('not connected');
+    return socket.timeout(20_000).emitWithAck(event, body) as Promise<TopicsReply>;
   }
 
   it('a user reads, mutes and unmutes their own preferences over the socket, and only their own', async () => {
@@ -142,5 +148,60 @@ describe('mutes (gateway, worker, realtime processes, real sockets)', () => {
     const after = await send({ userId: user, topic });
     await waitFor(() => replay.received.some((event) => event.id === after), { what: 'unmuted one live' });
     replay.check([kept, keptOffline, after]);
+  });
+  it('a user subscribes themselves to the topics their token allows, and to no other', async () => {
+    const user = randomId('carol');
+    const minted = await call('POST', '/tokens', { userId: user, topics: ['news', 'sports', 'news'] });
+    expect(minted.status).toBe(200);
+    const carol = stack.client(user);
+    await carol.connect(realtime.url, undefined, { token: minted.body.token });
+    const topicsEvent = (event: 'topics' | 'subscribe' | 'unsubscribe', body: unknown) =>
+      emitTopics(carol, event, body);
+    const subscribers = async (topic: string) =>
+      (await call('GET', `/topics/${topic}/subscribers`)).body.userIds as string[];
+
+    expect(await topicsEvent('topics', {})).toEqual({
+      ok: true,
+      topics: [
+        { topic: 'news', subscribed: false },
+        { topic: 'sports', subscribed: false },
+      ],
+    });
+    expect(await topicsEvent('subscribe', { topic: 'news' })).toEqual({
+      ok: true,
+      topics: [
+        { topic: 'news', subscribed: true },
+        { topic: 'sports', subscribed: false },
+      ],
+    });
+    expect(await subscribers('news')).toContain(user);
+    const fanout = await send({ topic: 'news' });
+    await waitFor(() => carol.received.some((event) => event.id === fanout), { what: 'the topic send live' });
+
+    for (const body of [{ topic: 'secret' }, { topic: 'a b' }, {}, undefined]) {
+      expect(await topicsEvent('subscribe', body)).toMatchObject({
+        ok: false,
+        code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
+      });
+    }
+    expect(await subscribers('secret')).not.toContain(user);
+    expect(await topicsEvent('unsubscribe', { topic: 'news' })).toMatchObject({
+      ok: true,
+      topics: [
+        { topic: 'news', subscribed: false },
+        { topic: 'sports', subscribed: false },
+      ],
+    });
+    expect(await subscribers('news')).not.toContain(user);
+
+    // A token without topics allows none; POST /tokens refuses topics that are no topic names.
+    const plain = await connected(randomId('dan'));
+    expect(await emitTopics(plain, 'topics', {})).toEqual({ ok: true, topics: [] });
+    expect(await emitTopics(plain, 'subscribe', { topic: 'news' })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
+    });
+    const refused = await call('POST', '/tokens', { userId: user, topics: ['a b'] });
+    expect(refused).toMatchObject({ status: 400, body: { code: 'HERALD_ERR_VALIDATION' } });
   });
 });

@@ -1,8 +1,9 @@
 import { createRequire } from 'node:module';
+import { verifyUserToken } from '@herald/protocol';
 import { randomId, startApp, waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp, testEnv } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, JWT_SECRET, testEnv } from './helpers.js';
 
 const require = createRequire(import.meta.url);
 
@@ -90,6 +91,22 @@ describe('a user’s preferences (API key)', () => {
     });
     await change('PUT', user, { types: ['theirs'] }, globex);
     expect((await get(user)).json<{ muted: Muted }>().muted).toEqual({ topics: ['secret'], types: [] });
+  });
+});
+
+describe('POST /tokens with the topics a user may subscribe to themselves', () => {
+  it('carries them in the token, and refuses names that are no topic names or too many', async () => {
+    const token = async (payload: unknown) =>
+      app.inject({ method: 'POST', url: '/tokens', headers: auth, payload: payload as object });
+    const minted = await token({ userId: 'alice', topics: ['news', 'sports'] });
+    expect(minted.statusCode).toBe(200);
+    const claims = await verifyUserToken(minted.json<{ token: string }>().token, JWT_SECRET);
+    expect(claims).toMatchObject({ userId: 'alice', tenantId: 'default', topics: ['news', 'sports'] });
+    const bad = await token({ userId: 'alice', topics: ['a b'] });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    const many = Array.from({ length: 101 }, (_, i) => `t${i}`);
+    expect((await token({ userId: 'alice', topics: many })).statusCode).toBe(400);
   });
 });
 

@@ -12,6 +12,7 @@ import type {
   HeraldPreferences,
   HeraldState,
   MuteTarget,
+  TopicSubscription,
 } from './types.js';
 
 /**
@@ -96,6 +97,22 @@ class Client implements HeraldClient {
 
   unmute(target: MuteTarget): Promise<HeraldPreferences> {
     return this.#mutes('unmute', target);
+  }
+
+  topics(): Promise<TopicSubscription[]> {
+    return this.#topics('topics', {});
+  }
+
+  subscribeTopic(topic: string): Promise<TopicSubscription[]> {
+    return this.#topics('subscribe', { topic });
+  }
+
+  unsubscribeTopic(topic: string): Promise<TopicSubscription[]> {
+    return this.#topics('unsubscribe', { topic });
+  }
+
+  async #topics(op: string, body: unknown): Promise<TopicSubscription[]> {
+    return ((await run(this.#c, op, body)) as { topics: TopicSubscription[] }).topics;
   }
 
   async #mutes(op: 'mute' | 'unmute', target: MuteTarget): Promise<HeraldPreferences> {

@@ -16,4 +16,5 @@ export type {
   PageLike,
   PageTarget,
   ResumeInfo,
+  TopicSubscription,
 } from './types.js';

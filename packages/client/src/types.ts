@@ -108,6 +108,12 @@ export interface HeraldPreferences {
   muted: { topics: string[]; types: string[] };
 }
 
+/** A topic the token lets the user subscribe to themselves, and whether they are. */
+export interface TopicSubscription {
+  topic: string;
+  subscribed: boolean;
+}
+
 /** The browser/Node client: see {@link createHeraldClient}. */
 export interface HeraldClient {
   /** Calls `listener` after every state change; answers the unsubscribe function (`useSyncExternalStore`'s contract). */
@@ -138,6 +144,18 @@ export interface HeraldClient {
   mute(target: MuteTarget): Promise<HeraldPreferences>;
   /** Unmutes a topic or type: notifications sent from then on are stored and pushed again. */
   unmute(target: MuteTarget): Promise<HeraldPreferences>;
+  /**
+   * The topics this user may subscribe to themselves (those the backend put in the token, `POST /tokens`
+   * `topics`), each with whether they are subscribed.
+   */
+  topics(): Promise<TopicSubscription[]>;
+  /**
+   * Subscribes the user to one of those topics (`HERALD_ERR_TOPIC_NOT_ALLOWED` for any other). Named
+   * apart from `subscribe(listener)`, the state store's. Answers {@link HeraldClient.topics}' list.
+   */
+  subscribeTopic(topic: string): Promise<TopicSubscription[]>;
+  /** Unsubscribes the user from one of those topics. */
+  unsubscribeTopic(topic: string): Promise<TopicSubscription[]>;
   /** Reconnects now (after `unauthorized`, or to skip the backoff). */
   reconnect(): void;
   /** Closes the socket, leaves the tab election, removes every listener. */

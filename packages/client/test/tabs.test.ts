@@ -269,11 +269,13 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
       expect(t.toasts).toEqual(sent);
     }
   });
-  it('a follower tab mutes a topic through the leader’s socket: its notifications reach no tab, others do; unmuted, they come again', async () => {
+  it('a follower tab mutes a topic through the leader’s socket: its notifications reach no tab, others do; unmuted, they come again; it subscribes to a topic its token allows', async () => {
     const { stack, gateway, a } = await startStack();
     const user = randomId('erin');
     const locks = new MemoryLocks();
-    const two = [1, 2].map(() => tab({ url: a.url, locks, getToken: () => stack.token(user) }));
+    const two = [1, 2].map(() =>
+      tab({ url: a.url, locks, getToken: () => stack.token(user, 3600, ['news']) }),
+    );
     for (const t of two) await live(t, 'both tabs live');
     const follower = two.find((t) => t.client.getState().role === 'follower') as Recorded;
     const leader = two.find((t) => t !== follower) as Recorded;
@@ -304,5 +306,20 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     const again = await api.notify({ userId: user, topic: 'promo', payload: {} });
     await waitFor(() => two.every((t) => itemIds(t).length === 2), { what: 'the unmuted one in both tabs' });
     for (const t of two) expect(itemIds(t)).toEqual([plain, again.id]);
+
+    // Self-service topics: those the token lists, through the leader's socket too.
+    expect(await follower.client.topics()).toEqual([{ topic: 'news', subscribed: false }]);
+    expect(await follower.client.subscribeTopic('news')).toEqual([{ topic: 'news', subscribed: true }]);
+    const refused = await follower.client.subscribeTopic('secret').catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'HERALD_ERR_TOPIC_NOT_ALLOWED' });
+    const sent = await fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ topic: 'news', payload: {} }),
+    });
+    const news = ((await sent.json()) as { id: string }).id;
+    await waitFor(() => two.every((t) => itemIds(t).length === 3), { what: 'the topic send in both tabs' });
+    for (const t of two) expect(itemIds(t)).toEqual([plain, again.id, news]);
+    expect(await leader.client.unsubscribeTopic('news')).toEqual([{ topic: 'news', subscribed: false }]);
   });
 });

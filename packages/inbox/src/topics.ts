@@ -117,6 +117,15 @@ export class Topics {
     return { changed: removed, subscribers: count };
   }
 
+  /** Whether `userId` is subscribed to each of `topics`, in their order. */
+  async subscribed(userId: string, topics: readonly string[]): Promise<boolean[]> {
+    checkUserId(userId);
+    const scores = await Promise.all(
+      topics.map((topic) => this.#redis.zscore(this.subscribersKey(topic), userId)),
+    );
+    return scores.map((score) => score !== null);
+  }
+
   /** Adds `userIds` to the tenant's users (the worker, for each user it notifies directly). */
   async remember(userIds: readonly string[]): Promise<void> {
     if (userIds.length > 0) await this.#redis.zadd(this.usersKey(), 'NX', ...scored(userIds));

@@ -167,6 +167,13 @@ export const ERRORS = {
     surface: 'socket',
     message: 'This user has too many connections on this instance: close some tabs.',
   },
+  /** A `subscribe` / `unsubscribe` for a topic the user token does not list (its `topics`). */
+  TOPIC_NOT_ALLOWED: {
+    code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
+    surface: 'socket',
+    message:
+      'This user token does not let its user subscribe to that topic: your backend lists those it allows in POST /tokens `topics`.',
+  },
   /** Not an error: `goodbye` of an instance that shuts down (reconnect, another instance takes over). */
   SERVER_SHUTDOWN: {
     code: 'HERALD_SERVER_SHUTDOWN',

@@ -143,6 +143,14 @@ export type PreferencesReply =
   | { ok: true; preferences: { muted: MutedLists }; changed?: number }
   | { ok: false; error: string; code: string; retryAfterMs?: number };
 
+/**
+ * Answer to `topics`, `subscribe` and `unsubscribe`: each topic the token lets the user subscribe to
+ * themselves, and whether they are subscribed now.
+ */
+export type TopicsReply =
+  | { ok: true; topics: { topic: string; subscribed: boolean }[] }
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
+
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents {
   /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
@@ -162,6 +170,12 @@ export interface ClientToServerEvents {
   mute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
   /** Unmutes them: notifications sent from then on are stored and pushed again. */
   unmute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
+  /** The topics the token lets the user subscribe to themselves, each with whether they are subscribed. */
+  topics: (body: Record<string, never>, reply: (answer: TopicsReply) => void) => void;
+  /** Subscribes the user to one of those topics (`HERALD_ERR_TOPIC_NOT_ALLOWED` for any other). */
+  subscribe: (body: { topic: string }, reply?: (answer: TopicsReply) => void) => void;
+  /** Unsubscribes the user from one of those topics. */
+  unsubscribe: (body: { topic: string }, reply?: (answer: TopicsReply) => void) => void;
 }
 
 /** Per-socket data the realtime server keeps after the handshake. */
@@ -173,6 +187,8 @@ export interface SocketData {
   keyId: string;
   /** When the token stops being valid (ms since epoch); the server disconnects the socket then. */
   expiresAtMs: number;
+  /** The topics the token lets the user subscribe to themselves (its `top` claim). */
+  topics: string[];
 }
 
 /** The handshake `auth` object a client passes to `io(url, { auth, transports: ['websocket'] })`. */
@@ -199,6 +215,9 @@ export const SocketEvent = {
   PREFERENCES: 'preferences',
   MUTE: 'mute',
   UNMUTE: 'unmute',
+  TOPICS: 'topics',
+  SUBSCRIBE: 'subscribe',
+  UNSUBSCRIBE: 'unsubscribe',
 } as const;
 
 /** Retry policy of a notification job (BullMQ `attempts` and exponential `backoff` with jitter). */

@@ -253,10 +253,22 @@ export const NotificationStatus = Type.Object({
 });
 export type NotificationStatus = Static<typeof NotificationStatus>;
 
+/** Most topics one user token may let its user subscribe to themselves. */
+export const TOKEN_TOPICS_MAX = 100;
+
 /** Body of `POST /tokens`. */
 export const TokenRequest = Type.Object(
-  { userId: UserId },
-  { additionalProperties: false, examples: [{ userId: 'alice' }] },
+  {
+    userId: UserId,
+    topics: Type.Optional(
+      Type.Array(Label, {
+        maxItems: TOKEN_TOPICS_MAX,
+        description:
+          'Topics of the tenant the user may subscribe to and unsubscribe from themselves, over the socket (`subscribe` / `unsubscribe`); none by default.',
+      }),
+    ),
+  },
+  { additionalProperties: false, examples: [{ userId: 'alice' }, { userId: 'alice', topics: ['news'] }] },
 );
 export type TokenRequest = Static<typeof TokenRequest>;
 
