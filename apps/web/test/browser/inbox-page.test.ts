@@ -304,4 +304,24 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
       await waitFor(async () => (await tab.titles()).includes('Last sale'), { what: 'the unmuted promo' });
     await context.close();
   });
+  it('subscribes to a topic the token allows (?topics=) from the page: its topic sends arrive; unsubscribed, they stop', async () => {
+    const user = randomId('topics');
+    const context = await env.browser.newContext();
+    const page = new InboxPage(await context.newPage());
+    await page.page.goto(`${env.stack.url}/?user=${user}&topics=news,releases`);
+    await page.waitForState('live');
+    const news = page.page.getByRole('checkbox', { name: 'news' });
+    await waitFor(() => news.isVisible(), { what: 'the news checkbox' });
+    expect(await news.isChecked()).toBe(false);
+    await news.click();
+    await waitFor(() => news.isChecked(), { what: 'subscribed to news' });
+    expect(await axeViolations(page.page)).toEqual([]);
+    await env.stack.notifyTopic('news', { title: 'Herald 2.0 is out' });
+    await waitFor(async () => (await page.titles()).includes('Herald 2.0 is out'), {
+      what: 'the topic send',
+    });
+    await news.click();
+    await waitFor(async () => !(await news.isChecked()), { what: 'unsubscribed' });
+    await context.close();
+  });
 });

@@ -104,6 +104,16 @@ export class WebStack {
     return (await this.#listing(userId)).items.map((item) => item.id);
   }
 
+  /** Sends `payload` to `topic`'s subscribers, through the web server's `/api`. */
+  async notifyTopic(topic: string, payload: Record<string, unknown>): Promise<void> {
+    const response = await fetch(`${this.url}/api/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ topic, payload }),
+    });
+    if (response.status !== 202) throw new Error(`notify answered ${response.status}`);
+  }
+
   /** `GET /notifications/:id`'s `status` (through the web server's `/api`). */
   async status(id: string): Promise<string> {
     const response = await fetch(`${this.url}/api/notifications/${id}`, {
