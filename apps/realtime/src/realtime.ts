@@ -28,8 +28,8 @@ import { createMetrics, httpHandler } from './http.js';
 import { listPage } from './list.js';
 import { listenToPreferences } from './preferences.js';
 import { checkRevocations } from './revocation.js';
+import { listenToTopics } from './self-service-topics.js';
 import { RealtimeStats } from './stats.js';
-import { listenToTopics } from './topics.js';
 import { userKeyOf } from './user-key.js';
 import { realtimeWebhookEvents } from './webhooks.js';
 

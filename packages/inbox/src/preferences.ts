@@ -73,7 +73,7 @@ export class Preferences {
     if (code !== 1) {
       throw new InboxError(
         InboxErrorCode.TOO_MANY_MUTES,
-        `User "${userId}" has ${size} mutes; ${members.length} more would pass the ${MUTES_MAX} a user may hold: unmute some first (nothing was added).`,
+        `User "${userId}" has ${size} mutes, and these would take them past the ${MUTES_MAX} a user may hold: unmute some first (nothing was added).`,
       );
     }
     return { changed: added, muted: mutedLists(all) };
