@@ -123,9 +123,10 @@ export class Inbox {
    * answers `already-appended` with the first offset and changes nothing. With `expiresAtMs` in the past
    * it records `expired` instead; with a `dedupeKey` already used for this user (within the retention)
    * it records `deduplicated`; when the user muted its `topic` or `type` (see `Preferences`) it records
-   * `muted` and stores nothing (a retry stays `muted`, even after an unmute). `bounds` may keep fewer or younger notifications than the inbox's own
-   * settings (a tenant's API key with smaller limits), never more. `indexed: false` (a topic send's
-   * recipients, who share its id) skips the id → user index of {@link Inbox.locate}.
+   * `muted` and stores nothing (a retry stays `muted`, even after an unmute). `bounds` may keep fewer or
+   * younger notifications than the inbox's own settings (a tenant's API key with smaller limits), never
+   * more. `indexed: false` (a topic send's recipients, who share its id) skips the id → user index of
+   * {@link Inbox.locate}.
    *
    * @example
    * ```ts

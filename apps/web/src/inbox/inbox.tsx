@@ -20,7 +20,8 @@ export interface InboxProps {
 /**
  * One user's live inbox: a bell whose badge is the server's exact unread count, the connection as it
  * is, the topics the token lets the user subscribe to, the feed with mark read / mark all read and
- * mute, the muted topics and types (with unmute), and toasts. Everything comes from the client's state; nothing is counted here.
+ * mute, the muted topics and types (with unmute), and toasts. Everything comes from the client's
+ * state; nothing is counted here.
  */
 export function Inbox({ client, open: openAtFirst = false, inline = false, locale }: InboxProps) {
   const state = useHeraldState(client);

@@ -11,7 +11,7 @@ import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
-/** What the preference routes answer besides 200: bad input, no key, too many mutes, over the limit, Redis down. */
+/** What the preference routes answer besides 200: bad input, no key, too many mutes, limits, Redis down. */
 const PREFERENCE_ERRORS = {
   400: ErrorResponse,
   401: ErrorResponse,
