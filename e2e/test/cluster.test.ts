@@ -1,5 +1,5 @@
 import { ReplicaWaitError, ReplicaWaiter } from '@herald/config';
-import { Topics } from '@herald/inbox';
+import { Preferences, Topics } from '@herald/inbox';
 import { FANOUT_JOB_NAME, type FanoutJob, fanoutQueueName, notificationJobOptions } from '@herald/protocol';
 import { type RedisClusterHandle, startRedisCluster } from '@herald/testing';
 import { Queue } from 'bullmq';
@@ -226,7 +226,7 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect(await stack.queue.count()).toBe(0);
   }, 60_000);
 
-  it('fans a topic send out over the slots: subscriber set tagged per topic, inboxes per user', async () => {
+  it('fans a topic send out over the slots: subscriber set tagged per topic, inboxes per user, mutes per user', async () => {
     const nodes = cluster.nodes;
     const connect = () => new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } });
     const own = new Stack(
@@ -246,7 +246,13 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     try {
       const [realtime] = await Promise.all([own.start('realtime', 'rt'), own.start('worker', 'worker')]);
       const users = Array.from({ length: 40 }, (_, i) => randomId(`fan${i}`));
-      await new Topics(own.redis, { prefix: own.env.HERALD_INBOX_PREFIX ?? '' }).subscribe('news', users);
+      const topics = new Topics(own.redis, { prefix: own.env.HERALD_INBOX_PREFIX ?? '' });
+      await topics.subscribe('news', users);
+      // Every fifth mutes the topic: the append script reads each one's mutes in that user's slot.
+      const muted = users.filter((_, i) => i % 5 === 1);
+      const preferences = new Preferences(own.redis, { prefix: own.env.HERALD_INBOX_PREFIX ?? '' });
+      for (const user of muted) await preferences.mute(user, { topics: ['news'] });
+      const reached = users.filter((user) => !muted.includes(user));
       const watcher = own.client(users[3] ?? '');
       await watcher.connect(realtime.url, '0-0');
       const job: FanoutJob = {
@@ -264,11 +270,13 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
         },
       };
       await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
-      await waitFor(
-        async () =>
-          (await Promise.all(users.map((u) => own.inboxIds(u)))).every((ids) => ids.includes(job.id)),
-        { timeoutMs: 30_000, what: 'every subscriber, over the slots, to have it' },
-      );
+      await waitFor(async () => (await topics.fanout(job.id))?.state === 'sent', {
+        timeoutMs: 30_000,
+        what: 'the fan-out over the slots to be sent',
+      });
+      expect(await topics.fanout(job.id)).toMatchObject({ total: 40, reached: 32, muted: 8 });
+      for (const user of reached) expect(await own.inboxIds(user)).toEqual([job.id]);
+      for (const user of muted) expect(await own.inboxIds(user)).toEqual([]);
       await waitFor(() => watcher.received.some((event) => event.id === job.id), { what: 'the live push' });
       watcher.check([job.id]);
     } finally {

@@ -26,6 +26,7 @@ import adminRoutes from './routes/admin/index.js';
 import healthRoutes from './routes/health/index.js';
 import notificationRoutes from './routes/notifications/index.js';
 import notifyRoutes from './routes/notify/index.js';
+import preferenceRoutes from './routes/preferences/index.js';
 import tokenRoutes from './routes/tokens/index.js';
 import topicRoutes from './routes/topics/index.js';
 import userRoutes from './routes/users/index.js';
@@ -93,6 +94,7 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(notificationRoutes);
   await app.register(tokenRoutes);
   await app.register(userRoutes);
+  await app.register(preferenceRoutes);
   await app.register(topicRoutes);
   await app.register(adminRoutes);
   await app.register(webhookRoutes);

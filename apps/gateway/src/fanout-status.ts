@@ -42,8 +42,9 @@ export async function fanoutStatusOf(
         reached: record.reached,
         expired: record.expired,
         deduplicated: record.deduplicated,
+        muted: record.muted,
       }
-    : { total: await topics.size(audience), reached: 0, expired: 0, deduplicated: 0 };
+    : { total: await topics.size(audience), reached: 0, expired: 0, deduplicated: 0, muted: 0 };
   if (record?.state === 'sent') {
     return {
       ...base,

@@ -101,8 +101,8 @@ export async function cancel(
 }
 
 /**
- * What a recipient's inbox says of a notification, when it settles it (`expired`, collapsed into
- * another by `dedupeKey`, or `delivered`); undefined while it is stored and not acked.
+ * What a recipient's inbox says of a notification, when it settles it (`expired`, `muted` by the user,
+ * collapsed into another by `dedupeKey`, or `delivered`); undefined while it is stored and not acked.
  */
 export async function inboxStatus(
   inbox: Inbox,
@@ -110,6 +110,8 @@ export async function inboxStatus(
   stored: StoredStatus,
 ): Promise<TenantStatus | undefined> {
   if (stored.state === 'expired') return { ...base, status: 'expired' };
+  if (stored.state === 'muted')
+    return { ...base, status: 'muted', ...(stored.muted ? { muted: stored.muted } : {}) };
   if (stored.state === 'deduplicated' && stored.duplicateOf) {
     const original = await inbox.statusById(stored.duplicateOf);
     return {

@@ -1,6 +1,6 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import { createRedis, DeploymentFingerprint } from '@herald/config';
-import { Inbox, InboxError, isOffset, type ReadSelection } from '@herald/inbox';
+import { Inbox, InboxError, isOffset, Preferences, type ReadSelection, Topics } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
   type ClientToServerEvents,
@@ -19,14 +19,16 @@ import {
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import { AbuseLimits, RATE_LIMITED } from './abuse.js';
-import { commandArgs } from './command-args.js';
+import { answerCommand, commandArgs } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
 import { createMetrics, httpHandler } from './http.js';
 import { listPage } from './list.js';
+import { listenToPreferences } from './preferences.js';
 import { realtimePush } from './push.js';
 import { checkRevocations } from './revocation.js';
+import { listenToTopics } from './self-service-topics.js';
 import { RealtimeStats } from './stats.js';
 import { userKeyOf } from './user-key.js';
 import { realtimeWebhookEvents } from './webhooks.js';
@@ -72,6 +74,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
   const inbox = new Inbox(pub, config.inbox);
+  const preferences = new Preferences(pub, { prefix: inbox.prefix });
+  const topics = new Topics(pub, { prefix: inbox.prefix });
   // First acks and reads are reported to the tenant's delivery webhook (if it has one), not awaited.
   const webhooks = realtimeWebhookEvents(config, pub, log);
   const push = realtimePush(config, pub, log);
@@ -160,7 +164,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         return { claims, revoked };
       })
       .then(
-        ({ claims: { userId, tenantId, keyId, expiresAt }, revoked }) => {
+        ({ claims: { userId, tenantId, keyId, expiresAt, topics }, revoked }) => {
           if (revoked === undefined) {
             refuse(HandshakeErrorCode.UNAVAILABLE, 'Redis unavailable: retry shortly.');
             return;
@@ -181,6 +185,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
           socket.data.tenantId = tenantId;
           socket.data.keyId = keyId;
           socket.data.expiresAtMs = expiresAt.getTime();
+          socket.data.topics = topics;
           next();
         },
         (error: unknown) => {
@@ -285,6 +290,9 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void);
     });
 
+    listenToPreferences(socket, preferences.tenant(tenantId), userId, log);
+    listenToTopics(socket, topics.tenant(tenantId), userId, socket.data.topics, log);
+
     subscription.ready
       .then(() => delivery.start(lastOffset, () => userInbox.unread(userId)))
       .catch((error: unknown) => log.error({ err: error, userId }, 'could not start delivery'));
@@ -317,18 +325,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     reply: ((answer: CommandReply) => void) | undefined,
     run: () => Promise<{ changed: number; unread?: { count: number; version: number } }>,
   ): void {
-    const answer = typeof reply === 'function' ? reply : () => {};
-    run().then(
-      (result) => answer({ ok: true, ...result }),
-      (error: unknown) => {
-        if (error instanceof InboxError) {
-          answer({ ok: false, code: error.code, error: error.message });
-        } else {
-          log.warn({ err: error }, 'command failed');
-          answer({ ok: false, code: ErrorCode.UNAVAILABLE, error: 'Redis unavailable: retry shortly.' });
-        }
-      },
-    );
+    answerCommand([undefined, reply], async () => ({ ok: true, ...(await run()) }), log);
   }
 
   function scheduleExpiry(socket: HeraldSocket): { timer: NodeJS.Timeout } {

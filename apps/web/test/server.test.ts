@@ -80,6 +80,14 @@ describe('web server', () => {
     expect(answer.json().error).toContain('userId');
   });
 
+  it('the demo route refuses topics that are no topic names with a 400 naming them', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { topics: ['a b'] } });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    expect(answer.json().error).toContain('topics');
+  });
+
   it('an upstream that does not answer is a JSON 503 on /api', async () => {
     const app = await build({});
     const answer = await app.inject({ url: '/api/healthz' });

@@ -22,6 +22,7 @@ export interface FanoutResult {
   reached: number;
   expired: number;
   deduplicated: number;
+  muted: number;
 }
 
 /** What {@link fanOut} uses of a BullMQ job (a `Job`, or the `SandboxedJob` of a worker thread). */
@@ -119,6 +120,7 @@ export async function fanOut(
     reached: record.reached,
     expired: record.expired,
     deduplicated: record.deduplicated,
+    muted: record.muted,
   };
   let cursor = record.cursor;
   let done = record.state === 'sent';
@@ -156,11 +158,12 @@ export async function fanOut(
     for (const result of results) {
       if (result.outcome === 'expired') counts.expired += 1;
       else if (result.outcome === 'deduplicated') counts.deduplicated += 1;
+      else if (result.outcome === 'muted') counts.muted += 1;
       else counts.reached += 1;
     }
     cursor = page.userIds.at(-1) ?? cursor;
     done = page.nextAfter === null;
-    if (done) counts.total = counts.reached + counts.expired + counts.deduplicated;
+    if (done) counts.total = counts.reached + counts.expired + counts.deduplicated + counts.muted;
     await topics.checkpoint(data.id, { ...counts, cursor }, done ? { atMs: Date.now() } : undefined);
   }
   return { outcome: 'sent', ...counts };

@@ -8,7 +8,7 @@ export interface WorkerMetrics {
   registry: Registry;
   /**
    * `herald_worker_jobs_total{outcome}`: jobs processed, by outcome: `appended`, `already-appended`,
-   * `expired`, `deduplicated`, `cancelled`, `retry` (an attempt failed, another will follow), `failed` (for good).
+   * `expired`, `deduplicated`, `cancelled`, `muted`, `retry` (an attempt failed, another will follow), `failed` (for good).
    */
   jobs: Counter<'outcome'>;
   /** `herald_worker_job_duration_seconds`: time to store a notification and push it live. */

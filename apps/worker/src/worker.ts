@@ -34,7 +34,8 @@ export interface NotificationWorker {
 export type JobResult =
   | { outcome: 'appended' | 'already-appended'; offset: string }
   | { outcome: 'expired' | 'cancelled' }
-  | { outcome: 'deduplicated'; duplicateOf: string };
+  | { outcome: 'deduplicated'; duplicateOf: string }
+  | { outcome: 'muted'; mutedBy: { topic: string } | { type: string } };
 
 /**
  * Processes one notification job: append to the user's inbox first, then `durable` (waits for

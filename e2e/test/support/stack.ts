@@ -170,14 +170,18 @@ export class Stack {
     return jobs.map((job) => job.id);
   }
 
-  /** A user token like `POST /tokens` mints (signed here, so that tests can pick short lifetimes). */
-  async token(userId: string, ttlSeconds = 3600): Promise<string> {
+  /**
+   * A user token like `POST /tokens` mints (signed here, so that tests can pick short lifetimes), with
+   * the `topics` the user may subscribe to themselves.
+   */
+  async token(userId: string, ttlSeconds = 3600, topics?: string[]): Promise<string> {
     const { token } = await signUserToken({
       tenantId: 'default',
       keyId: 'test-key',
       userId,
       secret: SECRET,
       ttlSeconds,
+      topics,
     });
     return token;
   }

@@ -6,7 +6,15 @@ import { resync } from './inbox-sync.js';
 import { listenToPage } from './page.js';
 import { type PushRegistration, type PushRegistrationLike, registerPush, unregisterPush } from './push.js';
 import { start } from './tab-sharing.js';
-import type { HeraldClient, HeraldClientOptions, HeraldEvents, HeraldState } from './types.js';
+import type {
+  HeraldClient,
+  HeraldClientOptions,
+  HeraldEvents,
+  HeraldPreferences,
+  HeraldState,
+  MuteTarget,
+  TopicSubscription,
+} from './types.js';
 
 /**
  * Creates a client for one user: it connects to Herald's realtime servers, keeps the user's inbox and
@@ -89,6 +97,39 @@ class Client implements HeraldClient {
 
   resync(): Promise<void> {
     return resync(this.#c);
+  }
+
+  async preferences(): Promise<HeraldPreferences> {
+    return ((await run(this.#c, 'preferences', {})) as { preferences: HeraldPreferences }).preferences;
+  }
+
+  mute(target: MuteTarget): Promise<HeraldPreferences> {
+    return this.#mutes('mute', target);
+  }
+
+  unmute(target: MuteTarget): Promise<HeraldPreferences> {
+    return this.#mutes('unmute', target);
+  }
+
+  topics(): Promise<TopicSubscription[]> {
+    return this.#topics('topics', {});
+  }
+
+  subscribeTopic(topic: string): Promise<TopicSubscription[]> {
+    return this.#topics('subscribe', { topic });
+  }
+
+  unsubscribeTopic(topic: string): Promise<TopicSubscription[]> {
+    return this.#topics('unsubscribe', { topic });
+  }
+
+  async #topics(op: string, body: unknown): Promise<TopicSubscription[]> {
+    return ((await run(this.#c, op, body)) as { topics: TopicSubscription[] }).topics;
+  }
+
+  async #mutes(op: 'mute' | 'unmute', target: MuteTarget): Promise<HeraldPreferences> {
+    const body = 'topic' in target ? { topics: [target.topic] } : { types: [target.type] };
+    return ((await run(this.#c, op, body)) as { preferences: HeraldPreferences }).preferences;
   }
 
   reconnect(): void {

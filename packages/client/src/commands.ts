@@ -2,7 +2,7 @@ import type { CommandReply, InboxOffset, ListReply, UnreadEvent } from '@herald/
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError } from './errors.js';
 
-/** A command (`list`, `read`, `read-all`): through this tab's socket (leader, solo) or the leader's (follower). */
+/** A command (`list`, `read`, `read-all`, `preferences`, `mute`, `unmute`, `topics`, `subscribe`, `unsubscribe`): through this tab's socket (leader, solo) or the leader's (follower). */
 export async function run(c: Core, op: string, args: unknown): Promise<unknown> {
   if (c._closed) throw new HeraldError('HERALD_ERR_CLOSED', 'The client was closed.');
   if (c._role === 'follower') return c._requests.send(op, args);

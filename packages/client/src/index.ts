@@ -16,8 +16,11 @@ export type {
   HeraldClient,
   HeraldClientOptions,
   HeraldEvents,
+  HeraldPreferences,
   HeraldState,
+  MuteTarget,
   PageLike,
   PageTarget,
   ResumeInfo,
+  TopicSubscription,
 } from './types.js';

@@ -85,7 +85,8 @@ export interface HeraldServer {
     options?: { idempotencyKey?: string },
   ): Promise<BatchAccepted & { idempotencyKey: string; replayed: boolean }>;
   /** A user token for `userId`, to hand to that user's browser (`createHeraldClient`'s `getToken`). */
-  createToken(userId: string): Promise<TokenResponse>;
+  /** `topics`: those the user may subscribe to themselves (the browser SDK's `subscribeTopic`). */
+  createToken(userId: string, options?: { topics?: string[] }): Promise<TokenResponse>;
   /** What became of a notification; undefined when the gateway does not know it (404). */
   status(id: string): Promise<NotificationStatus | undefined>;
   inbox: {
@@ -202,8 +203,8 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
         replayed: answer.headers.get('idempotency-replayed') === 'true',
       };
     },
-    async createToken(userId) {
-      return (await call<TokenResponse>('POST', '/tokens', { userId })).body;
+    async createToken(userId, options = {}) {
+      return (await call<TokenResponse>('POST', '/tokens', { userId, ...options })).body;
     },
     async status(id) {
       try {

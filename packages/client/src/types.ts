@@ -101,6 +101,20 @@ export interface PageLike extends PageTarget {
   navigator?: { onLine?: boolean };
 }
 
+/** A topic or a notification type to mute or unmute. */
+export type MuteTarget = { topic: string } | { type: string };
+
+/** A user's preferences: the topics and types they muted. */
+export interface HeraldPreferences {
+  muted: { topics: string[]; types: string[] };
+}
+
+/** A topic the token lets the user subscribe to themselves, and whether they are. */
+export interface TopicSubscription {
+  topic: string;
+  subscribed: boolean;
+}
+
 /** The browser/Node client: see {@link createHeraldClient}. */
 export interface HeraldClient {
   /** Calls `listener` after every state change; answers the unsubscribe function (`useSyncExternalStore`'s contract). */
@@ -132,6 +146,28 @@ export interface HeraldClient {
   unregisterPush(options: { registration: PushRegistrationLike }): Promise<boolean>;
   /** Drops the inbox held and reloads it from the server (what the client does on `resync`). */
   resync(): Promise<void>;
+  /** What the user muted: `{ muted: { topics, types } }`, each list in byte order. */
+  preferences(): Promise<HeraldPreferences>;
+  /**
+   * Mutes a topic or a notification type for this user (every device): from then on its notifications
+   * are not stored nor pushed (those in the inbox stay). Answers the preferences after the change;
+   * `HERALD_ERR_TOO_MANY_MUTES` past 1,000 mutes.
+   */
+  mute(target: MuteTarget): Promise<HeraldPreferences>;
+  /** Unmutes a topic or type: notifications sent from then on are stored and pushed again. */
+  unmute(target: MuteTarget): Promise<HeraldPreferences>;
+  /**
+   * The topics this user may subscribe to themselves (those the backend put in the token, `POST /tokens`
+   * `topics`), each with whether they are subscribed.
+   */
+  topics(): Promise<TopicSubscription[]>;
+  /**
+   * Subscribes the user to one of those topics (`HERALD_ERR_TOPIC_NOT_ALLOWED` for any other). Named
+   * apart from `subscribe(listener)`, the state store's. Answers {@link HeraldClient.topics}' list.
+   */
+  subscribeTopic(topic: string): Promise<TopicSubscription[]>;
+  /** Unsubscribes the user from one of those topics. */
+  unsubscribeTopic(topic: string): Promise<TopicSubscription[]>;
   /** Reconnects now (after `unauthorized`, or to skip the backoff). */
   reconnect(): void;
   /** Closes the socket, leaves the tab election, removes every listener. */

@@ -269,4 +269,57 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
       expect(t.toasts).toEqual(sent);
     }
   });
+  it('a follower tab mutes a topic through the leader’s socket: its notifications reach no tab, others do; unmuted, they come again; it subscribes to a topic its token allows', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('erin');
+    const locks = new MemoryLocks();
+    const two = [1, 2].map(() =>
+      tab({ url: a.url, locks, getToken: () => stack.token(user, 3600, ['news']) }),
+    );
+    for (const t of two) await live(t, 'both tabs live');
+    const follower = two.find((t) => t.client.getState().role === 'follower') as Recorded;
+    const leader = two.find((t) => t !== follower) as Recorded;
+    expect(await connections(a)).toBe(1);
+    expect(await follower.client.preferences()).toEqual({ muted: { topics: [], types: [] } });
+    expect(await follower.client.mute({ topic: 'promo' })).toEqual({
+      muted: { topics: ['promo'], types: [] },
+    });
+    expect(await leader.client.mute({ type: 'digest' })).toEqual({
+      muted: { topics: ['promo'], types: ['digest'] },
+    });
+    expect(await follower.client.preferences()).toEqual({ muted: { topics: ['promo'], types: ['digest'] } });
+    const bad = await follower.client.mute({ topic: 'a b' }).catch((error: unknown) => error);
+    expect(bad).toMatchObject({ code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT' });
+
+    const api = createHeraldServer({ url: gateway.url, apiKey: API_KEY });
+    const muted = await api.notify({ userId: user, topic: 'promo', payload: {} });
+    const byType = await api.notify({ userId: user, type: 'digest', payload: {} });
+    for (const { id } of [muted, byType])
+      await waitFor(async () => (await api.status(id))?.status === 'muted', { what: `${id} muted` });
+    const [plain] = await notify(gateway, user, 1);
+    await waitFor(() => two.every((t) => itemIds(t).length === 1), { what: 'the plain one in both tabs' });
+    for (const t of two) expect(itemIds(t)).toEqual([plain]);
+
+    expect(await follower.client.unmute({ topic: 'promo' })).toEqual({
+      muted: { topics: [], types: ['digest'] },
+    });
+    const again = await api.notify({ userId: user, topic: 'promo', payload: {} });
+    await waitFor(() => two.every((t) => itemIds(t).length === 2), { what: 'the unmuted one in both tabs' });
+    for (const t of two) expect(itemIds(t)).toEqual([plain, again.id]);
+
+    // Self-service topics: those the token lists, through the leader's socket too.
+    expect(await follower.client.topics()).toEqual([{ topic: 'news', subscribed: false }]);
+    expect(await follower.client.subscribeTopic('news')).toEqual([{ topic: 'news', subscribed: true }]);
+    const refused = await follower.client.subscribeTopic('secret').catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'HERALD_ERR_TOPIC_NOT_ALLOWED' });
+    const sent = await fetch(`${gateway.url}/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ topic: 'news', payload: {} }),
+    });
+    const news = ((await sent.json()) as { id: string }).id;
+    await waitFor(() => two.every((t) => itemIds(t).length === 3), { what: 'the topic send in both tabs' });
+    for (const t of two) expect(itemIds(t)).toEqual([plain, again.id, news]);
+    expect(await leader.client.unsubscribeTopic('news')).toEqual([{ topic: 'news', subscribed: false }]);
+  });
 });

@@ -13,6 +13,8 @@ export const InboxErrorCode = {
   INVALID_OFFSET: ErrorCode.INBOX_INVALID_OFFSET,
   /** A user id, id list, limit or option out of range. */
   INVALID_ARGUMENT: ErrorCode.INBOX_INVALID_ARGUMENT,
+  /** A mute that would give the user more than `MUTES_MAX` mutes: nothing was added (answer 409). */
+  TOO_MANY_MUTES: ErrorCode.TOO_MANY_MUTES,
   /** A Lua script answered something it never answers: a bug or a foreign script under the same name. */
   UNEXPECTED_REPLY: ErrorCode.INBOX_UNEXPECTED_REPLY,
 } as const;

@@ -4,7 +4,7 @@ import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
-import { AppendCode, defineScripts, type ScriptName } from './scripts.js';
+import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
 import {
   type AckResult,
@@ -122,9 +122,11 @@ export class Inbox {
    * Appends a notification to its user's inbox, once: appending the same id again (a retried job)
    * answers `already-appended` with the first offset and changes nothing. With `expiresAtMs` in the past
    * it records `expired` instead; with a `dedupeKey` already used for this user (within the retention)
-   * it records `deduplicated`. `bounds` may keep fewer or younger notifications than the inbox's own
-   * settings (a tenant's API key with smaller limits), never more. `indexed: false` (a topic send's
-   * recipients, who share its id) skips the id → user index of {@link Inbox.locate}.
+   * it records `deduplicated`; when the user muted its `topic` or `type` (see `Preferences`) it records
+   * `muted` and stores nothing (a retry stays `muted`, even after an unmute). `bounds` may keep fewer or
+   * younger notifications than the inbox's own settings (a tenant's API key with smaller limits), never
+   * more. `indexed: false` (a topic send's recipients, who share its id) skips the id → user index of
+   * {@link Inbox.locate}.
    *
    * @example
    * ```ts
@@ -161,6 +163,7 @@ export class Inbox {
       keys.unread,
       keys.marker(notification.id),
       hasDedupe ? keys.dedupe(options.dedupeKey ?? '') : keys.dedupe(''),
+      keys.mutes,
       notification.id,
       JSON.stringify(notification),
       options.nowMs ?? '',
@@ -170,30 +173,14 @@ export class Inbox {
       maxAgeMs,
       this.retentionMs,
       this.tenantId,
+      notification.topic === undefined ? '' : `topic:${notification.topic}`,
+      notification.type === undefined ? '' : `type:${notification.type}`,
     );
     const [reply] = (await Promise.all([script, index])) as [
       [number, string, number, number, string],
       unknown,
     ];
-    const [code, offset, count, version, duplicateOf] = reply;
-    const unread = { count, version };
-    switch (code) {
-      case AppendCode.Appended:
-        return { outcome: 'appended', offset, unread };
-      case AppendCode.AlreadyAppended:
-        return { outcome: 'already-appended', offset, unread };
-      case AppendCode.Expired:
-        return { outcome: 'expired', unread };
-      case AppendCode.Cancelled:
-        return { outcome: 'cancelled', unread };
-      case AppendCode.Deduplicated:
-        return { outcome: 'deduplicated', duplicateOf, unread };
-      default:
-        throw new InboxError(
-          InboxErrorCode.UNEXPECTED_REPLY,
-          `append-5.lua answered ${JSON.stringify(reply)}`,
-        );
-    }
+    return appendResultOf(reply);
   }
 
   /**

@@ -6,6 +6,7 @@ export {
   type InboxKeys,
   inboxKeys,
   notificationIndexKey,
+  tenantLayout,
   tenantPrefix,
 } from './keys.js';
 export { type MigrationReport, migrateToTenant } from './migrate.js';
@@ -17,7 +18,8 @@ export {
   parseOffset,
   ZERO_OFFSET,
 } from './offsets.js';
+export { type MuteChange, Preferences } from './preferences.js';
 export { AppendCode } from './scripts.js';
 export { InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';
-export { type AudiencePage, checkTopic, type FanoutRecord, Topics } from './topics.js';
+export { type AudiencePage, checkLabel, checkTopic, type FanoutRecord, Topics } from './topics.js';
 export * from './types.js';

@@ -40,6 +40,11 @@ export interface InboxKeys {
   marker(notificationId: string): string;
   /** String: the first notification id seen with `dedupeKey`. */
   dedupe(dedupeKey: string): string;
+  /**
+   * Set of the user's mutes (`topic:<name>`, `type:<name>`), read by the append script: in the inbox's
+   * slot, so that muting costs no extra round trip per notification. No TTL: kept until unmuted.
+   */
+  mutes: string;
 }
 
 /** @see InboxKeys */
@@ -51,6 +56,7 @@ export function inboxKeys(prefix: string, userId: string): InboxKeys {
     unread: `${base}u`,
     marker: (notificationId) => `${base}n:${notificationId}`,
     dedupe: (dedupeKey) => `${base}d:${dedupeKey}`,
+    mutes: `${base}p`,
   };
 }
 
@@ -89,6 +95,25 @@ export function tenantPrefix(prefix: string, tenantId: string): string {
     );
   }
   return `${prefix}t:${tenantId}:`;
+}
+
+/**
+ * The key layout of a store acting for one tenant: its prefix (checked), its tenant (default
+ * `default`) and where that tenant's keys live ({@link tenantPrefix}).
+ *
+ * @example
+ * ```ts
+ * tenantLayout({ prefix: 'herald:inbox:', tenantId: 'acme' }).base; // 'herald:inbox:t:acme:'
+ * ```
+ */
+export function tenantLayout(
+  options: { prefix?: string | undefined; tenantId?: string | undefined },
+  defaultPrefix: string,
+): { prefix: string; tenantId: string; base: string } {
+  const prefix = options.prefix ?? defaultPrefix;
+  assertPrefix(prefix);
+  const tenantId = options.tenantId ?? DEFAULT_TENANT;
+  return { prefix, tenantId, base: tenantPrefix(prefix, tenantId) };
 }
 
 /**

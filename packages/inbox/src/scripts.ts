@@ -1,8 +1,10 @@
 import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import { InboxError, InboxErrorCode } from './errors.js';
+import type { AppendResult, MuteTarget } from './types.js';
 
 /**
- * First element of an `append-5.lua` reply. The one place that maps it to a result is `Inbox.append`.
+ * First element of an `append-6.lua` reply. The one place that maps it to a result is {@link appendResultOf}.
  *
  * @example
  * ```ts
@@ -15,13 +17,42 @@ export enum AppendCode {
   Expired = 3,
   Deduplicated = 4,
   Cancelled = 5,
+  Muted = 6,
+}
+
+/** The {@link AppendResult} of an `append-6.lua` reply `{ code, offset, count, version, detail }`. */
+export function appendResultOf(reply: [number, string, number, number, string]): AppendResult {
+  const [code, offset, count, version, detail] = reply;
+  const unread = { count, version };
+  switch (code) {
+    case AppendCode.Appended:
+      return { outcome: 'appended', offset, unread };
+    case AppendCode.AlreadyAppended:
+      return { outcome: 'already-appended', offset, unread };
+    case AppendCode.Expired:
+      return { outcome: 'expired', unread };
+    case AppendCode.Cancelled:
+      return { outcome: 'cancelled', unread };
+    case AppendCode.Deduplicated:
+      return { outcome: 'deduplicated', duplicateOf: detail, unread };
+    case AppendCode.Muted:
+      return { outcome: 'muted', mutedBy: muteTargetOf(detail), unread };
+    default:
+      throw new InboxError(InboxErrorCode.UNEXPECTED_REPLY, `append-6.lua answered ${JSON.stringify(reply)}`);
+  }
+}
+
+/** `topic:<name>` / `type:<name>` (a member of a user's mutes) as `{ topic }` / `{ type }`. */
+export function muteTargetOf(member: string): MuteTarget {
+  return member.startsWith('type:') ? { type: member.slice(5) } : { topic: member.slice(6) };
 }
 
 const SCRIPTS = {
-  append: { command: 'heraldInboxAppend', file: 'append-5.lua', numberOfKeys: 5 },
+  append: { command: 'heraldInboxAppend', file: 'append-6.lua', numberOfKeys: 6 },
   read: { command: 'heraldInboxRead', file: 'read-3.lua', numberOfKeys: 3 },
   ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
   cancel: { command: 'heraldInboxCancel', file: 'cancel-1.lua', numberOfKeys: 1 },
+  mute: { command: 'heraldInboxMute', file: 'mute-1.lua', numberOfKeys: 1 },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 

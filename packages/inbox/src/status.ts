@@ -1,9 +1,10 @@
 import type { EscalationStatus } from '@herald/protocol';
+import { muteTargetOf } from './scripts.js';
 import type { NotificationStatus } from './types.js';
 
 /**
  * A notification's status from its marker hash (`state`, `offset`, `deliveredAt` in ms, `deliveredBy`,
- * `duplicateOf`, `tenantId`) and whether its id is in the user's unread set; undefined when there is no
+ * `duplicateOf`, `mutedBy`, `tenantId`) and whether its id is in the user's unread set; undefined when there is no
  * marker (the worker has not processed it yet, or its record expired with the inbox retention).
  */
 export function notificationStatus(
@@ -29,6 +30,7 @@ export function notificationStatus(
       ? { cancelledAt: new Date(Number(marker.at)).toISOString() }
       : {}),
     ...escalationOf(marker.escalation),
+    ...(marker.state === 'muted' && marker.mutedBy ? { muted: muteTargetOf(marker.mutedBy) } : {}),
   };
 }
 

@@ -1,14 +1,8 @@
-import {
-  DEFAULT_TENANT,
-  type FanoutAudience,
-  type RecipientCounts,
-  TOPIC_MAX_LENGTH,
-  TOPIC_PATTERN,
-} from '@herald/protocol';
+import { type FanoutAudience, type RecipientCounts, TOPIC_MAX_LENGTH, TOPIC_PATTERN } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { checkUserId } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, escapeTag, tenantPrefix } from './keys.js';
+import { escapeTag, tenantLayout } from './keys.js';
 import { DEFAULT_INBOX_PREFIX } from './types.js';
 
 /** A page of an audience (a topic's subscribers or a tenant's users), in user id order. */
@@ -76,10 +70,11 @@ export class Topics {
     options: { prefix?: string; tenantId?: string } = {},
     remembered = new Map<string, number>(),
   ) {
-    this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
-    assertPrefix(this.prefix);
-    this.tenantId = options.tenantId ?? DEFAULT_TENANT;
-    this.#base = tenantPrefix(this.prefix, this.tenantId);
+    ({
+      prefix: this.prefix,
+      tenantId: this.tenantId,
+      base: this.#base,
+    } = tenantLayout(options, DEFAULT_INBOX_PREFIX));
     this.#redis = redis;
     this.#remembered = remembered;
   }
@@ -137,6 +132,15 @@ export class Topics {
       this.#redis.zcard(key),
     ])) as [number, number];
     return { changed: removed, subscribers: count };
+  }
+
+  /** Whether `userId` is subscribed to each of `topics`, in their order. */
+  async subscribed(userId: string, topics: readonly string[]): Promise<boolean[]> {
+    checkUserId(userId);
+    const scores = await Promise.all(
+      topics.map((topic) => this.#redis.zscore(this.subscribersKey(topic), userId)),
+    );
+    return scores.map((score) => score !== null);
   }
 
   /**
@@ -223,6 +227,8 @@ export class Topics {
       progress.expired,
       'deduplicated',
       progress.deduplicated,
+      'muted',
+      progress.muted,
       'total',
       progress.total,
     ];
@@ -243,6 +249,7 @@ export class Topics {
       reached: Number(raw.reached ?? 0),
       expired: Number(raw.expired ?? 0),
       deduplicated: Number(raw.deduplicated ?? 0),
+      muted: Number(raw.muted ?? 0),
       sentAtMs: raw.sentAt === undefined ? undefined : Number(raw.sentAt),
     };
   }
@@ -250,13 +257,18 @@ export class Topics {
 
 /** `topic` when it is a topic name, else an `InboxError`. */
 export function checkTopic(topic: string): string {
-  if (topic.length > TOPIC_MAX_LENGTH || !TOPIC.test(topic)) {
+  return checkLabel(topic, 'topic');
+}
+
+/** `name` when it is a `topic` or `type` label (the same characters), else an `InboxError`. */
+export function checkLabel(name: string, what: 'topic' | 'type'): string {
+  if (typeof name !== 'string' || name.length > TOPIC_MAX_LENGTH || !TOPIC.test(name)) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
-      `"${topic}" is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+      `"${name}" is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
     );
   }
-  return topic;
+  return name;
 }
 
 /** `0 id 0 id …` for ZADD (every score 0: the set is ordered by id). */

@@ -38,11 +38,15 @@ export interface AppendBounds {
 /** What the worker stores: a notification without its offset (the inbox assigns it). */
 export type InboxNotification = Omit<NotificationEvent, 'offset'>;
 
+/** What muted a notification: the user muted its topic, or its type. */
+export type MuteTarget = { topic: string } | { type: string };
+
 /** Outcome of {@link Inbox.append}. */
 export type AppendResult =
   | { outcome: 'appended' | 'already-appended'; offset: InboxOffset; unread: UnreadEvent }
   | { outcome: 'expired' | 'cancelled'; unread: UnreadEvent }
-  | { outcome: 'deduplicated'; duplicateOf: string; unread: UnreadEvent };
+  | { outcome: 'deduplicated'; duplicateOf: string; unread: UnreadEvent }
+  | { outcome: 'muted'; mutedBy: MuteTarget; unread: UnreadEvent };
 
 /** A page read from an inbox, in offset order. */
 export interface InboxPage {
@@ -98,9 +102,10 @@ export interface NotificationStatus {
   userId: string;
   /**
    * `inbox`: stored and pushed; `expired`: its `ttlMs` passed before delivery; `deduplicated`: collapsed;
-   * `cancelled`: cancelled by its sender before the worker stored it.
+   * `cancelled`: cancelled by its sender before the worker stored it; `muted`: not stored, the user muted
+   * its topic or type.
    */
-  state: 'inbox' | 'expired' | 'deduplicated' | 'cancelled';
+  state: 'inbox' | 'expired' | 'deduplicated' | 'cancelled' | 'muted';
   offset: InboxOffset | null;
   /** True once any client of the user acked it. */
   delivered: boolean;
@@ -116,6 +121,8 @@ export interface NotificationStatus {
   cancelledAt?: string;
   /** Its Web Push fallback (`escalateAfterMs`), from the marker's `escalation` field (`@herald/push`). */
   escalation?: EscalationStatus;
+  /** For `muted`: the mute that kept it out of the inbox. */
+  muted?: MuteTarget;
 }
 
 /** Which notifications {@link Inbox.markRead} marks read. */

@@ -253,7 +253,7 @@ describe('inbox', () => {
     const keys = inbox.keys('we{ir}d%');
     expect(keys.stream).toBe('p:{we%7Bir%7Dd%25}:s');
     const tag = (key: string) => key.slice(key.indexOf('{') + 1, key.indexOf('}'));
-    for (const key of [keys.meta, keys.unread, keys.marker('x{y}'), keys.dedupe('{z}')]) {
+    for (const key of [keys.meta, keys.unread, keys.marker('x{y}'), keys.dedupe('{z}'), keys.mutes]) {
       expect(tag(key)).toBe(tag(keys.stream));
     }
   });

@@ -73,7 +73,7 @@ describe('topics', () => {
     expect(first).toMatchObject({ state: 'fanning-out', total: 3, reached: 0, audience: { topic: 't' } });
     await topics.checkpoint(
       'f1',
-      { total: 3, reached: 2, expired: 0, deduplicated: 0, cursor: 'b' },
+      { total: 3, reached: 2, expired: 0, deduplicated: 0, muted: 0, cursor: 'b' },
       undefined,
     );
     await topics.subscribe('t', ['d']);
@@ -85,7 +85,7 @@ describe('topics', () => {
     });
     await topics.checkpoint(
       'f1',
-      { total: 4, reached: 4, expired: 0, deduplicated: 0, cursor: 'd' },
+      { total: 4, reached: 4, expired: 0, deduplicated: 0, muted: 0, cursor: 'd' },
       { atMs: 1000 },
     );
     expect(await topics.fanout('f1')).toMatchObject({ state: 'sent', total: 4, sentAtMs: 1000 });

@@ -69,6 +69,12 @@ export const ERRORS = {
     message:
       'The notification can no longer be cancelled: a worker has stored it in the inbox already, or it failed or expired.',
   },
+  /** Also a command reply of realtime (`mute`). */
+  TOO_MANY_MUTES: {
+    code: 'HERALD_ERR_TOO_MANY_MUTES',
+    status: 409,
+    message: 'The user would hold more than 1,000 mutes: unmute some first (nothing was added).',
+  },
   WEBHOOK_NOT_PARKED: {
     code: 'HERALD_ERR_WEBHOOK_NOT_PARKED',
     status: 409,
@@ -181,6 +187,13 @@ export const ERRORS = {
     surface: 'socket',
     message:
       'The push endpoint must be an https:// URL of a public push service (the operator may allow private addresses with HERALD_PUSH_ALLOW_PRIVATE=true).',
+  },
+  /** A `subscribe` / `unsubscribe` for a topic the user token does not list (its `topics`). */
+  TOPIC_NOT_ALLOWED: {
+    code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
+    surface: 'socket',
+    message:
+      'This user token does not let its user subscribe to that topic: your backend lists those it allows in POST /tokens `topics`.',
   },
   /** Not an error: `goodbye` of an instance that shuts down (reconnect, another instance takes over). */
   SERVER_SHUTDOWN: {

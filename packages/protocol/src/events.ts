@@ -1,6 +1,6 @@
 import type { ErrorCode } from './error-codes.js';
+import type { MutedLists, MuteRequest } from './preferences.js';
 import type { PushClientToServerEvents } from './push.js';
-
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
   /** BullMQ priority: 1 (highest) to 2 097 152; absent = no priority (FIFO, fastest). */
@@ -144,6 +144,22 @@ export type ListReply =
   | ({ ok: true } & InboxListPage)
   | { ok: false; error: string; code: string; retryAfterMs?: number };
 
+/**
+ * Answer to `preferences`, `mute` and `unmute`: the user's mutes after the call (`changed`: how many this
+ * `mute` / `unmute` added or removed).
+ */
+export type PreferencesReply =
+  | { ok: true; preferences: { muted: MutedLists }; changed?: number }
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
+
+/**
+ * Answer to `topics`, `subscribe` and `unsubscribe`: each topic the token lets the user subscribe to
+ * themselves, and whether they are subscribed now.
+ */
+export type TopicsReply =
+  | { ok: true; topics: { topic: string; subscribed: boolean }[] }
+  | { ok: false; error: string; code: string; retryAfterMs?: number };
+
 /** Socket.IO events a client sends. Every one acts only on the token's own user. */
 export interface ClientToServerEvents extends PushClientToServerEvents {
   /** Records that these notifications reached the screen (`delivered`, once, with time and instance). */
@@ -157,6 +173,18 @@ export interface ClientToServerEvents extends PushClientToServerEvents {
    * `limit` 1..1000 (default 50): what a browser lists with its user token, without an API key.
    */
   list: (body: { after?: InboxOffset; limit?: number }, reply: (answer: ListReply) => void) => void;
+  /** The user's own mutes. */
+  preferences: (body: Record<string, never>, reply: (answer: PreferencesReply) => void) => void;
+  /** Mutes topics and / or types for the user: their notifications are no longer stored nor pushed. */
+  mute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
+  /** Unmutes them: notifications sent from then on are stored and pushed again. */
+  unmute: (body: MuteRequest, reply?: (answer: PreferencesReply) => void) => void;
+  /** The topics the token lets the user subscribe to themselves, each with whether they are subscribed. */
+  topics: (body: Record<string, never>, reply: (answer: TopicsReply) => void) => void;
+  /** Subscribes the user to one of those topics (`HERALD_ERR_TOPIC_NOT_ALLOWED` for any other). */
+  subscribe: (body: { topic: string }, reply?: (answer: TopicsReply) => void) => void;
+  /** Unsubscribes the user from one of those topics. */
+  unsubscribe: (body: { topic: string }, reply?: (answer: TopicsReply) => void) => void;
 }
 
 /** Per-socket data the realtime server keeps after the handshake. */
@@ -168,6 +196,8 @@ export interface SocketData {
   keyId: string;
   /** When the token stops being valid (ms since epoch); the server disconnects the socket then. */
   expiresAtMs: number;
+  /** The topics the token lets the user subscribe to themselves (its `top` claim). */
+  topics: string[];
 }
 
 /** The handshake `auth` object a client passes to `io(url, { auth, transports: ['websocket'] })`. */
@@ -191,6 +221,12 @@ export const SocketEvent = {
   READ: 'read',
   READ_ALL: 'read-all',
   LIST: 'list',
+  PREFERENCES: 'preferences',
+  MUTE: 'mute',
+  UNMUTE: 'unmute',
+  TOPICS: 'topics',
+  SUBSCRIBE: 'subscribe',
+  UNSUBSCRIBE: 'unsubscribe',
 } as const;
 
 /** Retry policy of a notification job (BullMQ `attempts` and exponential `backoff` with jitter). */

@@ -2,6 +2,7 @@ export * from './admin.js';
 export * from './error-codes.js';
 export * from './events.js';
 export * from './names.js';
+export * from './preferences.js';
 export * from './push.js';
 export * from './schemas.js';
 export * from './tenancy.js';

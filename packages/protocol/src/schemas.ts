@@ -193,6 +193,9 @@ export const RecipientCounts = Type.Object(
       description:
         'Recipients that had a notification with its `dedupeKey` already: collapsed into that one.',
     }),
+    muted: Type.Integer({
+      description: 'Recipients who muted its topic or type: skipped (nothing stored nor pushed).',
+    }),
   },
   { description: 'Only for a topic send or broadcast.' },
 );
@@ -212,10 +215,11 @@ export const NotificationStatus = Type.Object({
       Type.Literal('expired'),
       Type.Literal('sent'),
       Type.Literal('cancelled'),
+      Type.Literal('muted'),
     ],
     {
       description:
-        'A topic send or broadcast is `queued` while it fans out and `sent` once every recipient’s inbox has it; `delivered` is a recipient’s ack (ask with `?userId=`).',
+        'A topic send or broadcast is `queued` while it fans out and `sent` once every recipient’s inbox has it; `delivered` is a recipient’s ack (ask with `?userId=`); `muted`: the recipient muted its topic or type, so it was never stored nor pushed.',
     },
   ),
   topic: Type.Optional(Type.String({ description: 'The topic of a topic send.' })),
@@ -244,13 +248,30 @@ export const NotificationStatus = Type.Object({
     }),
   ),
   escalation: Type.Optional(EscalationStatus),
+  muted: Type.Optional(
+    Type.Union([Type.Object({ topic: Type.String() }), Type.Object({ type: Type.String() })], {
+      description: 'With `muted`: the recipient muted this topic or type, so it was not stored nor pushed.',
+    }),
+  ),
 });
 export type NotificationStatus = Static<typeof NotificationStatus>;
 
+/** Most topics one user token may let its user subscribe to themselves. */
+export const TOKEN_TOPICS_MAX = 100;
+
 /** Body of `POST /tokens`. */
 export const TokenRequest = Type.Object(
-  { userId: UserId },
-  { additionalProperties: false, examples: [{ userId: 'alice' }] },
+  {
+    userId: UserId,
+    topics: Type.Optional(
+      Type.Array(Label, {
+        maxItems: TOKEN_TOPICS_MAX,
+        description:
+          'Topics of the tenant the user may subscribe to and unsubscribe from themselves, over the socket (`subscribe` / `unsubscribe`); none by default.',
+      }),
+    ),
+  },
+  { additionalProperties: false, examples: [{ userId: 'alice' }, { userId: 'alice', topics: ['news'] }] },
 );
 export type TokenRequest = Static<typeof TokenRequest>;
 

@@ -20,6 +20,21 @@ describe('user tokens', () => {
     expect(verified.expiresAt.getTime()).toBe(expiresAt.getTime());
   });
 
+  it('carries the topics the user may subscribe to themselves (none by default), each once', async () => {
+    const base = { userId: 'alice', tenantId: 'acme', keyId: 'k1', secret, ttlSeconds: 60 };
+    expect((await verifyUserToken((await signUserToken(base)).token, secret)).topics).toEqual([]);
+    const { token } = await signUserToken({ ...base, topics: ['news', 'sports', 'news'] });
+    expect((await verifyUserToken(token, secret)).topics).toEqual(['news', 'sports']);
+    // A `top` claim with anything else in it keeps only the topic names.
+    const odd = await new SignJWT({ tid: 'acme', kid: 'k1', top: ['ok', 'a b', 7, '{x}'] })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setSubject('alice')
+      .setIssuer('herald')
+      .setExpirationTime('1m')
+      .sign(new TextEncoder().encode(secret));
+    expect((await verifyUserToken(odd, secret)).topics).toEqual(['ok']);
+  });
+
   it('refuses a missing token', async () => {
     await expect(verifyUserToken(undefined, secret)).rejects.toMatchObject({ code: TokenErrorCode.MISSING });
     await expect(verifyUserToken('', secret)).rejects.toMatchObject({ code: TokenErrorCode.MISSING });

@@ -1,6 +1,9 @@
 import { errors, jwtVerify, SignJWT } from 'jose';
 import { ErrorCode } from './error-codes.js';
+import { TOPIC_MAX_LENGTH, TOPIC_PATTERN } from './schemas.js';
 import { isTenantId } from './tenancy.js';
+
+const TOPIC = new RegExp(TOPIC_PATTERN);
 
 const ALGORITHM = 'HS256';
 
@@ -44,11 +47,17 @@ export interface UserTokenClaims {
   /** Id of the API key that minted the token: revoking the key ends the token. */
   keyId: string;
   expiresAt: Date;
+  /**
+   * Topics the user may subscribe to and unsubscribe from themselves (claim `top`, set by the backend in
+   * `POST /tokens`); empty when the token allows none.
+   */
+  topics: string[];
 }
 
 /**
  * Signs the token a backend hands to its browser so that it can connect as `userId` of `tenantId`.
- * Claims: `sub` = user id, `tid` = tenant id, `kid` = the minting API key's id, `iss`, `iat`, `exp`.
+ * Claims: `sub` = user id, `tid` = tenant id, `kid` = the minting API key's id, `iss`, `iat`, `exp`, and
+ * `top` = the topics the user may subscribe to themselves (only when `topics` names some).
  *
  * @example
  * ```ts
@@ -62,10 +71,12 @@ export async function signUserToken(options: {
   secret: string;
   ttlSeconds: number;
   now?: Date;
+  topics?: readonly string[] | undefined;
 }): Promise<{ token: string; expiresAt: Date }> {
   const issuedAt = Math.floor((options.now ?? new Date()).getTime() / 1000);
   const expiresAtSeconds = issuedAt + options.ttlSeconds;
-  const token = await new SignJWT({ tid: options.tenantId, kid: options.keyId })
+  const topics = options.topics?.length ? { top: [...new Set(options.topics)] } : {};
+  const token = await new SignJWT({ tid: options.tenantId, kid: options.keyId, ...topics })
     .setProtectedHeader({ alg: ALGORITHM, typ: 'JWT' })
     .setSubject(options.userId)
     .setIssuer(TOKEN_ISSUER)
@@ -115,6 +126,7 @@ export async function verifyUserToken(token: unknown, secret: string): Promise<U
       tenantId: payload.tid,
       keyId: payload.kid,
       expiresAt: new Date(payload.exp * 1000),
+      topics: topicsOf(payload.top),
     };
   } catch (error) {
     if (error instanceof UserTokenError) throw error;
@@ -129,4 +141,13 @@ export async function verifyUserToken(token: unknown, secret: string): Promise<U
       { cause: error },
     );
   }
+}
+
+/** The `top` claim's topic names (only well-formed ones: the claim is signed, the check is belt and braces). */
+function topicsOf(claim: unknown): string[] {
+  if (!Array.isArray(claim)) return [];
+  return claim.filter(
+    (topic): topic is string =>
+      typeof topic === 'string' && topic.length <= TOPIC_MAX_LENGTH && TOPIC.test(topic),
+  );
 }

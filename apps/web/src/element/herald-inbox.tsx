@@ -6,19 +6,20 @@ import styles from '../inbox/styles.css?inline';
 /**
  * A user token from `endpoint` (POST, answering `{ token }`): your backend's route, which knows who is
  * signed in. 401, 403 and 404 mean no token for this page, which stops the client's retries. `onAnswer`
- * sees each whole answer (the demo route's names its user).
+ * sees each whole answer (the demo route's names its user); `extra` goes into the body beside `userId`.
  */
 export function tokenFrom(
   endpoint: string,
   userId?: string,
   onAnswer?: (body: Record<string, unknown>) => void,
+  extra: Record<string, unknown> = {},
 ): () => Promise<string> {
   return async () => {
     const response = await fetch(endpoint, {
       method: 'POST',
       credentials: 'same-origin',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(userId ? { userId } : {}),
+      body: JSON.stringify({ ...(userId ? { userId } : {}), ...extra }),
     });
     // Signed out (401, 403), or no such route (404: e.g. the demo route outside development mode):
     // retrying will not help, so the client stops until reconnect().

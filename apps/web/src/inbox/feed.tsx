@@ -1,6 +1,7 @@
 import { compareOffsets, type HeraldClient, type HeraldItem } from '@herald/client';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { describe, relativeTime } from './format.js';
+import { MuteButton, type Mutes } from './mutes.js';
 
 /** Keys that move between articles (the ARIA feed pattern's Page Down / Page Up, and the arrows). */
 const NEXT = new Set(['PageDown', 'ArrowDown']);
@@ -13,6 +14,7 @@ interface FeedProps {
   busy: boolean;
   now: number;
   format: Intl.RelativeTimeFormat;
+  mutes: Mutes;
 }
 
 /**
@@ -21,7 +23,7 @@ interface FeedProps {
  * they read out of place; at the top they appear at once. Articles seen at least half for a moment are
  * acked (`shown`), which feeds delivery status and latency.
  */
-export function Feed({ client, items, busy, now, format }: FeedProps) {
+export function Feed({ client, items, busy, now, format, mutes }: FeedProps) {
   const list = useRef<HTMLDivElement>(null);
   const [scrolled, setScrolled] = useState(false);
   const [focusInside, setFocusInside] = useState(false);
@@ -90,6 +92,7 @@ export function Feed({ client, items, busy, now, format }: FeedProps) {
                 size={visible.length}
                 now={now}
                 format={format}
+                mutes={mutes}
               />
             ))}
           </div>
@@ -109,8 +112,9 @@ function Entry(props: {
   size: number;
   now: number;
   format: Intl.RelativeTimeFormat;
+  mutes: Mutes;
 }) {
-  const { client, item, index, size, now, format } = props;
+  const { client, item, index, size, now, format, mutes } = props;
   const { title, body } = describe(item);
   const key = item.offset.replace(/[^0-9a-z]/gi, '-');
   return (
@@ -149,6 +153,7 @@ function Entry(props: {
             Mark read
           </button>
         )}
+        <MuteButton item={item} mutes={mutes} title={title} />
       </div>
     </article>
   );

@@ -3,7 +3,9 @@ import { useMemo, useRef, useState } from 'preact/hooks';
 import { ConnectionStatus } from './connection.js';
 import { Feed } from './feed.js';
 import { useHeraldState, useNow } from './hooks.js';
+import { MutedList, useMutes } from './mutes.js';
 import { Toasts } from './toasts.js';
+import { TopicChoices } from './topics.js';
 
 export interface InboxProps {
   client: HeraldClient;
@@ -17,8 +19,9 @@ export interface InboxProps {
 
 /**
  * One user's live inbox: a bell whose badge is the server's exact unread count, the connection as it
- * is, the feed with mark read / mark all read, and toasts. Everything comes from the client's state;
- * nothing is counted here.
+ * is, the topics the token lets the user subscribe to, the feed with mark read / mark all read and
+ * mute, the muted topics and types (with unmute), and toasts. Everything comes from the client's
+ * state; nothing is counted here.
  */
 export function Inbox({ client, open: openAtFirst = false, inline = false, locale }: InboxProps) {
   const state = useHeraldState(client);
@@ -28,6 +31,7 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
   const bell = useRef<HTMLButtonElement>(null);
   const count = state.unread?.count;
   const busy = state.connection === 'connecting' && state.items.length === 0;
+  const mutes = useMutes(client, state.connection);
 
   const onKeyDown = (event: KeyboardEvent) => {
     if (event.key !== 'Escape' || inline || !open) return;
@@ -81,7 +85,9 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
             </button>
           </p>
         ) : null}
-        <Feed client={client} items={state.items} busy={busy} now={now} format={format} />
+        <TopicChoices client={client} connection={state.connection} />
+        <MutedList mutes={mutes} />
+        <Feed client={client} items={state.items} busy={busy} now={now} format={format} mutes={mutes} />
       </section>
       <Toasts client={client} />
     </div>

@@ -1,15 +1,22 @@
-import { ErrorCode, UserId } from '@herald/protocol';
+import { ErrorCode, TOKEN_TOPICS_MAX, TopicName, UserId } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import Type, { type Static } from 'typebox';
 
 const Body = Type.Union([
-  Type.Object({ userId: Type.Optional(UserId) }, { additionalProperties: false }),
+  Type.Object(
+    {
+      userId: Type.Optional(UserId),
+      topics: Type.Optional(Type.Array(TopicName, { maxItems: TOKEN_TOPICS_MAX })),
+    },
+    { additionalProperties: false },
+  ),
   Type.Null(),
 ]);
 
 /**
- * `POST /dev/token` `{ userId? }` → `200 { token, expiresAt, userId }`: a user token for the demo user
- * (or the one named), minted through the gateway's `POST /tokens` with the demo API key. Registered in
+ * `POST /dev/token` `{ userId?, topics? }` → `200 { token, expiresAt, userId }`: a user token for the
+ * demo user (or the one named), letting them subscribe to `topics` themselves, minted through the
+ * gateway's `POST /tokens` with the demo API key. Registered in
  * development mode only (`HERALD_DEV_MODE=true`): it hands a token for any user to anyone who asks,
  * which is what a demo needs and what production must never do (there your backend mints tokens for
  * the user it has signed in).
@@ -23,12 +30,13 @@ export async function devTokenRoute(
     { schema: { body: Body } },
     async (request, reply) => {
       const userId = request.body?.userId ?? options.userId;
+      const topics = request.body?.topics;
       let response: Response;
       try {
         response = await fetch(`${options.gatewayUrl}/tokens`, {
           method: 'POST',
           headers: { authorization: `Bearer ${options.apiKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ userId }),
+          body: JSON.stringify({ userId, ...(topics ? { topics } : {}) }),
           signal: AbortSignal.timeout(5000),
         });
       } catch (error) {

@@ -71,12 +71,19 @@ export class WebStack {
     return this;
   }
 
-  /** Sends a notification over HTTP, through the web server's `/api` (the gateway's `POST /notify`). */
-  async notify(userId: string, payload: Record<string, unknown>): Promise<string> {
+  /**
+   * Sends a notification over HTTP, through the web server's `/api` (the gateway's `POST /notify`), with
+   * `extra` fields of the body (`topic`, `type`, …).
+   */
+  async notify(
+    userId: string,
+    payload: Record<string, unknown>,
+    extra: Record<string, unknown> = {},
+  ): Promise<string> {
     const response = await fetch(`${this.url}/api/notify`, {
       method: 'POST',
       headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ userId, payload }),
+      body: JSON.stringify({ userId, payload, ...extra }),
     });
     const body = (await response.json()) as { id?: string };
     if (response.status !== 202 || !body.id)
@@ -95,6 +102,24 @@ export class WebStack {
    */
   async inboxIds(userId: string): Promise<string[]> {
     return (await this.#listing(userId)).items.map((item) => item.id);
+  }
+
+  /** Sends `payload` to `topic`'s subscribers, through the web server's `/api`. */
+  async notifyTopic(topic: string, payload: Record<string, unknown>): Promise<void> {
+    const response = await fetch(`${this.url}/api/notify`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ topic, payload }),
+    });
+    if (response.status !== 202) throw new Error(`notify answered ${response.status}`);
+  }
+
+  /** `GET /notifications/:id`'s `status` (through the web server's `/api`). */
+  async status(id: string): Promise<string> {
+    const response = await fetch(`${this.url}/api/notifications/${id}`, {
+      headers: { authorization: `Bearer ${API_KEY}` },
+    });
+    return ((await response.json()) as { status: string }).status;
   }
 
   async #listing(userId: string): Promise<{ items: { id: string }[]; unread: { count: number } }> {

@@ -4,7 +4,8 @@ import { TOKENS_POLICY } from '../../limits.js';
 
 /**
  * `POST /tokens`: a backend gets the token its browser connects with as `userId` of the key's tenant.
- * The token carries the tenant and the key's id: it reaches only that tenant's user, and dies with the key.
+ * The token carries the tenant and the key's id: it reaches only that tenant's user, and dies with the key;
+ * with `topics`, also the topics the user may subscribe to themselves (the socket's `subscribe`).
  */
 const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
@@ -25,6 +26,7 @@ const tokenRoutes: FastifyPluginAsyncTypebox = async (app) => {
         keyId: request.identity.id,
         secret: app.config.jwtSecret,
         ttlSeconds: app.config.tokenTtlSeconds,
+        topics: request.body.topics,
       });
       return { token, expiresAt: expiresAt.toISOString() };
     },

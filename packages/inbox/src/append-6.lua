@@ -11,9 +11,10 @@
   KEYS[1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
   KEYS[2]  meta     hash: `uv` = unread version, incremented on every change of the unread set
   KEYS[3]  unread   set of the ids of unread notifications still in the stream
-  KEYS[4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled), offset, at (ms),
-                    duplicateOf, deliveredAt (ms), deliveredBy; the idempotency marker
+  KEYS[4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
+                    at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker
   KEYS[5]  dedupe   string: the id of the first notification with this dedupe key (unused when ARGV[5] = 0)
+  KEYS[6]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (preferences.ts); no TTL
 
   ARGV[1]  id            notification id
   ARGV[2]  json          the notification as JSON, without its offset
@@ -24,11 +25,15 @@
   ARGV[7]  maxAgeMs      entries older than this (by offset ms) are trimmed, ms, >= 1
   ARGV[8]  retentionMs   TTL of every key touched (inbox, markers, dedupe keys), ms, >= maxAgeMs
   ARGV[9]  tenantId      sender's tenant, kept in the marker ("" = none)
+  ARGV[10] topicMute     `topic:<the notification's topic>`, or "" when it has none
+  ARGV[11] typeMute      `type:<the notification's type>`, or "" when it has none
 
-  Returns, always 5 elements: { code, offset, unreadCount, unreadVersion, duplicateOf }
+  Returns, always 5 elements: { code, offset, unreadCount, unreadVersion, detail }
     code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated,
-          5 cancelled before it was stored (cancel-1.lua) (see AppendCode in scripts.ts); offset is "" unless the notification is in the inbox;
-          duplicateOf is the first notification's id for code 4, else "".
+          5 cancelled before it was stored (cancel-1.lua), 6 muted: the user muted its topic or type, so
+          nothing is stored (see AppendCode in scripts.ts); offset is "" unless the notification is in
+          the inbox; detail is the first notification's id for code 4, the mute (`topic:<name>` or
+          `type:<name>`) for code 6, else "".
 ]]
 local now
 if ARGV[3] == '' then
@@ -47,33 +52,47 @@ local function unread()
   return redis.call('SCARD', KEYS[3]), tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
 end
 
--- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
--- one cancelled before this pass (cancel-1.lua) stays cancelled.
-local previous = redis.call('HMGET', KEYS[4], 'state', 'offset', 'duplicateOf')
-if previous[1] then
-  local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5 }
-  local count, version = unread()
-  return { codes[previous[1]] or 2, previous[2] or '', count, version, previous[3] or '' }
-end
-
-local deadline = tonumber(ARGV[4])
-if deadline > 0 and now > deadline then
-  redis.call('HSET', KEYS[4], 'state', 'expired', 'at', now)
+-- Records a state that stores nothing (expired, deduplicated, muted), with its detail field if any,
+-- and answers it.
+local function settle(code, state, field, detail)
+  if field then
+    redis.call('HSET', KEYS[4], 'state', state, 'at', now, field, detail)
+  else
+    redis.call('HSET', KEYS[4], 'state', state, 'at', now)
+  end
   tag()
   redis.call('PEXPIRE', KEYS[4], retention)
   local count, version = unread()
-  return { 3, '', count, version, '' }
+  return { code, '', count, version, detail or '' }
 end
+
+-- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
+-- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
+-- meanwhile does not store it on a retry).
+local previous = redis.call('HMGET', KEYS[4], 'state', 'offset', 'duplicateOf', 'mutedBy')
+if previous[1] then
+  local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5, muted = 6 }
+  local count, version = unread()
+  return { codes[previous[1]] or 2, previous[2] or '', count, version, previous[3] or previous[4] or '' }
+end
+
+local deadline = tonumber(ARGV[4])
+if deadline > 0 and now > deadline then return settle(3, 'expired') end
+
+-- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless offset
+-- makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a muted
+-- notification does not hold its dedupe key against a later one.
+local mutedBy = nil
+if ARGV[10] ~= '' and redis.call('SISMEMBER', KEYS[6], ARGV[10]) == 1 then
+  mutedBy = ARGV[10]
+elseif ARGV[11] ~= '' and redis.call('SISMEMBER', KEYS[6], ARGV[11]) == 1 then
+  mutedBy = ARGV[11]
+end
+if mutedBy then return settle(6, 'muted', 'mutedBy', mutedBy) end
 
 if ARGV[5] == '1' then
   local first = redis.call('GET', KEYS[5])
-  if first and first ~= id then
-    redis.call('HSET', KEYS[4], 'state', 'deduplicated', 'at', now, 'duplicateOf', first)
-    tag()
-    redis.call('PEXPIRE', KEYS[4], retention)
-    local count, version = unread()
-    return { 4, '', count, version, first }
-  end
+  if first and first ~= id then return settle(4, 'deduplicated', 'duplicateOf', first) end
   redis.call('SET', KEYS[5], id, 'PX', retention)
 end
 

@@ -1,0 +1,39 @@
+import type { Topics } from '@herald/inbox';
+import { type ClientToServerEvents, ErrorCode, SocketEvent, type TopicsReply } from '@herald/protocol';
+import type { Logger } from 'pino';
+import type { Socket } from 'socket.io';
+import { answerCommand, CommandError } from './command-args.js';
+
+/**
+ * The `topics`, `subscribe` and `unsubscribe` events of one socket: its own user subscribes to and
+ * unsubscribes from the topics its token allows (`allowed`, the token's `topics`, set by the backend in
+ * `POST /tokens`), and no other. Each answers every allowed topic with whether the user is subscribed.
+ */
+export function listenToTopics(
+  socket: Socket<ClientToServerEvents>,
+  topics: Topics,
+  userId: string,
+  allowed: readonly string[],
+  log: Logger,
+): void {
+  const list = async (): Promise<TopicsReply> => {
+    const subscribed = await topics.subscribed(userId, allowed);
+    return { ok: true, topics: allowed.map((topic, i) => ({ topic, subscribed: subscribed[i] === true })) };
+  };
+  const change =
+    (subscribe: boolean) =>
+    async (body: unknown): Promise<TopicsReply> => {
+      const topic = (body as { topic?: unknown } | undefined)?.topic;
+      if (typeof topic !== 'string' || !allowed.includes(topic)) {
+        throw new CommandError(
+          ErrorCode.TOPIC_NOT_ALLOWED,
+          `This token does not let the user ${subscribe ? 'subscribe to' : 'unsubscribe from'} ${JSON.stringify(topic)} (it allows ${allowed.length === 0 ? 'none' : allowed.join(', ')}): the backend sets them in POST /tokens \`topics\`.`,
+        );
+      }
+      await (subscribe ? topics.subscribe(topic, [userId]) : topics.unsubscribe(topic, [userId]));
+      return list();
+    };
+  socket.on(SocketEvent.TOPICS, (...args: unknown[]) => answerCommand(args, list, log));
+  socket.on(SocketEvent.SUBSCRIBE, (...args: unknown[]) => answerCommand(args, change(true), log));
+  socket.on(SocketEvent.UNSUBSCRIBE, (...args: unknown[]) => answerCommand(args, change(false), log));
+}

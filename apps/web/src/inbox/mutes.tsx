@@ -1,0 +1,98 @@
+import type {
+  ConnectionState,
+  HeraldClient,
+  HeraldItem,
+  HeraldPreferences,
+  MuteTarget,
+} from '@herald/client';
+import { useCallback, useEffect, useState } from 'preact/hooks';
+
+/** The user's mutes as the page knows them, and the calls that change them. */
+export interface Mutes {
+  /** Undefined until the server answered. */
+  muted: HeraldPreferences['muted'] | undefined;
+  mute(target: MuteTarget): void;
+  unmute(target: MuteTarget): void;
+}
+
+/** Loads the user's mutes once live, and keeps what each mute / unmute answers. */
+export function useMutes(client: HeraldClient, connection: ConnectionState): Mutes {
+  const [muted, setMuted] = useState<HeraldPreferences['muted'] | undefined>(undefined);
+  const live = connection === 'live';
+  useEffect(() => {
+    if (!live || muted !== undefined) return;
+    client.preferences().then(
+      (preferences) => setMuted(preferences.muted),
+      () => undefined,
+    );
+  }, [client, live, muted]);
+  const apply = useCallback(
+    (change: Promise<HeraldPreferences>) =>
+      change.then(
+        (preferences) => setMuted(preferences.muted),
+        () => undefined,
+      ),
+    [],
+  );
+  return {
+    muted,
+    mute: (target) => void apply(client.mute(target)),
+    unmute: (target) => void apply(client.unmute(target)),
+  };
+}
+
+/** What a notification can be muted by: its topic, else its type; none without either. */
+export function muteTargetOf(item: HeraldItem): MuteTarget | undefined {
+  if (item.topic !== undefined) return { topic: item.topic };
+  if (item.type !== undefined) return { type: item.type };
+  return undefined;
+}
+
+/** The "Mute" action of one notification (its topic, else its type). */
+export function MuteButton({ item, mutes, title }: { item: HeraldItem; mutes: Mutes; title: string }) {
+  const target = muteTargetOf(item);
+  if (target === undefined) return null;
+  const [kind, name] = 'topic' in target ? ['topic', target.topic] : ['type', target.type];
+  return (
+    <button
+      type="button"
+      class="link-button"
+      aria-label={`Mute ${kind} ${name}: ${title}`}
+      onClick={() => mutes.mute(target)}
+    >
+      Mute
+    </button>
+  );
+}
+
+/** The muted topics and types, each with "Unmute"; nothing while there are none. */
+export function MutedList({ mutes }: { mutes: Mutes }) {
+  const { muted } = mutes;
+  if (!muted || muted.topics.length + muted.types.length === 0) return null;
+  const targets: MuteTarget[] = [
+    ...muted.topics.map((topic) => ({ topic })),
+    ...muted.types.map((type) => ({ type })),
+  ];
+  return (
+    <ul class="muted-list" aria-label="Muted">
+      {targets.map((target) => {
+        const [kind, name] = 'topic' in target ? ['topic', target.topic] : ['type', target.type];
+        return (
+          <li key={`${kind}:${name}`}>
+            <span>
+              {name} <span class="muted-kind">({kind})</span>
+            </span>
+            <button
+              type="button"
+              class="link-button"
+              aria-label={`Unmute ${kind} ${name}`}
+              onClick={() => mutes.unmute(target)}
+            >
+              Unmute
+            </button>
+          </li>
+        );
+      })}
+    </ul>
+  );
+}
