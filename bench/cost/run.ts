@@ -12,7 +12,7 @@
 //        BENCH_CPU_PROF (a folder: each app writes a V8 CPU profile into <folder>/herald or /baseline).
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { createRequire } from 'node:module';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -20,7 +20,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type RedisServerHandle, startRedisServer, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
-import { type Pipeline, startPipeline } from '../delivery/pipeline.js';
+import { cpuTicks, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
 import { writeReport } from '../report.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
@@ -136,9 +136,11 @@ async function round(c: Contender, agent: Agent, seconds: number, slowlog: boole
   for (let sent = 0; sent < total; ) {
     const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * RATE));
     while (sent < due) {
-      const p = postNotify(agent, c.pipeline.gatewayUrl, `user-${sent % USERS}`).then((ok) => {
-        if (ok) accepted++;
-      });
+      const p = postNotify(agent, c.pipeline.gatewayUrl, API_KEY, `user-${sent % USERS}`, { t: Date.now() })
+        .catch(() => false)
+        .then((ok) => {
+          if (ok) accepted++;
+        });
       inFlight.add(p);
       void p.finally(() => inFlight.delete(p));
       sent++;
@@ -214,44 +216,6 @@ async function scriptNames(root: string): Promise<Map<string, string>> {
     }
   }
   return names;
-}
-
-function postNotify(agent: Agent, base: string, userId: string): Promise<boolean> {
-  const body = JSON.stringify({ userId, payload: { t: Date.now() } });
-  return new Promise((resolve) => {
-    const req = request(
-      `${base}/notify`,
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          authorization: `Bearer ${API_KEY}`,
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-        },
-      },
-      (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode === 202));
-      },
-    );
-    req.on('error', () => resolve(false));
-    req.end(body);
-  });
-}
-
-/** utime + stime of processes, in clock ticks (100 per second on Linux). */
-function cpuTicks(pids: (number | undefined)[]): number {
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // gone
-    }
-  }
-  return ticks;
 }
 
 const median = (values: number[]) => {

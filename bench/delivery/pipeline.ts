@@ -2,6 +2,8 @@
 // a gateway, a worker and two realtime instances, from this checkout or from a built checkout of an
 // older commit (`BENCH_BASELINE`), which then signs its users' tokens with that commit's own code.
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { type Agent, request } from 'node:http';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -144,4 +146,49 @@ async function spawnQuiet(
       await exited;
     },
   };
+}
+
+/** `POST /notify` of `payload` to `userId` through `agent`: true on a 202 (rejects on a connection error). */
+export function postNotify(
+  agent: Agent,
+  base: string,
+  apiKey: string,
+  userId: string,
+  payload: Record<string, unknown>,
+): Promise<boolean> {
+  const body = JSON.stringify({ userId, payload });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${base}/notify`,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        },
+      },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.statusCode === 202));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** utime + stime of processes, in clock ticks (100 per second on Linux). */
+export function cpuTicks(pids: readonly (number | undefined)[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // not Linux, or gone
+    }
+  }
+  return ticks;
 }

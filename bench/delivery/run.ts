@@ -12,8 +12,7 @@
 //        on its own redis-server, at the same rates in the same rounds, and the report compares them),
 //        BENCH_ROUNDS (rounds per rate of the two side by side: 3 with a baseline, else 1).
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import {
@@ -29,7 +28,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { io, type Socket } from 'socket.io-client';
 import { barChart, writeReport } from '../report.js';
-import { type Pipeline, startPipeline } from './pipeline.js';
+import { cpuTicks, type Pipeline, postNotify, startPipeline } from './pipeline.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const HOLD_SECONDS = Number(process.env.BENCH_HOLD_SECONDS ?? 30);
@@ -126,7 +125,7 @@ async function main(): Promise<void> {
     const agent = new Agent({ keepAlive: true, maxSockets: 128 });
     const heraldOf = (p: Pipeline): Contender => ({
       name: p.label,
-      send: (user) => postNotify(agent, p.gatewayUrl, user, { t: now() }),
+      send: (user) => postNotify(agent, p.gatewayUrl, API_KEY, user, { t: now() }),
       pids: [...p.pids, [process.pid]],
     });
     const emitterRedis = new Redis(redis.url);
@@ -402,49 +401,6 @@ async function idleMemory(
     heap: (sum(after, 'heapUsedBytes') - sum(before, 'heapUsedBytes')) / IDLE,
     rss: (sum(after, 'rssBytes') - sum(before, 'rssBytes')) / IDLE,
   };
-}
-
-function postNotify(
-  agent: Agent,
-  base: string,
-  userId: string,
-  payload: Record<string, unknown>,
-): Promise<boolean> {
-  const body = JSON.stringify({ userId, payload });
-  return new Promise((resolve, reject) => {
-    const req = request(
-      `${base}/notify`,
-      {
-        method: 'POST',
-        agent,
-        headers: {
-          authorization: `Bearer ${API_KEY}`,
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-        },
-      },
-      (response) => {
-        response.resume();
-        response.on('end', () => resolve(response.statusCode === 202));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-/** utime + stime of processes, in clock ticks (100 per second on Linux). */
-function cpuTicks(pidList: (number | undefined)[]): number {
-  let ticks = 0;
-  for (const pid of pidList) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // not Linux, or gone
-    }
-  }
-  return ticks;
 }
 
 function pct(values: number[], p: number): number {

@@ -5,7 +5,7 @@ import { type RedisClusterHandle, startRedisCluster } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, randomId, Stack, waitFor } from './support/stack.js';
+import { API_KEY, randomId, Stack, topicFanoutJob, waitFor } from './support/stack.js';
 
 const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef0123456789';
 
@@ -255,20 +255,7 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
       const reached = users.filter((user) => !muted.includes(user));
       const watcher = own.client(users[3] ?? '');
       await watcher.connect(realtime.url, '0-0');
-      const job: FanoutJob = {
-        id: randomId('fan'),
-        tenantId: 'default',
-        payload: { hello: 'cluster' },
-        createdAt: new Date().toISOString(),
-        audience: { topic: 'news' },
-        charge: {
-          keyPrefix: `${randomId('rl')}:sender:`,
-          senderId: 'k',
-          capacity: 1000,
-          ratePerSecond: 1000,
-          prepaid: 1,
-        },
-      };
+      const job = topicFanoutJob('news', { hello: 'cluster' });
       await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
       await waitFor(async () => (await topics.fanout(job.id))?.state === 'sent', {
         timeoutMs: 30_000,

@@ -4,7 +4,7 @@ import { startRedisServer } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { randomId, Stack, waitFor } from './support/stack.js';
+import { randomId, Stack, topicFanoutJob, waitFor } from './support/stack.js';
 
 describe('a topic send with HERALD_REDIS_WAIT_REPLICAS=1', () => {
   it('pushes no recipient its copy before a replica has it, as single sends do; then exactly once', async () => {
@@ -27,20 +27,7 @@ describe('a topic send with HERALD_REDIS_WAIT_REPLICAS=1', () => {
       await Promise.all(clients.map((client) => client.connect(realtime.url, '0-0')));
       // Frozen, the replica stays attached but acknowledges nothing: every WAIT times out.
       replica.process.kill('SIGSTOP');
-      const job: FanoutJob = {
-        id: randomId('fan'),
-        tenantId: 'default',
-        payload: { hello: 'replicated' },
-        createdAt: new Date().toISOString(),
-        audience: { topic: 'news' },
-        charge: {
-          keyPrefix: `${randomId('rl')}:sender:`,
-          senderId: 'k',
-          capacity: 1000,
-          ratePerSecond: 1000,
-          prepaid: 1,
-        },
-      };
+      const job = topicFanoutJob('news', { hello: 'replicated' });
       await queue.add(FANOUT_JOB_NAME, job, notificationJobOptions(job));
       // The appends are on the primary, and the attempt fails on its WAIT (retried later)...
       await waitFor(

@@ -1,6 +1,6 @@
 import { ConfigError, RedisWaitEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { PushKeyEnv, resolvePush } from '@herald/push';
+import { PushKeyEnv, resolvePush, serverEnvExtras } from '@herald/push';
 import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
 
@@ -117,17 +117,9 @@ export function loadConfig(
   options: { secrets?: boolean } = {},
 ): GatewayConfig {
   const push = resolvePush(env, { sender: false });
-  const {
-    values: parsed,
-    server,
-    secrets,
-  } = readServerEnv(
-    'gateway',
-    EnvSchema,
-    env,
-    { apiKeys: true, adminKey: true, check: options.secrets !== false },
-    { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } },
-  );
+  const secretOptions = { apiKeys: true, adminKey: true, check: options.secrets !== false };
+  const read = readServerEnv('gateway', EnvSchema, env, secretOptions, serverEnvExtras(push));
+  const { values: parsed, server, secrets } = read;
   // BullMQ's scripts take several keys of one queue: on Cluster they must share a slot.
   if (server.redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
     throw new ConfigError(

@@ -1,6 +1,6 @@
 import { ConfigError, InstanceIdEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { PushEnv, type PushSettings, resolvePush } from '@herald/push';
+import { PushEnv, type PushSettings, resolvePush, serverEnvExtras } from '@herald/push';
 import Type from 'typebox';
 import { type AbuseSettings, parseTrustProxy } from './abuse.js';
 
@@ -76,17 +76,8 @@ export interface RealtimeConfig extends ServerConfig {
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): RealtimeConfig {
   const push = resolvePush(env, { sender: false });
-  const {
-    values: parsed,
-    server,
-    secrets,
-  } = readServerEnv(
-    'realtime',
-    EnvSchema,
-    env,
-    { apiKeys: false },
-    { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } },
-  );
+  const read = readServerEnv('realtime', EnvSchema, env, { apiKeys: false }, serverEnvExtras(push));
+  const { values: parsed, server, secrets } = read;
   let trustProxy: AbuseSettings['trustProxy'];
   try {
     trustProxy = parseTrustProxy(parsed.HERALD_TRUST_PROXY);

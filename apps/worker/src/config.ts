@@ -1,6 +1,6 @@
 import { InstanceIdEnv, RedisWaitEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
-import { PushSenderEnv, type PushSettings, resolvePush } from '@herald/push';
+import { PushSenderEnv, type PushSettings, resolvePush, serverEnvExtras } from '@herald/push';
 import { WebhookDeliveryEnv, type WebhookWorkerSettings, webhookSettings } from '@herald/webhooks';
 import Type from 'typebox';
 
@@ -63,10 +63,13 @@ export interface WorkerConfig extends ServerConfig {
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
   const push = resolvePush(env, { sender: true });
-  const { values: parsed, server } = readServerEnv('worker', EnvSchema, env, undefined, {
-    problems: push.problems,
-    deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' },
-  });
+  const { values: parsed, server } = readServerEnv(
+    'worker',
+    EnvSchema,
+    env,
+    undefined,
+    serverEnvExtras(push),
+  );
   return Object.freeze({
     ...server,
     redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { Inbox } from '@herald/inbox';
 import {
+  type FanoutJob,
   type GoodbyeEvent,
   NOTIFY_JOB_NAME,
   type NotificationEvent,
@@ -410,3 +411,24 @@ export async function connections(realtime: AppProcess): Promise<number> {
 }
 
 export { randomId, waitFor };
+
+/**
+ * A topic send's job as the gateway enqueues it (`<queue>-fanout`): to `topic`'s subscribers, paid from a
+ * sender bucket of its own (1,000 tokens, one prepaid).
+ */
+export function topicFanoutJob(topic: string, payload: Record<string, unknown>): FanoutJob {
+  return {
+    id: randomId('fan'),
+    tenantId: 'default',
+    payload,
+    createdAt: new Date().toISOString(),
+    audience: { topic },
+    charge: {
+      keyPrefix: `${randomId('rl')}:sender:`,
+      senderId: 'k',
+      capacity: 1000,
+      ratePerSecond: 1000,
+      prepaid: 1,
+    },
+  };
+}

@@ -18,6 +18,7 @@ export {
   PushSenderEnv,
   type PushSettings,
   publicKeyProblem,
+  serverEnvExtras,
   resolvePush,
   type VapidKeys,
 } from './settings.js';

@@ -145,6 +145,22 @@ function base64url(text: string): Buffer | undefined {
 }
 
 /** Why `key` is not a P-256 public key (uncompressed point, base64url), or undefined. */
+/**
+ * What `push` adds to an app's `readServerEnv` (`@herald/config`): its problems, in the same
+ * `ConfigError`, and the VAPID public key, which every app must share (the deployment fingerprint).
+ *
+ * @example
+ * ```ts
+ * const { server } = readServerEnv('worker', EnvSchema, env, undefined, serverEnvExtras(push));
+ * ```
+ */
+export function serverEnvExtras(push: PushSettings): {
+  problems: readonly string[];
+  deployment: Readonly<Record<string, string>>;
+} {
+  return { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } };
+}
+
 export function publicKeyProblem(key: string, name = 'HERALD_VAPID_PUBLIC_KEY'): string | undefined {
   const bytes = base64url(key);
   if (bytes?.length !== 65 || bytes[0] !== 4) {
