@@ -3,6 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
+import { listingOf } from './listing.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
@@ -338,31 +339,8 @@ export class Inbox {
     options: { after?: InboxOffset | undefined; limit?: number | undefined } = {},
   ): Promise<InboxListing> {
     const limit = checkLimit(options.limit ?? 50);
-    const page = await this.read(userId, { ...options, limit });
-    const keys = this.keys(userId);
-    const unread = await this.unread(userId);
-    if (page.entries.length === 0) {
-      return { items: [], nextAfter: null, trimmed: page.trimmed, unread };
-    }
-    const ids = page.entries.map((entry) => entry.id);
-    const pipeline = this.#redis.multi().smismember(keys.unread, ...ids);
-    for (const id of ids) pipeline.hget(keys.marker(id), 'deliveredAt');
-    const results = (await pipeline.exec()) ?? [];
-    const unreadFlags = (results[0]?.[1] ?? []) as number[];
-    const items = page.entries.map((entry, index) => {
-      const deliveredAt = results[index + 1]?.[1] as string | null | undefined;
-      return {
-        ...entry,
-        read: unreadFlags[index] !== 1,
-        deliveredAt: deliveredAt ? new Date(Number(deliveredAt)).toISOString() : null,
-      };
-    });
-    return {
-      items,
-      nextAfter: items.length === limit ? page.lastOffset : null,
-      trimmed: page.trimmed,
-      unread,
-    };
+    const [page, unread] = await Promise.all([this.read(userId, { ...options, limit }), this.unread(userId)]);
+    return listingOf(this.#redis, this.keys(userId), page, limit, unread);
   }
 
   /**
