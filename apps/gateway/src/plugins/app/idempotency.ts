@@ -158,9 +158,13 @@ async function settleIdempotency(
  * for the release (which is sent again until it lands, see `IdempotencyStore.abandon`).
  */
 function registerIdempotencyRelease(app: FastifyInstance): void {
-  app.addHook('onSend', async (request, _reply, payload) => {
+  // Callback style: it runs on every answer of the app, and most have no claim.
+  app.addHook('onSend', (request, _reply, payload, done) => {
     const claim = request.idempotency;
-    if (!claim || claim.settled) return payload;
+    if (!claim || claim.settled) {
+      done(null, payload);
+      return;
+    }
     claim.settled = true;
     app.idempotency.abandon(claim.scope, claim.key, claim.owner).catch((error: unknown) => {
       request.log.warn(
@@ -168,6 +172,6 @@ function registerIdempotencyRelease(app: FastifyInstance): void {
         'could not release an idempotency key yet; sent again until Redis answers (at the latest it frees itself after HERALD_IDEMPOTENCY_IN_FLIGHT_MS)',
       );
     });
-    return payload;
+    done(null, payload);
   });
 }
