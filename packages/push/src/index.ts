@@ -18,8 +18,8 @@ export {
   PushSenderEnv,
   type PushSettings,
   publicKeyProblem,
-  serverEnvExtras,
   resolvePush,
+  serverEnvExtras,
   type VapidKeys,
 } from './settings.js';
 export {
