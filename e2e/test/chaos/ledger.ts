@@ -55,6 +55,12 @@ export interface ChaosResult {
   /** 503s answered more than a second after the fault's end (Redis was back by then). */
   unavailableAfter: number;
   inFlight: number;
+  /**
+   * 409s answered more than a second after the fault's end: a key still "in flight" with Redis back,
+   * its claim left behind by a request that had already answered (or a killed gateway's, until
+   * HERALD_IDEMPOTENCY_IN_FLIGHT_MS frees it).
+   */
+  inFlightAfter: number;
   connectionErrors: number;
   maxAcceptMs: number;
   /** From the fault's end until the last notification accepted before it was shown (0: none was late). */
@@ -80,6 +86,8 @@ export function check(options: {
   load: LoadCounts;
   /** When each 503 arrived. */
   unavailableAt: readonly number[];
+  /** When each 409 arrived. */
+  inFlightAt: readonly number[];
   faultEndAt: number;
 }): ChaosResult {
   const acceptedIds = new Set(options.accepted.map((entry) => entry.id));
@@ -123,6 +131,7 @@ export function check(options: {
     unavailable: options.load.unavailable,
     unavailableAfter: options.unavailableAt.filter((at) => at > options.faultEndAt + 1000).length,
     inFlight: options.load.inFlight,
+    inFlightAfter: options.inFlightAt.filter((at) => at > options.faultEndAt + 1000).length,
     connectionErrors: options.load.connectionErrors,
     maxAcceptMs: options.load.maxAcceptMs,
     recoveryMs,
@@ -142,6 +151,7 @@ const COLUMNS: [keyof ChaosResult, string][] = [
   ['unavailable', '503s'],
   ['unavailableAfter', '503s > 1 s after'],
   ['inFlight', '409s'],
+  ['inFlightAfter', '409s > 1 s after'],
   ['connectionErrors', 'conn errors'],
   ['maxAcceptMs', 'longest 202 wait ms'],
   ['acceptRecoveryMs', '202 recovery ms'],

@@ -22,6 +22,8 @@ export class LoadGenerator {
   };
   /** When each 503 arrived (to count those after a fault's end). */
   readonly unavailableAt: number[] = [];
+  /** When each 409 arrived (to count those after a fault's end). */
+  readonly inFlightAt: number[] = [];
   /** Answers that were neither retried nor accepted, for the failure message. */
   readonly refusals: string[] = [];
   /** Requests still retrying when `stop`'s deadline passed, given up without a 202. */
@@ -125,8 +127,10 @@ export class LoadGenerator {
         if (response.status === 503) {
           this.counts.unavailable++;
           this.unavailableAt.push(Date.now());
-        } else if (response.status === 409) this.counts.inFlight++;
-        else if (response.status === 408) this.counts.requestTimeouts++;
+        } else if (response.status === 409) {
+          this.counts.inFlight++;
+          this.inFlightAt.push(Date.now());
+        } else if (response.status === 408) this.counts.requestTimeouts++;
         else {
           this.counts.other++;
           if (this.refusals.length < 5) this.refusals.push(`${response.status} ${text}`);

@@ -263,6 +263,7 @@ export async function drainAndCheck(
     shown: new Map(clients.map((client) => [client.userId, client.shown])),
     load: load.counts,
     unavailableAt: load.unavailableAt,
+    inFlightAt: load.inFlightAt,
     faultEndAt: options.faultEndAt,
   });
   return { ...result, refusals: load.refusals };

@@ -86,14 +86,20 @@ function idempotencyPreValidation(app: FastifyInstance) {
     const scope = request.identity.id;
     const fingerprint = IdempotencyStore.fingerprint({ route: request.routeOptions.url, body: request.body });
     const owner = randomUUID();
-    let begun: Awaited<ReturnType<IdempotencyStore['begin']>>;
+    const claiming = app.idempotency.begin(scope, key, fingerprint, owner);
+    let begun: Awaited<typeof claiming>;
     try {
-      begun = await app.withRedisTimeout(app.idempotency.begin(scope, key, fingerprint, owner));
+      begun = await app.withRedisTimeout(claiming);
     } catch (error) {
-      // The claim may still land when a stalled Redis wakes up, and would hold the key "in flight"
-      // for HERALD_IDEMPOTENCY_IN_FLIGHT_MS: send its release now, behind it on the same connection, so that a retry is accepted
-      // as soon as Redis is back.
-      app.idempotency.abandon(scope, key, owner).catch(() => {});
+      // The claim may still land (a stalled Redis wakes up, a failover ends), and would hold the key
+      // "in flight" for HERALD_IDEMPOTENCY_IN_FLIGHT_MS: it is released now, behind the claim on the
+      // same connection (one Redis keeps their order), and again once the claim itself has settled. On
+      // Redis Cluster, ioredis sends a command cut off by a failover again when the slot has a master,
+      // after commands sent later: a release ran 170 ms before the claim it was to undo, and the key
+      // answered 409 for its whole 5 s (the chaos suite's Cluster failover).
+      const release = () => app.idempotency.abandon(scope, key, owner).catch(() => {});
+      release();
+      claiming.then(release, release);
       throw unavailable('Redis', error);
     }
     switch (begun.state) {
