@@ -266,6 +266,53 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await env.stack.unread(user)).toBe(0);
     await context.close();
   });
+  it('mutes a topic from a tab that does not hold the socket: its notifications stop, others still come; unmuted, they come again', async () => {
+    const user = randomId('mute');
+    const context = await env.browser.newContext();
+    const tabs = [
+      await InboxPage.open(context, env.stack.url, user),
+      await InboxPage.open(context, env.stack.url, user),
+    ];
+    await waitFor(() => tabs.some((tab) => tab.openSockets() === 1), { what: 'a leader' });
+    const follower = tabs.find((tab) => tab.openSockets() === 0) as InboxPage;
+    await sendInTurn(follower, user, ['plain']);
+    await env.stack.notify(user, { title: 'Spring sale' }, { topic: 'promo' });
+    await waitFor(async () => (await follower.titles()).includes('Spring sale'), { what: 'the promo' });
+
+    // The SDK's mute goes through the leader tab's socket (tab requests).
+    await follower.articles
+      .filter({ hasText: 'Spring sale' })
+      .getByRole('button', { name: /^Mute topic promo/ })
+      .click();
+    const muted = follower.page.getByRole('list', { name: 'Muted' });
+    await waitFor(
+      async () =>
+        (await muted.count()) === 1 && ((await muted.textContent()) ?? '').includes('promo (topic)'),
+      { what: 'promo in the muted list' },
+    );
+    expect(await axeViolations(follower.page)).toEqual([]);
+    const silenced = await env.stack.notify(user, { title: 'Another sale' }, { topic: 'promo' });
+    await waitFor(async () => (await env.stack.status(silenced)) === 'muted', { what: 'the sale muted' });
+    // Focus is still on the Mute button, inside the feed: what comes now waits behind "1 new" rather
+    // than moving the list under the reader's pointer.
+    await env.stack.notify(user, { title: 'still here' });
+    const waiting = follower.page.getByRole('button', { name: '1 new' });
+    await waitFor(async () => (await waiting.count()) === 1, { what: '"1 new" in the follower' });
+    expect(await follower.titles()).not.toContain('still here');
+    await waiting.click();
+    await waitFor(async () => (await follower.titles())[0] === 'still here', { what: 'still here on top' });
+    for (const tab of tabs)
+      await waitFor(async () => (await tab.titles()).includes('still here'), { what: 'still here' });
+    for (const tab of tabs) expect(await tab.titles()).not.toContain('Another sale');
+    expect(await env.stack.inboxIds(user)).not.toContain(silenced);
+
+    await follower.page.getByRole('button', { name: 'Unmute topic promo' }).click();
+    await waitFor(async () => (await muted.count()) === 0, { what: 'the muted list gone' });
+    await env.stack.notify(user, { title: 'Last sale' }, { topic: 'promo' });
+    for (const tab of tabs)
+      await waitFor(async () => (await tab.titles()).includes('Last sale'), { what: 'the unmuted promo' });
+    await context.close();
+  });
   it('subscribes to a topic the token allows (?topics=) from the page: its topic sends arrive; unsubscribed, they stop', async () => {
     const user = randomId('topics');
     const context = await env.browser.newContext();
