@@ -4,7 +4,13 @@ import { dropSocket, open, stopSocket } from './connection.js';
 import { Core } from './core.js';
 import { resync } from './inbox-sync.js';
 import { listenToPage } from './page.js';
-import { type PushRegistration, type PushRegistrationLike, registerPush, unregisterPush } from './push.js';
+import {
+  type PushRegistration,
+  type PushRegistrationLike,
+  pushPublicKey,
+  registerPush,
+  unregisterPush,
+} from './push.js';
 import { start } from './tab-sharing.js';
 import type {
   HeraldClient,
@@ -93,6 +99,10 @@ class Client implements HeraldClient {
 
   unregisterPush(options: { registration: PushRegistrationLike }): Promise<boolean> {
     return unregisterPush(this.#c, options);
+  }
+
+  pushPublicKey(): Promise<string> {
+    return pushPublicKey(this.#c);
   }
 
   resync(): Promise<void> {

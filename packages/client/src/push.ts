@@ -1,4 +1,4 @@
-import type { PushMessage, PushSubscriptionJSON } from '@herald/protocol';
+import type { PushSubscriptionJSON } from '@herald/protocol';
 import { run } from './commands.js';
 import type { Core } from './core.js';
 
@@ -16,7 +16,7 @@ export interface PushRegistrationLike {
     getSubscription(): Promise<PushSubscriptionLike | null>;
     subscribe(options: {
       userVisibleOnly: boolean;
-      applicationServerKey: Uint8Array;
+      applicationServerKey: Uint8Array<ArrayBuffer>;
     }): Promise<PushSubscriptionLike>;
   };
 }
@@ -27,7 +27,7 @@ export interface PushRegistration {
   subscriptions: number;
 }
 
-function keyBytes(base64url: string): Uint8Array {
+function keyBytes(base64url: string): Uint8Array<ArrayBuffer> {
   const base64 = base64url.replace(/-/g, '+').replace(/_/g, '/');
   const binary = atob(base64 + '='.repeat((4 - (base64.length % 4)) % 4));
   return Uint8Array.from(binary, (char) => char.charCodeAt(0));
@@ -37,6 +37,11 @@ function sameKey(buffer: ArrayBuffer | null | undefined, key: Uint8Array): boole
   if (!buffer) return true; // the browser does not say: keep the subscription
   const bytes = new Uint8Array(buffer);
   return bytes.length === key.length && bytes.every((byte, index) => byte === key[index]);
+}
+
+/** The deployment's VAPID public key, asked of the server (`push-key`). */
+export async function pushPublicKey(c: Core): Promise<string> {
+  return ((await run(c, 'push-key', {})) as { publicKey: string }).publicKey;
 }
 
 /**
@@ -49,8 +54,7 @@ export async function registerPush(
   c: Core,
   options: { registration: PushRegistrationLike; vapidPublicKey?: string },
 ): Promise<PushRegistration> {
-  const publicKey =
-    options.vapidPublicKey ?? ((await run(c, 'push-key', {})) as { publicKey: string }).publicKey;
+  const publicKey = options.vapidPublicKey ?? (await pushPublicKey(c));
   const key = keyBytes(publicKey);
   const manager = options.registration.pushManager;
   let subscription = await manager.getSubscription();
@@ -80,24 +84,4 @@ export async function unregisterPush(
   await run(c, 'push-unsubscribe', { endpoint: subscription.endpoint });
   await subscription.unsubscribe();
   return true;
-}
-
-/**
- * The Herald notification a Web Push message carries (`event.data.json()` in a service worker's `push`
- * handler), or undefined when the message is not Herald's. Show it with `tag: message.id`, so that the
- * same notification replaces rather than repeats, and skip it when a tab of the page is visible (that
- * tab shows it from the socket, where the inbox holds each id once).
- *
- * @example
- * ```ts
- * self.addEventListener('push', (event) => {
- *   const message = heraldPushMessage(event.data?.json());
- *   if (message) event.waitUntil(self.registration.showNotification(String(message.payload?.title ?? 'New notification'), { tag: message.id, data: message }));
- * });
- * ```
- */
-export function heraldPushMessage(data: unknown): PushMessage | undefined {
-  const message = data as Partial<PushMessage> | null | undefined;
-  if (message?.kind !== 'herald.notification' || typeof message.id !== 'string') return undefined;
-  return typeof message.offset === 'string' ? (message as PushMessage) : undefined;
 }

@@ -39,6 +39,18 @@ export class TabRequests {
       this.#tabs()?.post({ t: 'req', id, op: pending.op, args: pending.args });
   }
 
+  /**
+   * This tab leads now: what it asked of a leader (before it won the election, or of a leader that
+   * went away) runs here instead, through `runner` (its own socket).
+   */
+  runHere<C>(c: C, runner: (c: C, op: string, args: unknown) => Promise<unknown>): void {
+    for (const [id, request] of this.#pending) {
+      this.#pending.delete(id);
+      clearTimeout(request.timer);
+      runner(c, request.op, request.args).then(request.resolve, request.reject);
+    }
+  }
+
   /** The leader's answer (`res`), if it is for this tab. */
   settle(message: TabMessage): void {
     if (message.to !== this.#tabs()?.id) return;

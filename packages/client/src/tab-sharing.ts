@@ -62,6 +62,8 @@ function lead(c: Core): void {
   c._emitState();
   c._attempt = 0;
   void open(c);
+  // What this tab asked while it followed (or before it won the election) is answered here now.
+  c._requests.runHere(c, runHere);
   // Requests a follower sent to the old leader are answered by us now: followers resend them.
   c._tabs?.post({ t: 'state', state: c._shareableState() });
 }
@@ -161,13 +163,15 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
   }
 }
 
+/** A command run by this tab, the leader: a follower's, or its own from before it led. */
+const runHere = (c: Core, op: string, args: unknown) => (op === 'resync' ? resync(c) : run(c, op, args));
+
 /** The leader runs a follower's command and posts the outcome back. */
 async function answer(c: Core, message: TabMessage): Promise<void> {
   const reply = (body: Record<string, unknown>) =>
     c._tabs?.post({ t: 'res', to: message.from, id: message.id, ...body });
   try {
-    const value =
-      message.op === 'resync' ? await resync(c) : await run(c, message.op as string, message.args);
+    const value = await runHere(c, message.op as string, message.args);
     reply({ ok: true, value });
   } catch (error) {
     const { code = 'HERALD_ERR_UNAVAILABLE', message: text = String(error) } = error as HeraldError;

@@ -142,6 +142,11 @@ export interface HeraldClient {
     registration: PushRegistrationLike;
     vapidPublicKey?: string;
   }): Promise<PushRegistration>;
+  /**
+   * The deployment's VAPID public key (base64url), from the server (`push-key`): whether Web Push is on
+   * there at all. Rejects with `HERALD_ERR_PUSH_NOT_CONFIGURED` when it is off.
+   */
+  pushPublicKey(): Promise<string>;
   /** Removes this browser's push subscription from the user's and unsubscribes it (sign-out). */
   unregisterPush(options: { registration: PushRegistrationLike }): Promise<boolean>;
   /** Drops the inbox held and reloads it from the server (what the client does on `resync`). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as index from '../src/index.js';
+import * as pushMessage from '../src/push-message.js';
 import * as server from '../src/server.js';
 
 /** What `scripts/build.mjs` publishes (bundled, `_` members shortened) against the sources the other tests use. */
@@ -10,8 +11,19 @@ describe('the published files', () => {
   it.each([
     ['index.js', index],
     ['server.js', server],
+    ['push-message.js', pushMessage],
   ])('dist/%s exports what its source exports', async (file, source) => {
     expect(Object.keys(await published(file)).sort()).toEqual(Object.keys(source).sort());
+  });
+
+  it('dist/push-message.js carries no Socket.IO, nor does anything it imports', async () => {
+    const { readFileSync } = await import('node:fs');
+    const read = (file: string) => readFileSync(new URL(`../dist/${file}`, import.meta.url), 'utf8');
+    const files = ['push-message.js'];
+    for (const file of files)
+      for (const [, imported] of read(file).matchAll(/from\s+['"]\.\/([^'"]+)['"]/g))
+        if (imported && !files.includes(imported)) files.push(imported);
+    for (const file of files) expect(read(file), file).not.toMatch(/socket\.io|engine\.io/);
   });
 
   it("a client's state keeps its names", async () => {

@@ -243,6 +243,28 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     expect(second.notifications).toEqual([...before, ...whileFrozen, ...after]);
   });
 
+  it('a command sent before the tab won the election (the first tab, just opened; a follower whose leader closes) is answered once it leads', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('erin');
+    const locks = new MemoryLocks();
+    await appended(gateway, user, (await notify(gateway, user, 1)).at(-1));
+    // At once, before the election: the tab is a follower until it holds the lock.
+    const first = tab({ url: a.url, locks, getToken: () => stack.token(user), timeoutMs: 20_000 });
+    const listed = first.client.preferences();
+    expect(first.client.getState().role).toBe('follower');
+    expect(await listed).toEqual({ muted: { topics: [], types: [] } });
+    expect(first.client.getState().role).toBe('leader');
+
+    // A follower's command still waiting when its leader goes: it becomes the leader and answers it.
+    const second = tab({ url: a.url, locks, getToken: () => stack.token(user), timeoutMs: 20_000 });
+    await live(second);
+    expect(second.client.getState().role).toBe('follower');
+    first.client.close();
+    const muted = await second.client.mute({ type: 'digest' });
+    expect(muted.muted.types).toEqual(['digest']);
+    await waitFor(() => second.client.getState().role === 'leader', { what: 'the follower leads' });
+  });
+
   it('without Web Locks each tab keeps its own socket and nothing is rebroadcast', async () => {
     const { stack, gateway, a } = await startStack();
     const user = randomId('dave');
