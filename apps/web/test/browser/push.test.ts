@@ -236,8 +236,27 @@ describe('Web Push on the inbox page, in Chromium', () => {
       createdAt: new Date().toISOString(),
       payload: { title },
     });
-    // The tab is visible: it shows what it gets from its socket, the service worker shows nothing.
+    // The tab is visible: it shows what it gets from its socket, the service worker shows nothing. The
+    // worker's look at its windows is counted, so that the tab closes only once it has been made.
+    const worker = await waitFor(() => context.serviceWorkers()[0], { what: 'the service worker' });
+    await worker.evaluate(() => {
+      type MatchAll = (options?: unknown) => Promise<unknown[]>;
+      const scope = self as unknown as { clients: { matchAll: MatchAll }; looked: number };
+      const matchAll = scope.clients.matchAll.bind(scope.clients);
+      scope.looked = 0;
+      scope.clients.matchAll = async (options) => {
+        const found = await matchAll(options);
+        scope.looked++;
+        return found;
+      };
+    });
     await deliver(context, pushed('raced the socket'));
+    await waitFor(
+      async () => (await worker.evaluate(() => (self as unknown as { looked: number }).looked)) === 1,
+      {
+        what: 'the service worker to look for a visible tab',
+      },
+    );
     // No tab left: the next one is shown. The worker handles pushes in order, so the first is settled.
     await inbox.page.close();
     await deliver(context, pushed('while away'));
@@ -254,7 +273,13 @@ describe('Web Push on the inbox page, in Chromium', () => {
     await waitFor(async () => (await subscriptions.list(DEFAULT_TENANT, user)).length === 0, {
       what: 'the subscription removed',
     });
-    expect(await probe.locator('#push-state').textContent()).toBe('Push is off for this browser.');
+    // The server forgets it first, then the page says so.
+    await waitFor(
+      async () => (await probe.locator('#push-state').textContent()) === 'Push is off for this browser.',
+      {
+        what: 'the page saying push is off',
+      },
+    );
     await context.close();
   });
 });
