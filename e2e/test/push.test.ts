@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { createECDH, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:https';
@@ -14,7 +13,7 @@ import {
   type PushSubscriptionJSON,
 } from '@herald/protocol';
 import { EscalationRecords, escalationQueueName, PushSubscriptions } from '@herald/push';
-import { type AppProcess, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, loopbackCertificate, redisUrl, startApp, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,17 +34,8 @@ interface Pushed {
 
 describe('Web Push escalation: gateway, worker, realtime and a push service, each its own process', () => {
   const dir = mkdtempSync(join(tmpdir(), 'herald-push-'));
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
   // The push service's own certificate for 127.0.0.1; the worker trusts it as an extra CA.
-  execFileSync(
-    'openssl',
-    [
-      ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1'],
-      ...['-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert],
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = loopbackCertificate(dir);
   const vapid = createECDH('prime256v1');
   vapid.generateKeys();
   const vapidPublicKey = vapid.getPublicKey('base64url');

@@ -1,6 +1,7 @@
 import { inject } from 'vitest';
 
 export { CHROMIUM_ARGS, CHROMIUM_PATH, launchChromium } from './browser.js';
+export { loopbackCertificate } from './certificate.js';
 export { isolatedEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
 export { appOnOwnRedis } from './own-redis.js';

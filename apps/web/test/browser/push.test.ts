@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { createECDH, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -7,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_TENANT, type PushMessage } from '@herald/protocol';
 import { PushSubscriptions } from '@herald/push';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { loopbackCertificate, randomId, redisUrl, waitFor } from '@herald/testing';
 // @ts-expect-error: http_ece has no types (the library web-push encrypts with)
 import ece from 'http_ece';
 import { Redis } from 'ioredis';
@@ -29,25 +28,7 @@ import { stackAndBrowser } from '../support/stack.js';
  * service would.
  */
 const dir = mkdtempSync(join(tmpdir(), 'herald-web-push-'));
-const certFile = join(dir, 'cert.pem');
-const keyFile = join(dir, 'key.pem');
-execFileSync(
-  'openssl',
-  [
-    ...['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1'],
-    ...[
-      '-subj',
-      '/CN=127.0.0.1',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-      '-keyout',
-      keyFile,
-      '-out',
-      certFile,
-    ],
-  ],
-  { stdio: 'ignore' },
-);
+const { cert: certFile, key: keyFile } = loopbackCertificate(dir);
 const vapid = createECDH('prime256v1');
 vapid.generateKeys();
 
