@@ -19,7 +19,7 @@ import { plotSvg, REPORTED, soakTitle, writePlot } from './plot.js';
 import { type Sample, writeSamples } from './samples.js';
 
 /** Half of the 300/s bench:delivery held with p99 < 100 ms (bench/README.md, 2026-12-01). */
-const PER_SECOND = Number(process.env.SOAK_PER_SECOND ?? 150);
+const PER_SECOND = Number(process.env.SOAK_PER_SECOND ?? 350);
 const SOAK_MS = Number(process.env.SOAK_MS ?? 600_000);
 const SAMPLE_MS = Number(process.env.SOAK_SAMPLE_MS ?? 10_000);
 const WARMUP_MS = Number(process.env.SOAK_WARMUP_MS ?? 120_000);
