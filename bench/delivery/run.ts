@@ -10,7 +10,7 @@
 //        BENCH_IDLE (5000), BENCH_RATES (500,1000,2000),
 //        BENCH_BASELINE (a built checkout of an older commit: its whole pipeline runs beside this one's,
 //        on its own redis-server, at the same rates in the same rounds, and the report compares them),
-//        BENCH_ROUNDS (rounds per rate of the two side by side: 3 with a baseline, else 1).
+//        BENCH_ROUNDS (rounds per rate of the two side by side: 5 with a baseline, else 1).
 import { randomUUID } from 'node:crypto';
 import { Agent } from 'node:http';
 import { cpus, loadavg } from 'node:os';
@@ -41,8 +41,8 @@ const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const PUBSUB = 'bench-pubsub';
 const BASELINE = process.env.BENCH_BASELINE;
-/** Rounds per rate of Herald and the baseline side by side (each `SECONDS` long); 3 with a baseline. */
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE === undefined ? 1 : 3));
+/** Rounds per rate of Herald and the baseline side by side (each `SECONDS` long); 5 with a baseline. */
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (BASELINE === undefined ? 1 : 5));
 
 const now = () => performance.timeOrigin + performance.now();
 
