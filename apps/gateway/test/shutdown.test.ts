@@ -1,3 +1,6 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME } from '@herald/protocol';
 import { randomId, startApp, waitFor } from '@herald/testing';
@@ -87,4 +90,36 @@ describe('graceful shutdown', () => {
     // closeWithGrace exits 1 when the grace period runs out: 0 means every connection closed in time.
     expect(exitCode).toBe(0);
   });
+
+  it.each([
+    { flags: '--heapsnapshot-signal=SIGUSR2', file: '.heapsnapshot' },
+    { flags: '--report-on-signal', file: '.json' },
+  ])(
+    'SIGUSR2 with $flags (Node handles it): the file is written and the gateway keeps serving',
+    async ({ flags, file }) => {
+      const dir = await mkdtemp(join(tmpdir(), 'herald-diag-'));
+      try {
+        const gateway = await startApp({
+          name: 'gateway',
+          entry,
+          env: { ...env, NODE_OPTIONS: `${flags} --diagnostic-dir=${dir} --report-directory=${dir}` },
+        });
+        try {
+          gateway.process.kill('SIGUSR2');
+          await waitFor(async () => (await readdir(dir)).some((name) => name.endsWith(file)), {
+            timeoutMs: 30_000,
+            what: `a ${file} file`,
+          });
+          const response = await fetch(`${gateway.url}/healthz`);
+          expect(response.status).toBe(200);
+          expect(gateway.process.exitCode).toBeNull();
+          expect(gateway.lines.some((line) => line.includes('"msg":"shutting down"'))).toBe(false);
+        } finally {
+          expect(await gateway.stop('SIGTERM', 15_000)).toBe(0);
+        }
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+  );
 });

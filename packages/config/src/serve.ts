@@ -42,8 +42,33 @@ export interface ShutdownLog {
 }
 
 /**
+ * The signals Node handles itself by the flags `flags` (`process.execArgv` and `NODE_OPTIONS`):
+ * `--heapsnapshot-signal=<signal>` (a heap snapshot) and `--report-on-signal` (a diagnostic report,
+ * on `--report-signal`, SIGUSR2 by default). An operator sends them to look inside a live process.
+ *
+ * @example
+ * ```ts
+ * diagnosticSignals(['--heapsnapshot-signal=SIGUSR2']); // ['SIGUSR2']
+ * ```
+ */
+export function diagnosticSignals(flags: readonly string[]): NodeJS.Signals[] {
+  const value = (name: string): string | undefined => {
+    const at = flags.findLastIndex((flag) => flag === name || flag.startsWith(`${name}=`));
+    const flag = flags[at];
+    if (flag === undefined) return undefined;
+    return flag === name ? flags[at + 1] : flag.slice(name.length + 1);
+  };
+  const signals = new Set<string>();
+  const snapshot = value('--heapsnapshot-signal');
+  if (snapshot) signals.add(snapshot);
+  if (flags.includes('--report-on-signal')) signals.add(value('--report-signal') ?? 'SIGUSR2');
+  return [...signals].filter((signal): signal is NodeJS.Signals => /^SIG[A-Z0-9]+$/.test(signal));
+}
+
+/**
  * On SIGTERM/SIGINT (or an uncaught error, logged as fatal) runs `close` once, then exits; a close that
- * takes longer than {@link SHUTDOWN_GRACE_MS} is cut short.
+ * takes longer than {@link SHUTDOWN_GRACE_MS} is cut short. A signal Node handles itself (see
+ * {@link diagnosticSignals}) does not stop the process.
  *
  * @example
  * ```ts
@@ -51,11 +76,17 @@ export interface ShutdownLog {
  * ```
  */
 export function onShutdown(log: ShutdownLog, close: () => Promise<unknown>): void {
-  closeWithGrace({ delay: SHUTDOWN_GRACE_MS }, async ({ signal, err }) => {
-    if (err) log.error({ err }, 'fatal error; shutting down');
-    else log.info({ signal }, 'shutting down');
-    await close();
-  });
+  // close-with-grace also stops on SIGUSR2 (and SIGHUP, SIGQUIT…), unless a signal is skipped: one
+  // that Node was told to handle itself takes its heap snapshot or report and the process goes on.
+  const skip = diagnosticSignals([...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)]);
+  closeWithGrace(
+    { delay: SHUTDOWN_GRACE_MS, skip: skip as closeWithGrace.AllEvents[] },
+    async ({ signal, err }) => {
+      if (err) log.error({ err }, 'fatal error; shutting down');
+      else log.info({ signal }, 'shutting down');
+      await close();
+    },
+  );
 }
 
 /**

@@ -58,7 +58,7 @@ function payloadProblem(
 }
 
 /** `preValidation` of `POST /notify`: a payload too deep or over 16 KB is refused before it costs anything. */
-export async function checkPayload(request: FastifyRequest): Promise<void> {
+export function checkPayload(request: FastifyRequest): void {
   const body = request.body as { payload?: unknown } | null;
   const problem = payloadProblem(body?.payload, 'body.payload');
   if (problem) throw new HttpError(problem.code, problem.error, { details: problem.details });

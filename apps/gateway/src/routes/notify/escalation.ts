@@ -23,7 +23,7 @@ export function escalationRefusal(
 }
 
 /** `preValidation` of `POST /notify`: {@link escalationRefusal} as a 422, before the body costs anything. */
-export async function checkEscalation(request: FastifyRequest): Promise<void> {
+export function checkEscalation(request: FastifyRequest): void {
   const body = request.body as { escalateAfterMs?: unknown } | null;
   if (typeof body !== 'object' || body === null) return;
   const refusal = escalationRefusal(request, body, 'body.escalateAfterMs');

@@ -6,7 +6,7 @@ import { ErrorCode, HttpError } from '../../errors.js';
  * `preValidation` of `POST /notify`: exactly one target, `userId`, `topic` (without `userId`) or
  * `broadcast: true`, before the body costs anything. Field types are the schema's to check.
  */
-export async function checkTarget(request: FastifyRequest): Promise<void> {
+export function checkTarget(request: FastifyRequest): void {
   const body = request.body as Partial<NotifySendRequest> | null;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
   const problem = targetProblem(body);
