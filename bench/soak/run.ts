@@ -14,6 +14,7 @@ import { basename, join } from 'node:path';
 import { ChaosStack, connectUsers, drainAndCheck, pause } from '@herald/e2e/chaos';
 import type { AppProcess } from '@herald/testing';
 import { Redis } from 'ioredis';
+import WebSocket from 'ws';
 import { writeReport } from '../report.js';
 import { plotSvg, REPORTED, soakTitle, writePlot } from './plot.js';
 import { type Sample, writeSamples } from './samples.js';
@@ -49,7 +50,9 @@ async function main(): Promise<void> {
   // Persistence as infra/redis/redis.conf ships it (append-only, fsync every second), not the chaos
   // suite's fsync always, which a Redis stopped mid-scenario needs and a soak does not.
   const stack = await ChaosStack.create({
-    env: SOAK_ENV,
+    // Each app opens its inspector (loopback, a free port): the soak forces a full garbage collection
+    // through it to read the live heap (see liveHeap).
+    env: { ...SOAK_ENV, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --inspect=127.0.0.1:0`.trim() },
     redisArgs: ['--appendonly', 'yes', '--appendfsync', 'everysec'],
   });
   const redis = new Redis(stack.redis.url, { maxRetriesPerRequest: 1 });
@@ -67,6 +70,7 @@ async function main(): Promise<void> {
       'realtime-b': realtimeB.process.pid,
       'redis-server': stack.redis.process.pid,
     };
+    const apps = { gateway, worker, 'realtime-a': realtimeA, 'realtime-b': realtimeB };
     const { users, clients } = await connectUsers(stack, USERS);
     process.stderr.write(`[soak] ${USERS} clients synced; ${PER_SECOND}/s for ${SOAK_MS / 1000} s\n`);
 
@@ -87,16 +91,29 @@ async function main(): Promise<void> {
       await pause(loadAt + k * SAMPLE_MS - Date.now());
       const t = Math.round((Date.now() - loadAt) / 100) / 10;
       const rss = Object.fromEntries(Object.entries(processes).map(([name, pid]) => [name, rssBytes(pid)]));
-      const [info, keys, records] = await Promise.all([
+      const [info, keys, records, heaps] = await Promise.all([
         redis.info('memory'),
         redis.dbsize(),
         notificationRecords(redis, prefix),
+        Promise.all(Object.entries(apps).map(async ([name, app]) => [name, await v8Heap(app.url)] as const)),
       ]);
+      // The live heap on the first 3 samples after warm-up and the last 3 (after the RSS was read).
+      const measured = samples.filter((s) => s.t * 1000 >= WARMUP_MS).length;
+      const edge = (t * 1000 >= WARMUP_MS && measured < 3) || (k + 3) * SAMPLE_MS > SOAK_MS;
+      const live = Object.fromEntries(
+        await Promise.all(
+          Object.entries(apps).map(
+            async ([name, app]) => [name, edge ? await liveHeap(app) : Number.NaN] as const,
+          ),
+        ),
+      );
       samples.push({
         t,
         accepted: load.counts.accepted,
         shown: clients.reduce((n, client) => n + client.shown.length, 0),
         rss,
+        heap: Object.fromEntries(heaps),
+        live,
         redisUsedMemory: Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN),
         redisKeys: keys,
         notificationRecords: records.count,
@@ -115,9 +132,7 @@ async function main(): Promise<void> {
       refused: load.counts.other,
       requestTimeouts: load.counts.requestTimeouts,
     };
-    const errors = Object.entries({ gateway, worker, 'realtime-a': realtimeA, 'realtime-b': realtimeB }).map(
-      ([name, app]) => logLevels(name, app),
-    );
+    const errors = Object.entries(apps).map(([name, app]) => logLevels(name, app));
 
     // A run not to report (BENCH_WRITE_README=0) leaves the reported samples and plot alone too.
     const aside = (path: string) => join(tmpdir(), basename(path));
@@ -140,6 +155,53 @@ async function main(): Promise<void> {
   } finally {
     redis.disconnect();
     await stack.dispose();
+  }
+}
+
+/** The V8 heap of the app at `url`, from prom-client's default metrics on its `/metrics` (NaN if unanswered). */
+async function v8Heap(url: string): Promise<{ total: number; used: number }> {
+  const text = await fetch(`${url}/metrics`, { signal: AbortSignal.timeout(5000) })
+    .then((response) => response.text())
+    .catch(() => '');
+  const metric = (name: string) =>
+    Number(new RegExp(`^\\w*_nodejs_heap_size_${name}_bytes (\\d+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  return { total: metric('total'), used: metric('used') };
+}
+
+/**
+ * The live V8 heap of `app` (started with `--inspect`), bytes: over the Chrome DevTools Protocol, a full
+ * garbage collection (`HeapProfiler.collectGarbage`), then `Runtime.getHeapUsage`. NaN if it fails.
+ */
+async function liveHeap(app: AppProcess): Promise<number> {
+  const url = app.lines.map((line) => /Debugger listening on (ws:\/\/\S+)/.exec(line)?.[1]).find(Boolean);
+  if (url === undefined) return Number.NaN;
+  const socket = new WebSocket(url);
+  try {
+    await new Promise((resolve, reject) => {
+      socket.once('open', resolve);
+      socket.once('error', reject);
+    });
+    const call = (id: number, method: string) =>
+      new Promise<Record<string, unknown>>((resolve, reject) => {
+        const onMessage = (data: WebSocket.RawData) => {
+          const message = JSON.parse(String(data)) as { id?: number; result?: Record<string, unknown> };
+          if (message.id !== id) return;
+          socket.off('message', onMessage);
+          if (message.result) resolve(message.result);
+          else reject(new Error(`${method} failed`));
+        };
+        socket.on('message', onMessage);
+        socket.send(JSON.stringify({ id, method }));
+      });
+    const usage = await Promise.race([
+      call(1, 'HeapProfiler.collectGarbage').then(() => call(2, 'Runtime.getHeapUsage')),
+      pause(15_000).then((): Record<string, unknown> => ({})),
+    ]);
+    return Number(usage.usedSize ?? Number.NaN);
+  } catch {
+    return Number.NaN;
+  } finally {
+    socket.close();
   }
 }
 
@@ -218,12 +280,16 @@ interface Growth {
   start: number;
   end: number;
   growth: number;
-  verdict: 'flat' | 'grows' | 'grows by design';
+  verdict: 'flat' | 'grows' | 'grows by design' | 'V8 heap sizing';
 }
 
 /**
  * Each series' level at the start of the measured span (after warm-up) and at its end, each the median
  * of three samples (a garbage collection just before one sample does not decide), and the growth.
+ * A Node app's RSS is split in two: what lies outside its V8 heap (code, buffers, native state) and the
+ * live V8 heap (in use after a full collection, read on those 3 + 3 samples). V8 sizes the heap it commits (its young generation above all) to the allocation rate, so a
+ * busy process's RSS climbs back to its working size after a collection gave memory back, without a
+ * leak: an RSS that grows while both parts stay flat is marked `V8 heap sizing`, not `grows`.
  */
 function series(samples: readonly Sample[]): Growth[] {
   const after = samples.filter((s) => s.t * 1000 >= WARMUP_MS);
@@ -232,29 +298,37 @@ function series(samples: readonly Sample[]): Growth[] {
     name: string,
     unit: Growth['unit'],
     pick: (s: Sample) => number,
-    byDesign = false,
+    options: { byDesign?: boolean } = {},
   ): Growth => {
     const start = median(after.slice(0, 3).map(pick));
     const end = median(after.slice(-3).map(pick));
     const growth = start > 0 ? (end - start) / start : Number.NaN;
-    const verdict = growth < FLAT ? 'flat' : byDesign ? 'grows by design' : 'grows';
+    const verdict = growth < FLAT ? 'flat' : options.byDesign ? 'grows by design' : 'grows';
     return { name, unit, start, end, growth, verdict };
   };
   const mb = (bytes: number) => bytes / 2 ** 20;
+  const processes = Object.keys(samples[0]?.rss ?? {}).flatMap((name) => {
+    const rss = measure(`RSS ${name}`, 'MB', (s) => mb(s.rss[name] ?? Number.NaN));
+    if (samples[0]?.heap[name] === undefined) return [rss];
+    const heap = (s: Sample) => s.heap[name] ?? { total: Number.NaN, used: Number.NaN };
+    const outside = measure('  of which outside the V8 heap', 'MB', (s) =>
+      mb((s.rss[name] ?? Number.NaN) - heap(s).total),
+    );
+    const live = measure('  V8 heap live (after a full collection)', 'MB', (s) =>
+      mb(s.live[name] ?? Number.NaN),
+    );
+    const sized = rss.verdict === 'grows' && outside.verdict === 'flat' && live.verdict === 'flat';
+    return [{ ...rss, verdict: sized ? ('V8 heap sizing' as const) : rss.verdict }, outside, live];
+  });
   return [
-    ...Object.keys(samples[0]?.rss ?? {}).map((name) =>
-      measure(`RSS ${name}`, 'MB', (s) => mb(s.rss[name] ?? Number.NaN)),
-    ),
+    ...processes,
     measure('Redis used_memory', 'MB', (s) => mb(s.redisUsedMemory)),
-    measure(
-      '  of which per-notification records (estimate)',
-      'MB',
-      (s) => mb(s.notificationRecordBytes),
-      true,
-    ),
+    measure('  of which per-notification records (estimate)', 'MB', (s) => mb(s.notificationRecordBytes), {
+      byDesign: true,
+    }),
     measure('  of which the rest', 'MB', (s) => mb(s.redisUsedMemory - s.notificationRecordBytes)),
     measure('Redis keys (DBSIZE)', 'keys', (s) => s.redisKeys),
-    measure('  of which per-notification records', 'keys', (s) => s.notificationRecords, true),
+    measure('  of which per-notification records', 'keys', (s) => s.notificationRecords, { byDesign: true }),
     measure('  of which all other keys', 'keys', (s) => s.redisKeys - s.notificationRecords),
   ];
 }
@@ -278,7 +352,12 @@ function markdown(options: {
   const growths = series(samples);
   const format = (g: Growth, value: number) =>
     g.unit === 'MB' ? value.toFixed(1) : String(Math.round(value));
-  const mark = { flat: '✓ flat', grows: '✗ grows', 'grows by design': 'grows (retention, see below)' };
+  const mark = {
+    flat: '✓ flat',
+    grows: '✗ grows',
+    'grows by design': 'grows (retention, see below)',
+    'V8 heap sizing': '✓ V8 heap sizing (its parts are flat)',
+  };
   const first = samples.find((s) => s.t * 1000 >= WARMUP_MS);
   const last = samples.at(-1);
   // Redis bytes one notification keeps for the retention (its marker and index, 2 records).
@@ -303,7 +382,7 @@ function markdown(options: {
         `| ${g.name} | ${format(g, g.start)} ${g.unit} | ${format(g, g.end)} ${g.unit} | ${(g.growth * 100).toFixed(1)} % | ${mark[g.verdict]} |`,
     ),
     '',
-    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3). A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
+    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3); the live V8 heap is what is in use right after a full garbage collection, forced over the inspector on those 6 samples only. A Node app's RSS is its V8 heap as committed, which V8 sizes to the allocation rate and gives back after a collection, plus what lies outside it: an RSS that grows while both the memory outside the heap and the live heap stay flat is V8 sizing its heap again, not a leak. A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
     '',
     '| ledger | accepted | shown | missing | duplicates | out of order | not accepted | refused | 503s | 409s | 408s | conn errors |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',

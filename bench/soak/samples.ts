@@ -11,6 +11,17 @@ export interface Sample {
   shown: number;
   /** Resident set size in bytes, by process (gateway, worker, realtime-a, realtime-b, redis-server). */
   rss: Record<string, number>;
+  /**
+   * The V8 heap of each Node app (from its `/metrics`), bytes: `total` what V8 has committed (part of the
+   * RSS), `used` what objects take now (garbage not yet collected included).
+   */
+  heap: Record<string, { total: number; used: number }>;
+  /**
+   * The live V8 heap of each Node app, bytes: in use right after a full garbage collection (forced over
+   * the inspector). Measured on the first 3 samples after warm-up and the last 3 only (a forced collection
+   * gives memory back, which would move the RSS of the samples after it); NaN on the others.
+   */
+  live: Record<string, number>;
   /** Redis `INFO memory` `used_memory`, bytes. */
   redisUsedMemory: number;
   /** Redis `DBSIZE`. */
@@ -29,10 +40,23 @@ const REDIS = [
   'redis_notification_record_bytes',
 ] as const;
 
-/** Writes `samples` as CSV, one row per sample, an `rss_<process>_bytes` column per process. */
+/**
+ * Writes `samples` as CSV, one row per sample: an `rss_<process>_bytes` column per process, and
+ * `heap_total_<app>_bytes`, `heap_used_<app>_bytes` per Node app.
+ */
 export function writeSamples(path: URL | string, samples: readonly Sample[]): void {
   const processes = Object.keys(samples[0]?.rss ?? {});
-  const header = [...FIXED, ...processes.map((name) => `rss_${name}_bytes`), ...REDIS];
+  const apps = Object.keys(samples[0]?.heap ?? {});
+  const header = [
+    ...FIXED,
+    ...processes.map((name) => `rss_${name}_bytes`),
+    ...REDIS,
+    ...apps.flatMap((name) => [
+      `heap_total_${name}_bytes`,
+      `heap_used_${name}_bytes`,
+      `heap_live_${name}_bytes`,
+    ]),
+  ];
   const rows = samples.map((s) =>
     [
       s.t,
@@ -43,6 +67,11 @@ export function writeSamples(path: URL | string, samples: readonly Sample[]): vo
       s.redisKeys,
       s.notificationRecords,
       Math.round(s.notificationRecordBytes),
+      ...apps.flatMap((name) => [
+        s.heap[name]?.total ?? '',
+        s.heap[name]?.used ?? '',
+        Number.isNaN(s.live[name] ?? Number.NaN) ? '' : s.live[name],
+      ]),
     ].join(','),
   );
   writeFileSync(path, `${[header.join(','), ...rows].join('\n')}\n`);
@@ -53,18 +82,27 @@ export function readSamples(path: URL | string): Sample[] {
   const [header = '', ...rows] = readFileSync(path, 'utf8').trim().split('\n');
   const columns = header.split(',');
   return rows.map((line) => {
-    const cells = line.split(',').map(Number);
+    const cells = line.split(',').map((cell) => (cell === '' ? Number.NaN : Number(cell)));
     const value = (name: string) => cells[columns.indexOf(name)] ?? Number.NaN;
     const rss: Record<string, number> = {};
+    const heap: Record<string, { total: number; used: number }> = {};
+    const live: Record<string, number> = {};
     for (const name of columns) {
       const process = /^rss_(.+)_bytes$/.exec(name)?.[1];
       if (process) rss[process] = value(name);
+      const app = /^heap_total_(.+)_bytes$/.exec(name)?.[1];
+      if (app) {
+        heap[app] = { total: value(name), used: value(`heap_used_${app}_bytes`) };
+        live[app] = value(`heap_live_${app}_bytes`);
+      }
     }
     return {
       t: value('t_s'),
       accepted: value('accepted'),
       shown: value('shown'),
       rss,
+      heap,
+      live,
       redisUsedMemory: value('redis_used_memory_bytes'),
       redisKeys: value('redis_keys'),
       notificationRecords: value('redis_notification_records'),
