@@ -6,7 +6,7 @@
 // (< 10 % growth), no process may log an error, and the ledger must be exact.
 //
 // Usage: pnpm bench:soak   (root; builds the apps first)
-// Env:   SOAK_PER_SECOND (350), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (120000),
+// Env:   SOAK_PER_SECOND (750), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (120000),
 //        SOAK_USERS (200); BENCH_WRITE_README=0 leaves bench/README.md alone.
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -19,8 +19,8 @@ import { writeReport } from '../report.js';
 import { plotSvg, REPORTED, soakTitle, writePlot } from './plot.js';
 import { type Sample, writeSamples } from './samples.js';
 
-/** Half of the 700/s bench:delivery held 30 s with p99 < 100 ms (bench/README.md, 2026-12-01). */
-const PER_SECOND = Number(process.env.SOAK_PER_SECOND ?? 350);
+/** Half of the 1,500/s bench:delivery held 30 s with p99 < 100 ms (bench/README.md, 2026-12-02). */
+const PER_SECOND = Number(process.env.SOAK_PER_SECOND ?? 750);
 const SOAK_MS = Number(process.env.SOAK_MS ?? 600_000);
 const SAMPLE_MS = Number(process.env.SOAK_SAMPLE_MS ?? 10_000);
 const WARMUP_MS = Number(process.env.SOAK_WARMUP_MS ?? 120_000);
@@ -30,18 +30,18 @@ const FLAT = 0.1;
 
 /**
  * Settings that let every bounded structure reach its bound well within the warm-up, so that what still
- * grows after it is a finding, not a queue filling up. At 350/s over 200 users (1.75/s each):
+ * grows after it is a finding, not a queue filling up. At 750/s over 200 users (3.75/s each):
  */
 const SOAK_ENV: Record<string, string> = {
   // Each inbox stream is trimmed to its last 50 entries, or its last 30 s, whichever is fewer: full
-  // after 29 s (the defaults, 1,000 entries or 30 days, would take 10 minutes at 1.75/s).
+  // after 14 s (the defaults, 1,000 entries or 30 days, would take 4.5 minutes at 3.75/s).
   HERALD_INBOX_MAX_LENGTH: '50',
   HERALD_INBOX_MAX_AGE_MS: '30000',
-  // A notification's marker and id index live 30 s + 60 s (default 30 days + 1 day): 31,500 of each at
-  // 350/s, reached after 90 s.
+  // A notification's marker and id index live 30 s + 60 s (default 30 days + 1 day): 67,500 of each at
+  // 750/s, reached after 90 s.
   HERALD_INBOX_RECORD_GRACE_MS: '60000',
-  // Idempotency records live 60 s (the least the gateway takes; default a day): 21,000 at 350/s, reached
-  // after 60 s. BullMQ keeps the last 10,000 completed jobs (notificationJobOptions): reached after 29 s.
+  // Idempotency records live 60 s (the least the gateway takes; default a day): 45,000 at 750/s, reached
+  // after 60 s. BullMQ keeps the last 10,000 completed jobs (notificationJobOptions): reached after 14 s.
   HERALD_IDEMPOTENCY_TTL_SECONDS: '60',
 };
 
@@ -74,7 +74,7 @@ async function main(): Promise<void> {
     const { users, clients } = await connectUsers(stack, USERS);
     process.stderr.write(`[soak] ${USERS} clients synced; ${PER_SECOND}/s for ${SOAK_MS / 1000} s\n`);
 
-    // At most 256 attempts in flight: 350/s answered within 0.7 s fits; a starved sender queues instead
+    // At most 256 attempts in flight: 750/s answered within 0.3 s fits; a starved sender queues instead
     // of opening a socket per late request.
     const load = stack.load(users, PER_SECOND, { maxInFlight: 256 });
     const loadAt = Date.now();
