@@ -144,11 +144,16 @@ try {
     '| key shape | keys | bytes | bytes per key |',
     '| --- | --: | --: | --: |',
     ...rows
-      .slice(0, 20)
+      .slice(0, 10)
       .map(
         ([shape, family]) =>
           `| \`${shape}\` | ${family.keys} | ${family.bytes} | ${Math.round(family.bytes / family.keys)} |`,
       ),
+    ...(rows.length > 10
+      ? [
+          `| ${rows.length - 10} more shapes | ${rows.slice(10).reduce((n, [, f]) => n + f.keys, 0)} | ${rows.slice(10).reduce((n, [, f]) => n + f.bytes, 0)} | |`,
+        ]
+      : []),
   ].join('\n');
   console.log(report);
   writeReport('memory', report);

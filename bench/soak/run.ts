@@ -382,7 +382,7 @@ function markdown(options: {
         `| ${g.name} | ${format(g, g.start)} ${g.unit} | ${format(g, g.end)} ${g.unit} | ${(g.growth * 100).toFixed(1)} % | ${mark[g.verdict]} |`,
     ),
     '',
-    `Each level is the median of 3 samples (the first 3 after warm-up, the last 3); the live V8 heap is what is in use right after a full garbage collection, forced over the inspector on those 6 samples only. A Node app's RSS is its V8 heap as committed, which V8 sizes to the allocation rate and gives back after a collection, plus what lies outside it: an RSS that grows while both the memory outside the heap and the live heap stay flat is V8 sizing its heap again, not a leak. A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
+    `A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
     '',
     '| ledger | accepted | shown | missing | duplicates | out of order | not accepted | refused | 503s | 409s | 408s | conn errors |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',

@@ -57,7 +57,7 @@ function payloadProblem(
   };
 }
 
-/** `preValidation` of `POST /notify`: a payload too deep or over 16 KB is refused before it costs anything. */
+/** Step of `POST /notify`'s `preValidation` (`checkSend`): a payload too deep or over 16 KB is refused before it costs anything. */
 export function checkPayload(request: FastifyRequest): void {
   const body = request.body as { payload?: unknown } | null;
   const problem = payloadProblem(body?.payload, 'body.payload');

@@ -22,7 +22,7 @@ export function escalationRefusal(
   };
 }
 
-/** `preValidation` of `POST /notify`: {@link escalationRefusal} as a 422, before the body costs anything. */
+/** Step of `POST /notify`'s `preValidation` (`checkSend`): {@link escalationRefusal} as a 422, before the body costs anything. */
 export function checkEscalation(request: FastifyRequest): void {
   const body = request.body as { escalateAfterMs?: unknown } | null;
   if (typeof body !== 'object' || body === null) return;

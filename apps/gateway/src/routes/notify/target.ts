@@ -3,7 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import { ErrorCode, HttpError } from '../../errors.js';
 
 /**
- * `preValidation` of `POST /notify`: exactly one target, `userId`, `topic` (without `userId`) or
+ * Step of `POST /notify`'s `preValidation` (`checkSend`): exactly one target, `userId`, `topic` (without `userId`) or
  * `broadcast: true`, before the body costs anything. Field types are the schema's to check.
  */
 export function checkTarget(request: FastifyRequest): void {
