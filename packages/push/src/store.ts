@@ -12,7 +12,7 @@ const SUBSCRIBE = 'heraldPushSubscribe';
 export interface PushSubscriptionKeys {
   /** Hash: endpoint → subscription JSON. */
   subscriptions: string;
-  /** Sorted set: endpoint, scored by registration time (ms): which is oldest. */
+  /** Sorted set: endpoint, scored by registration order (a per-user sequence): which is oldest. */
   order: string;
 }
 
@@ -77,7 +77,6 @@ export class PushSubscriptions {
       keys.order,
       subscription.endpoint,
       JSON.stringify(subscription),
-      Date.now(),
       this.#max,
       PUSH_SUBSCRIPTION_TTL_MS,
     )) ?? [0, 0];

@@ -23,6 +23,21 @@ beforeAll(() => {
 afterAll(() => redis.disconnect());
 
 describe('PushSubscriptions', () => {
+  it('the endpoint registered last is the newest, however fast registrations follow each other', async () => {
+    prefix = `test:${randomId()}:`;
+    const store = new PushSubscriptions(redis, prefix);
+    const [a, b] = [subscription(1), subscription(2)];
+    await store.add('acme', 'alice', a);
+    await store.add('acme', 'alice', b);
+    // Back to back: many fall in the same millisecond (a clock's score tied them, and Redis then
+    // ordered them by endpoint).
+    for (let i = 0; i < 40; i++) {
+      const renewed = i % 2 === 0 ? a : b;
+      await store.add('acme', 'alice', renewed);
+      expect((await store.list('acme', 'alice')).at(-1)?.endpoint).toBe(renewed.endpoint);
+    }
+  });
+
   it('keeps a user’s subscriptions by endpoint, oldest first; the same endpoint again is updated, not added', async () => {
     prefix = `test:${randomId()}:`;
     const store = new PushSubscriptions(redis, prefix);
