@@ -43,6 +43,27 @@ describe('resolvePush (HERALD_VAPID_*)', () => {
     ).toBe(true);
   });
 
+  it("a private key whose first byte is zero, as Node's ecdh.getPrivateKey() exports it (31 bytes): accepted, padded to 32 for web-push", () => {
+    let ecdh = createECDH('prime256v1');
+    do {
+      ecdh = createECDH('prime256v1');
+      ecdh.generateKeys();
+    } while (ecdh.getPrivateKey().length === 32);
+    const publicKey = ecdh.getPublicKey('base64url');
+    const push = resolvePush(
+      {
+        ...full,
+        HERALD_VAPID_PUBLIC_KEY: publicKey,
+        HERALD_VAPID_PRIVATE_KEY: ecdh.getPrivateKey('base64url'),
+      },
+      { sender: true },
+    );
+    expect(push.problems).toEqual([]);
+    const padded = Buffer.from(push.vapid?.privateKey ?? '', 'base64url');
+    expect(padded.length).toBe(32);
+    expect(padded.subarray(32 - ecdh.getPrivateKey().length).equals(ecdh.getPrivateKey())).toBe(true);
+  });
+
   it('partly set: refused, naming what is missing', () => {
     const push = resolvePush({ HERALD_VAPID_PUBLIC_KEY: keys.publicKey }, { sender: true });
     expect(push.enabled).toBe(false);

@@ -127,7 +127,7 @@ export function resolvePush(
     vapid: options.sender
       ? {
           publicKey,
-          privateKey: env.HERALD_VAPID_PRIVATE_KEY ?? '',
+          privateKey: privateKeyBytes(env.HERALD_VAPID_PRIVATE_KEY ?? '')?.toString('base64url') ?? '',
           subject: env.HERALD_VAPID_SUBJECT ?? '',
         }
       : undefined,
@@ -144,7 +144,6 @@ function base64url(text: string): Buffer | undefined {
   return /^[A-Za-z0-9_-]+={0,2}$/.test(text) ? Buffer.from(text, 'base64url') : undefined;
 }
 
-/** Why `key` is not a P-256 public key (uncompressed point, base64url), or undefined. */
 /**
  * What `push` adds to an app's `readServerEnv` (`@herald/config`): its problems, in the same
  * `ConfigError`, and the VAPID public key, which every app must share (the deployment fingerprint).
@@ -161,6 +160,7 @@ export function serverEnvExtras(push: PushSettings): {
   return { problems: push.problems, deployment: { HERALD_VAPID_PUBLIC_KEY: push.publicKey ?? '' } };
 }
 
+/** Why `key` is not a P-256 public key (uncompressed point, base64url), or undefined. */
 export function publicKeyProblem(key: string, name = 'HERALD_VAPID_PUBLIC_KEY'): string | undefined {
   const bytes = base64url(key);
   if (bytes?.length !== 65 || bytes[0] !== 4) {
@@ -182,9 +182,19 @@ export function publicKeyProblem(key: string, name = 'HERALD_VAPID_PUBLIC_KEY'):
   }
 }
 
-function privateKeyProblem(key: string, publicKey: string): string | undefined {
+/**
+ * The private key as the 32 bytes web-push wants. Node's `ecdh.getPrivateKey()` drops the scalar's leading
+ * zero bytes (one key in 256 comes out as 31 bytes), so a key of 30 or 31 bytes is the same key, padded.
+ */
+function privateKeyBytes(key: string): Buffer | undefined {
   const bytes = base64url(key);
-  if (bytes?.length !== 32) {
+  if (bytes === undefined || bytes.length < 30 || bytes.length > 32) return undefined;
+  return Buffer.concat([Buffer.alloc(32 - bytes.length), bytes]);
+}
+
+function privateKeyProblem(key: string, publicKey: string): string | undefined {
+  const bytes = privateKeyBytes(key);
+  if (bytes === undefined) {
     return `HERALD_VAPID_PRIVATE_KEY is not a P-256 private key (32 bytes, base64url): ${GENERATE}`;
   }
   try {
