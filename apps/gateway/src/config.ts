@@ -39,6 +39,8 @@ export const EnvSchema = Type.Object({
   ...RedisWaitEnv,
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
+  HERALD_ENVELOPE_WINDOW_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 10 }),
+  HERALD_ENVELOPE_MAX_ITEMS: Type.Integer({ minimum: 1, maximum: 1000, default: 200 }),
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
 });
@@ -101,6 +103,13 @@ export interface GatewayConfig extends ServerConfig {
   /** Delivery attempts before a notification is `failed`, and the first backoff (doubling, with jitter). */
   jobAttempts: number;
   jobBackoffMs: number;
+  /**
+   * `HERALD_ENVELOPE_WINDOW_MS`: how long the gateway gathers the notifications it accepts without delay or
+   * priority into one queue job (an envelope, one BullMQ job for many notifications: a fraction of the
+   * Redis work), at most `HERALD_ENVELOPE_MAX_ITEMS` per envelope. 0: one job per notification.
+   */
+  envelopeWindowMs: number;
+  envelopeMaxItems: number;
   /** Where the inbox lives; must match the worker's and the realtime servers'. */
   inbox: ReturnType<typeof inboxSettings>;
   /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
@@ -124,6 +133,12 @@ export function loadConfig(
   if (server.redisClusterNodes !== undefined && !/\{[^}]+\}/.test(parsed.HERALD_QUEUE_PREFIX)) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_QUEUE_PREFIX "${parsed.HERALD_QUEUE_PREFIX}" has no hash tag, which Redis Cluster needs (one queue, one slot): use e.g. "{herald}", the default.`,
+    );
+  }
+  // A request waits for its envelope's window and then its add, within the Redis timeout.
+  if (parsed.HERALD_ENVELOPE_WINDOW_MS * 4 > parsed.HERALD_REDIS_TIMEOUT_MS) {
+    throw new ConfigError(
+      `Invalid gateway configuration: HERALD_ENVELOPE_WINDOW_MS (${parsed.HERALD_ENVELOPE_WINDOW_MS}) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request waits for its envelope, then for Redis, within that timeout.`,
     );
   }
   return Object.freeze({
@@ -164,6 +179,8 @@ export function loadConfig(
     durability: parsed.HERALD_DURABILITY,
     jobAttempts: parsed.HERALD_JOB_ATTEMPTS,
     jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
+    envelopeWindowMs: parsed.HERALD_ENVELOPE_WINDOW_MS,
+    envelopeMaxItems: parsed.HERALD_ENVELOPE_MAX_ITEMS,
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
   });

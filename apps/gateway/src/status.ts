@@ -1,6 +1,19 @@
 import type { Inbox, NotificationStatus as StoredStatus } from '@herald/inbox';
-import { DEFAULT_TENANT, type NotificationJob, type NotificationStatus } from '@herald/protocol';
+import {
+  DEFAULT_TENANT,
+  envelopeIndexKey,
+  type NotificationEnvelope,
+  type NotificationJob,
+  type NotificationStatus,
+} from '@herald/protocol';
 import type { Job, JobState, Queue } from 'bullmq';
+import type { Cluster, Redis } from 'ioredis';
+
+/** The notification queue and the connection that reads its envelope index (the queue's own). */
+export interface NotificationQueue {
+  queue: Queue<NotificationJob>;
+  connection: Redis | Cluster;
+}
 
 /** A status with the tenant it belongs to (not shown to clients). */
 export type TenantStatus = NotificationStatus & { tenantId: string | undefined };
@@ -11,13 +24,16 @@ export type TenantStatus = NotificationStatus & { tenantId: string | undefined }
  * failed) and the attempts.
  */
 export async function statusOf(
-  queue: Queue<NotificationJob>,
+  queue: NotificationQueue,
   root: Inbox,
   tenantId: string,
   id: string,
 ): Promise<TenantStatus | undefined> {
   const inbox = root.tenant(tenantId);
-  const { state, job, record: stored } = await readJob(queue, tenantId, id, () => inbox.statusById(id));
+  const [{ state, job }, stored] = await Promise.all([
+    queuedNotification(queue, tenantId, id),
+    inbox.statusById(id),
+  ]);
   if (!job && !stored) return undefined;
   const base = {
     id,
@@ -58,6 +74,65 @@ export async function readJob<Data extends { tenantId?: string | undefined }, Ke
   return { state, job: tenantsJob(found, tenantId), record: kept };
 }
 
+/** What status and cancel read of the job that carries a notification: its own job, or its envelope. */
+export interface QueuedNotification {
+  data: NotificationJob;
+  attemptsMade: number;
+  finishedOn?: number | undefined;
+  failedReason?: string | undefined;
+  /** Takes it out of the queue: its own job removed; nothing for an envelope (the worker finds the marker). */
+  remove(): Promise<void>;
+}
+
+/**
+ * Where notification `id` of `tenantId` is queued, and its job: its own `notify` job, or the envelope
+ * that carries it (from the envelope index, as the notification it carries, with the envelope's state and
+ * attempts). State before job, as in {@link readJob}. Undefined job when it is in neither, or not
+ * `tenantId`'s.
+ */
+export async function queuedNotification(
+  { queue, connection }: NotificationQueue,
+  tenantId: string,
+  id: string,
+): Promise<{ state: JobState | 'unknown'; job: QueuedNotification | undefined }> {
+  const own = await readJob(queue, tenantId, id, async () => undefined);
+  if (own.job !== undefined || own.state !== 'unknown') {
+    return {
+      state: own.state,
+      job: own.job && { ...pick(own.job), remove: () => own.job?.remove() ?? Promise.resolve() },
+    };
+  }
+  const envelopeId = await connection.hget(
+    envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name }),
+    id,
+  );
+  if (envelopeId === null) return { state: 'unknown', job: undefined };
+  const envelopes = queue as unknown as Queue<NotificationEnvelope>;
+  const state = await envelopes.getJobState(envelopeId);
+  const envelope = await envelopes.getJob(envelopeId);
+  const item = envelope?.data.items?.find((candidate) => candidate.id === id);
+  const job = tenantsJob(item && { data: item }, tenantId);
+  if (envelope === undefined || job === undefined) return { state: 'unknown', job: undefined };
+  return {
+    state,
+    job: { ...pick({ ...envelope, data: job.data }), remove: async () => undefined },
+  };
+}
+
+function pick(job: {
+  data: NotificationJob;
+  attemptsMade: number;
+  finishedOn?: number | undefined;
+  failedReason?: string | undefined;
+}): Omit<QueuedNotification, 'remove'> {
+  return {
+    data: job.data,
+    attemptsMade: job.attemptsMade,
+    finishedOn: job.finishedOn,
+    failedReason: job.failedReason,
+  };
+}
+
 /** `job` when it is `tenantId`'s: BullMQ job ids are one namespace, so another tenant's job is absent. */
 export function tenantsJob<J extends { data: { tenantId?: string | undefined } }>(
   job: J | undefined,
@@ -84,14 +159,13 @@ export function failure(job: { finishedOn?: number | undefined; failedReason?: s
  * (now or before) with its status; undefined when it is not that tenant's.
  */
 export async function cancel(
-  queue: Queue<NotificationJob>,
+  queue: NotificationQueue,
   root: Inbox,
   tenantId: string,
   id: string,
 ): Promise<{ cancelled: boolean; status: TenantStatus } | undefined> {
-  const job = tenantsJob(await queue.getJob(id), tenantId);
+  const { state, job } = await queuedNotification(queue, tenantId, id);
   // Failed for good or processed: final already (a processed one has its marker; the inbox answers it).
-  const state = job ? await job.getState() : 'unknown';
   if (job && state !== 'failed' && state !== 'completed') {
     const { state: marker } = await root.tenant(tenantId).cancel(job.data.userId, id);
     if (marker === 'cancelled') await job.remove().catch(() => undefined);

@@ -10,12 +10,17 @@ export const API_KEY = 'test-key-1-0123456789abcdef0123456789';
 export const API_KEY_2 = 'test-key-2-0123456789abcdef0123456789';
 export const JWT_SECRET = 'test-secret-0123456789abcdef0123456789';
 
-/** Environment of a gateway on the test Redis with its own queue, limiter and key prefixes. */
+/**
+ * Environment of a gateway on the test Redis with its own queue, limiter and key prefixes. One job per
+ * notification (`HERALD_ENVELOPE_WINDOW_MS=0`), which these tests read by its id; envelopes (the default)
+ * have their own tests (envelopes.test.ts, fuzz.test.ts, and the end-to-end tests).
+ */
 export function testEnv(env: Record<string, string> = {}): Record<string, string> {
   return {
     ...isolatedEnv(),
     HERALD_API_KEYS: `${API_KEY},${API_KEY_2}`,
     HERALD_JWT_SECRET: JWT_SECRET,
+    HERALD_ENVELOPE_WINDOW_MS: '0',
     ...env,
   };
 }

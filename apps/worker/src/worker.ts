@@ -8,7 +8,16 @@ import {
   Topics,
 } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
-import { DEFAULT_TENANT, type NotificationJob, userKey } from '@herald/protocol';
+import {
+  DEFAULT_TENANT,
+  envelopeIndexKey,
+  NOTIFY_ENVELOPE_JOB_NAME,
+  NOTIFY_JOB_NAME,
+  type NotificationEnvelope,
+  type NotificationJob,
+  notificationJobOptions,
+  userKey,
+} from '@herald/protocol';
 import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -22,7 +31,7 @@ import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {
-  worker: Worker<NotificationJob, JobResult>;
+  worker: Worker<NotificationJob | NotificationEnvelope, JobResult>;
   inbox: Inbox;
   metrics: WorkerMetrics;
   /** Resolves when Redis and the queue answer (the readiness check). */
@@ -33,6 +42,7 @@ export interface NotificationWorker {
 /** What a completed job returns (BullMQ keeps it as the job's `returnvalue`). */
 export type JobResult =
   | { outcome: 'appended' | 'already-appended'; offset: string }
+  | { outcome: 'envelope'; notifications: number; requeued: number }
   | { outcome: 'expired' | 'cancelled' }
   | { outcome: 'deduplicated'; duplicateOf: string }
   | { outcome: 'muted'; mutedBy: { topic: string } | { type: string } };
@@ -65,6 +75,13 @@ export async function processNotification(
     topics?.tenant(tenantId).remember([job.userId]),
   ]);
   return result;
+}
+
+/** The notifications a job carries: its own, or an envelope's. */
+function notificationsOf(job: Job<NotificationJob | NotificationEnvelope>): NotificationJob[] {
+  if (job.name !== NOTIFY_ENVELOPE_JOB_NAME) return [job.data as NotificationJob];
+  const items = (job.data as NotificationEnvelope).items;
+  return Array.isArray(items) ? items : [];
 }
 
 /**
@@ -137,47 +154,90 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     log,
     metrics,
   });
-  const worker = new Worker<NotificationJob, JobResult>(
-    config.queue.name,
-    async (job: Job<NotificationJob, JobResult>) => {
-      let result: AppendResult;
-      const stopTimer = metrics.duration.startTimer();
-      try {
-        result = await order.run(
-          userKey(job.data.tenantId ?? DEFAULT_TENANT, job.data.userId),
-          [Date.parse(job.data.createdAt) || 0, job.data.seq ?? 0],
-          () => processNotification(job.data, inbox, live, topics, durable),
-        );
-      } catch (error) {
-        // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
-        if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {
-          throw new UnrecoverableError(`${error.code}: ${error.message}`);
-        }
-        throw error;
-      } finally {
-        stopTimer();
-      }
-      // The Web Push fallback waits for its deadline from now, once the notification is stored.
-      if (result.outcome === 'appended' || result.outcome === 'already-appended')
-        await escalations.schedule(job.data, result.offset);
-      metrics.jobs.inc({ outcome: result.outcome });
-      log.debug(
-        { notificationId: job.data.id, userId: job.data.userId, outcome: result.outcome },
-        'notification processed',
+  /** Stores and pushes one notification (of its own job or of an envelope), in its user's send order. */
+  async function processOne(data: NotificationJob): Promise<JobResult> {
+    let result: AppendResult;
+    const stopTimer = metrics.duration.startTimer();
+    try {
+      result = await order.run(
+        userKey(data.tenantId ?? DEFAULT_TENANT, data.userId),
+        [Date.parse(data.createdAt) || 0, data.seq ?? 0],
+        () => processNotification(data, inbox, live, topics, durable),
       );
-      if (result.outcome === 'expired') {
-        log.info({ notificationId: job.data.id }, 'notification expired before delivery');
-        await report(
-          job.data,
-          { notificationId: job.data.id, userId: job.data.userId, at: new Date().toISOString() },
-          'notification.expired',
-        );
+    } catch (error) {
+      // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
+      if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {
+        throw new UnrecoverableError(`${error.code}: ${error.message}`);
       }
-      if (result.outcome === 'cancelled')
-        log.info({ notificationId: job.data.id }, 'notification cancelled before delivery');
-      const { unread: _unread, ...jobResult } = result;
-      return jobResult;
-    },
+      throw error;
+    } finally {
+      stopTimer();
+    }
+    // The Web Push fallback waits for its deadline from now, once the notification is stored.
+    if (result.outcome === 'appended' || result.outcome === 'already-appended')
+      await escalations.schedule(data, result.offset);
+    metrics.jobs.inc({ outcome: result.outcome });
+    log.debug(
+      { notificationId: data.id, userId: data.userId, outcome: result.outcome },
+      'notification processed',
+    );
+    if (result.outcome === 'expired') {
+      log.info({ notificationId: data.id }, 'notification expired before delivery');
+      await report(
+        data,
+        { notificationId: data.id, userId: data.userId, at: new Date().toISOString() },
+        'notification.expired',
+      );
+    }
+    if (result.outcome === 'cancelled')
+      log.info({ notificationId: data.id }, 'notification cancelled before delivery');
+    const { unread: _unread, ...jobResult } = result;
+    return jobResult;
+  }
+
+  const envelopeIndex = envelopeIndexKey(config.queue);
+  /**
+   * An envelope: each notification as if it were its own job, side by side (one user's in send order).
+   * One that fails is enqueued as a `notify` job of its own (its retries, failure and status are then
+   * its own); when that enqueue fails too, the envelope's attempt fails and is retried (what was stored
+   * is stored once). Done: the index forgets its notifications.
+   */
+  async function processEnvelope(job: Job<NotificationEnvelope, JobResult>): Promise<JobResult> {
+    const items = Array.isArray(job.data.items) ? job.data.items : [];
+    const settled = await Promise.allSettled(items.map((item) => processOne(item)));
+    const failed = items.filter((_item, index) => settled[index]?.status === 'rejected');
+    if (failed.length > 0) {
+      const backoff = typeof job.opts.backoff === 'object' ? job.opts.backoff : undefined;
+      const retry = {
+        attempts: job.opts.attempts ?? 1,
+        backoffMs: backoff?.delay ?? 1000,
+        jitter: backoff?.jitter ?? 0.5,
+      };
+      await queue.addBulk(
+        failed.map((item) => ({
+          name: NOTIFY_JOB_NAME,
+          data: item,
+          opts: notificationJobOptions(item, retry),
+        })),
+      );
+      for (const [index, outcome] of settled.entries()) {
+        if (outcome.status === 'rejected')
+          log.warn(
+            { err: outcome.reason, notificationId: items[index]?.id },
+            'notification of an envelope failed: enqueued as its own job, to be retried',
+          );
+      }
+    }
+    if (items.length > 0) await redis.hdel(envelopeIndex, ...items.map((item) => item.id));
+    return { outcome: 'envelope', notifications: items.length, requeued: failed.length };
+  }
+
+  const worker = new Worker<NotificationJob | NotificationEnvelope, JobResult>(
+    config.queue.name,
+    (job) =>
+      job.name === NOTIFY_ENVELOPE_JOB_NAME
+        ? processEnvelope(job as Job<NotificationEnvelope, JobResult>)
+        : processOne(job.data as NotificationJob),
     {
       prefix: config.queue.prefix,
       concurrency: config.concurrency,
@@ -190,22 +250,32 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     const final =
       job !== undefined &&
       (job.attemptsMade >= (job.opts.attempts ?? 1) || error instanceof UnrecoverableError);
+    // An envelope failed for good (its notifications could not even be enqueued on their own): each of
+    // its notifications is failed (its status says so, through the index).
+    const notifications = job === undefined ? [] : notificationsOf(job);
     if (final && job !== undefined) {
-      void report(
-        job.data,
-        {
-          notificationId: job.data.id,
-          userId: job.data.userId,
-          at: new Date(job.finishedOn ?? Date.now()).toISOString(),
-          attempts: job.attemptsMade,
-          reason: error.message.slice(0, 500),
-        },
-        'notification.failed',
-      );
+      for (const data of notifications) {
+        void report(
+          data,
+          {
+            notificationId: data.id,
+            userId: data.userId,
+            at: new Date(job.finishedOn ?? Date.now()).toISOString(),
+            attempts: job.attemptsMade,
+            reason: error.message.slice(0, 500),
+          },
+          'notification.failed',
+        );
+      }
     }
     metrics.jobs.inc({ outcome: final ? 'failed' : 'retry' });
     log[final ? 'error' : 'warn'](
-      { err: error, notificationId: job?.id, attempts: job?.attemptsMade, final },
+      {
+        err: error,
+        notificationIds: notifications.map((data) => data.id),
+        attempts: job?.attemptsMade,
+        final,
+      },
       final
         ? 'notification failed for good: see `pnpm herald failed list`'
         : 'notification attempt failed; will retry',

@@ -42,6 +42,49 @@ export interface NotificationJob extends NotificationOptions {
 }
 
 /**
+ * Data of a BullMQ `envelope` job: notifications without delay or priority that one gateway accepted
+ * within one window, in send order. Each keeps its own id, `createdAt` and `seq`; the worker stores each
+ * as it stores a `notify` job, and re-enqueues as a `notify` job of its own any it could not store (so
+ * that its retries, failure and status are its own). Where an enveloped notification waits is in the
+ * queue's envelope index ({@link envelopeIndexKey}) until its envelope is done.
+ */
+export interface NotificationEnvelope {
+  items: NotificationJob[];
+}
+
+/**
+ * The hash, in the queue's slot, of notification id → id of the envelope job that carries it, while it
+ * does (the gateway writes the fields before it adds the envelope; the worker deletes them once the
+ * envelope is done): how `GET /notifications/:id` and `DELETE` find a notification still queued.
+ */
+export function envelopeIndexKey(queue: { prefix: string; name: string }): string {
+  return `${queue.prefix}:${queue.name}:herald-envelopes`;
+}
+
+/**
+ * BullMQ job options of an envelope: the retry policy of its notifications; removed once done (each
+ * notification's record is then its inbox), kept when failed for `herald failed list|retry`.
+ */
+export function envelopeJobOptions(
+  jobId: string,
+  retry: RetryPolicy = DEFAULT_RETRY_POLICY,
+): {
+  jobId: string;
+  attempts: number;
+  backoff: { type: 'exponential'; delay: number; jitter: number };
+  removeOnComplete: true;
+  removeOnFail: false;
+} {
+  return {
+    jobId,
+    attempts: retry.attempts,
+    backoff: { type: 'exponential', delay: retry.backoffMs, jitter: retry.jitter },
+    removeOnComplete: true,
+    removeOnFail: false,
+  };
+}
+
+/**
  * Position of a notification in its user's inbox: the Redis stream entry id `<ms>-<seq>`, where `seq`
  * counts the user's notifications 1, 2, 3, … without holes (so a client or server can tell a gap).
  * Compare offsets with `compareOffsets` from `@herald/inbox`, never as strings.

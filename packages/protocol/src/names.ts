@@ -17,5 +17,11 @@ export const DEFAULT_PUBSUB_KEY = 'herald';
 /** BullMQ job name of a single notification. */
 export const NOTIFY_JOB_NAME = 'notify';
 
+/**
+ * BullMQ job name of an envelope: the immediate notifications one gateway accepted in one short window
+ * (`HERALD_ENVELOPE_WINDOW_MS`), carried by one job ({@link NotificationEnvelope}).
+ */
+export const NOTIFY_ENVELOPE_JOB_NAME = 'envelope';
+
 /** Socket.IO event that carries a notification to a browser. */
 export const NOTIFICATION_EVENT = 'notification';

@@ -31,10 +31,9 @@ export default fp(
   async (app: FastifyInstance) => {
     const inbox = new Inbox(app.redis, app.config.inbox);
     app.decorate('inbox', inbox);
-    app.decorate('statusOf', (tenantId: string, id: string) => statusOf(app.queue, inbox, tenantId, id));
-    app.decorate('cancelNotification', (tenantId: string, id: string) =>
-      cancel(app.queue, inbox, tenantId, id),
-    );
+    const queued = { queue: app.queue, connection: app.queueConnection };
+    app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queued, inbox, tenantId, id));
+    app.decorate('cancelNotification', (tenantId: string, id: string) => cancel(queued, inbox, tenantId, id));
     app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>): Promise<T> => {
       try {
         return await app.withRedisTimeout(call());

@@ -9,6 +9,7 @@ import type { JobsOptions } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
+import { Envelopes } from '../../envelopes.js';
 import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -39,6 +40,16 @@ export default fp(
     const { config } = app;
     // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
     let enqueued = 0;
+    const envelopes =
+      config.envelopeWindowMs > 0
+        ? new Envelopes(app.queue, app.queueConnection, {
+            windowMs: config.envelopeWindowMs,
+            maxItems: config.envelopeMaxItems,
+            retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
+          })
+        : undefined;
+    // Shutting down: the envelope being gathered goes now (its requests are still waiting for it).
+    app.addHook('preClose', async () => envelopes?.flush());
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
@@ -67,12 +78,16 @@ export default fp(
       });
 
       const [single] = jobs;
+      // Without delay or priority (which BullMQ keeps exact per job), in the next envelope.
+      const enveloped = envelopes !== undefined && jobs.every((job) => immediate(job.data));
       await addDurably(
         app,
         () =>
-          jobs.length === 1 && single
-            ? app.queue.add(single.name, single.data, single.opts)
-            : app.queue.addBulk(jobs),
+          enveloped
+            ? envelopes.add(jobs.map((job) => job.data))
+            : jobs.length === 1 && single
+              ? app.queue.add(single.name, single.data, single.opts)
+              : app.queue.addBulk(jobs),
         derivedId !== undefined,
       );
       request.log.info(
@@ -129,6 +144,11 @@ export async function addDurably(
     throw enqueueUnsure(error, hasIdempotencyKey);
   }
   app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
+}
+
+/** True when `job` waits for nothing (no delay, no priority): it may ride in an envelope. */
+function immediate(job: NotificationJob): boolean {
+  return (job.delayMs === undefined || job.delayMs <= 0) && job.priority === undefined;
 }
 
 /** The optional fields of `item` a job carries. */

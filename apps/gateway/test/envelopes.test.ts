@@ -1,0 +1,103 @@
+import {
+  envelopeIndexKey,
+  NOTIFY_ENVELOPE_JOB_NAME,
+  type NotificationEnvelope,
+  type NotificationJob,
+} from '@herald/protocol';
+import type { Job } from 'bullmq';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config.js';
+import { auth, testAppForFile, testEnv } from './helpers.js';
+
+// The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
+const app: FastifyInstance = await testAppForFile({
+  HERALD_ENVELOPE_WINDOW_MS: '50',
+  HERALD_RATE_LIMIT_BURST: '1000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '1000',
+});
+const index = envelopeIndexKey(app.config.queue);
+afterAll(() => app.queueConnection.del(index));
+
+const send = (payload: object, headers = auth) =>
+  app.inject({ method: 'POST', url: '/notify', headers, payload });
+
+async function envelopes(): Promise<Job<NotificationEnvelope>[]> {
+  const jobs = (await app.queue.getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+  return jobs.filter((job) => job.name === NOTIFY_ENVELOPE_JOB_NAME);
+}
+
+describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
+  it('sends of one window ride in one job, in send order, each with its own id; delayed and prioritised ones get their own', async () => {
+    const before = new Set((await envelopes()).map((job) => job.id));
+    const answers = await Promise.all(
+      Array.from({ length: 20 }, (_, n) => send({ userId: `u${n % 3}`, payload: { n } })),
+    );
+    expect(answers.map((answer) => answer.statusCode)).toEqual(Array(20).fill(202));
+    const ids = answers.map((answer) => answer.json<{ id: string }>().id);
+    // 202 means in Redis: the envelope is there once the answers are.
+    const fresh = (await envelopes()).filter((job) => !before.has(job.id));
+    expect(fresh).toHaveLength(1);
+    const items = fresh[0]?.data.items ?? [];
+    expect(items.map((item) => item.id)).toEqual(ids);
+    expect(items.map((item) => item.payload)).toEqual(ids.map((_, n) => ({ n })));
+    const seqs = items.map((item) => item.seq ?? -1);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(fresh[0]?.opts).toMatchObject({ attempts: 8, removeOnComplete: true, removeOnFail: false });
+    const indexed = await app.queueConnection.hmget(index, ...ids);
+    expect(new Set(indexed)).toEqual(new Set([fresh[0]?.id]));
+
+    const delayed = await send({ userId: 'u1', payload: {}, delayMs: 60_000 });
+    const prioritised = await send({ userId: 'u1', payload: {}, priority: 3 });
+    for (const answer of [delayed, prioritised]) {
+      const job = (await app.queue.getJob(answer.json<{ id: string }>().id)) as
+        | Job<NotificationJob>
+        | undefined;
+      expect(job?.name).toBe('notify');
+    }
+  });
+
+  it('a batch rides whole in one envelope', async () => {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/notify/batch',
+      headers: auth,
+      payload: { notifications: Array.from({ length: 30 }, (_, n) => ({ userId: `b${n}`, payload: { n } })) },
+    });
+    expect(response.statusCode).toBe(202);
+    const ids = response.json<{ results: { id: string }[] }>().results.map((result) => result.id);
+    const carrying = (await envelopes()).filter((job) => job.data.items.some((item) => item.id === ids[0]));
+    expect(carrying).toHaveLength(1);
+    expect(carrying[0]?.data.items.map((item) => item.id)).toEqual(ids);
+  });
+
+  it('an enveloped notification has its status (queued) and can be cancelled; to another tenant it does not exist', async () => {
+    const sent = await send({ userId: 'carol', payload: { text: 'x' } });
+    const { id } = sent.json<{ id: string }>();
+    const status = await app.inject({ method: 'GET', url: `/notifications/${id}`, headers: auth });
+    expect(status.statusCode).toBe(200);
+    expect(status.json()).toMatchObject({ id, userId: 'carol', status: 'queued', attempts: 0 });
+    expect(status.json<{ createdAt: string }>().createdAt).toBe(
+      (await envelopes()).flatMap((job) => job.data.items).find((item) => item.id === id)?.createdAt,
+    );
+    const otherKey = await app.apiKeys.create({ name: 'other', tenantId: 'other-tenant' });
+    const other = { authorization: `Bearer ${otherKey.key}` };
+    for (const method of ['GET', 'DELETE'] as const) {
+      const foreign = await app.inject({ method, url: `/notifications/${id}`, headers: other });
+      expect(foreign.statusCode, method).toBe(404);
+    }
+    const cancelled = await app.inject({ method: 'DELETE', url: `/notifications/${id}`, headers: auth });
+    expect(cancelled.statusCode).toBe(200);
+    expect(cancelled.json()).toMatchObject({ id, status: 'cancelled' });
+    const after = await app.inject({ method: 'GET', url: `/notifications/${id}`, headers: auth });
+    expect(after.json()).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('a window longer than a quarter of the Redis timeout is refused at start, naming both', () => {
+    expect(() =>
+      loadConfig(testEnv({ HERALD_ENVELOPE_WINDOW_MS: '300', HERALD_REDIS_TIMEOUT_MS: '800' })),
+    ).toThrow(
+      /HERALD_ENVELOPE_WINDOW_MS \(300\) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS \(800\)/,
+    );
+  });
+});
