@@ -155,14 +155,14 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     metrics,
   });
   /** Stores and pushes one notification (of its own job or of an envelope), in its user's send order. */
-  async function processOne(data: NotificationJob): Promise<JobResult> {
+  async function processOne(data: NotificationJob, remember = true): Promise<JobResult> {
     let result: AppendResult;
     const stopTimer = metrics.duration.startTimer();
     try {
       result = await order.run(
         userKey(data.tenantId ?? DEFAULT_TENANT, data.userId),
         [Date.parse(data.createdAt) || 0, data.seq ?? 0],
-        () => processNotification(data, inbox, live, topics, durable),
+        () => processNotification(data, inbox, live, remember ? topics : undefined, durable),
       );
     } catch (error) {
       // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
@@ -204,7 +204,19 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
    */
   async function processEnvelope(job: Job<NotificationEnvelope, JobResult>): Promise<JobResult> {
     const items = Array.isArray(job.data.items) ? job.data.items : [];
-    const settled = await Promise.allSettled(items.map((item) => processOne(item)));
+    // The tenants' users are remembered once per envelope (one SADD per tenant), not once per notification.
+    const users = new Map<string, Set<string>>();
+    for (const item of items) {
+      const tenantId = item.tenantId ?? DEFAULT_TENANT;
+      if (typeof item.userId !== 'string' || item.userId === '') continue;
+      const known = users.get(tenantId) ?? new Set<string>();
+      known.add(item.userId);
+      users.set(tenantId, known);
+    }
+    const [settled] = await Promise.all([
+      Promise.allSettled(items.map((item) => processOne(item, false))),
+      Promise.all([...users].map(([tenantId, ids]) => topics.tenant(tenantId).remember([...ids]))),
+    ]);
     const failed = items.filter((_item, index) => settled[index]?.status === 'rejected');
     if (failed.length > 0) {
       const backoff = typeof job.opts.backoff === 'object' ? job.opts.backoff : undefined;
