@@ -5,7 +5,10 @@
 //   PEER=get     one GET per request on an ioredis client with auto-pipelining (the cheapest round trip)
 //   PEER=bullmq  one BullMQ queue.add per request, with the gateway's job options (what "durably in
 //                Redis" costs with BullMQ before any Herald code runs)
+//   PEER=rate-limit-bullmq  the stack a user would wire by hand: @fastify/rate-limit with its Redis
+//                store (one limit per API key, far above the load), then the same queue.add
 import { randomUUID } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
 import { DEFAULT_QUEUE_PREFIX, NOTIFY_JOB_NAME, notificationJobOptions } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import Fastify from 'fastify';
@@ -21,7 +24,17 @@ if (peer === 'get') {
     await redis.get(`${prefix}${(request.body as { userId: string }).userId}`);
     return reply.code(202).send({ id: randomUUID(), status: 'queued' });
   });
-} else if (peer === 'bullmq') {
+} else if (peer === 'bullmq' || peer === 'rate-limit-bullmq') {
+  if (peer === 'rate-limit-bullmq') {
+    await app.register(rateLimit, {
+      global: true,
+      max: 1_000_000_000,
+      timeWindow: 1000,
+      redis: new Redis(url, { connectTimeout: 500, maxRetriesPerRequest: 1 }),
+      nameSpace: `${process.env.HERALD_RATE_LIMIT_PREFIX ?? 'bench-peer:'}fastify-rate-limit:`,
+      keyGenerator: (request) => String(request.headers.authorization ?? request.ip),
+    });
+  }
   const queue = new Queue(`${process.env.HERALD_QUEUE_NAME ?? 'bench'}-peer`, {
     prefix: DEFAULT_QUEUE_PREFIX,
     connection: { url },
@@ -39,7 +52,7 @@ if (peer === 'get') {
     return reply.code(202).send({ id: job.id, status: 'queued' });
   });
 } else {
-  throw new Error(`PEER must be get or bullmq, not ${String(peer)}`);
+  throw new Error(`PEER must be get, bullmq or rate-limit-bullmq, not ${String(peer)}`);
 }
 await app.listen({ port: Number(process.env.PORT ?? 0), host: '127.0.0.1' });
 const address = app.server.address();

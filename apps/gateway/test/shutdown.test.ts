@@ -64,10 +64,20 @@ describe('graceful shutdown', () => {
     const jobs = await Promise.all(accepted.map((id) => queue.getJob(id)));
     const missing = accepted.filter((_, index) => jobs[index]?.name !== NOTIFY_JOB_NAME);
     expect(missing).toEqual([]);
-    // Every request's log lines carry its request id.
-    const queuedLines = gateway.lines.filter((line) => line.includes('"msg":"queued"'));
+    // One line per request at info, when it completes: its request id, method and URL, status, time and,
+    // for a 202, the notification ids (no separate "incoming request" or "queued" lines).
+    const completed = gateway.lines.filter((line) => line.includes('"msg":"request completed"'));
+    const queuedLines = completed.filter((line) => line.includes('"statusCode":202'));
     expect(queuedLines.length).toBeGreaterThan(0);
     expect(queuedLines.every((line) => /"reqId":"[^"]+"/.test(line))).toBe(true);
+    expect(queuedLines.every((line) => /"method":"POST","url":"\/notify"/.test(line))).toBe(true);
+    const logged = new Set(
+      queuedLines.flatMap(
+        (line) => (JSON.parse(line) as { notificationIds?: string[] }).notificationIds ?? [],
+      ),
+    );
+    expect(accepted.filter((id) => !logged.has(id))).toEqual([]);
+    expect(gateway.lines.filter((line) => /"msg":"(incoming request|queued)"/.test(line))).toEqual([]);
     expect(gateway.lines.some((line) => line.includes('"msg":"shutting down"'))).toBe(true);
   });
 

@@ -90,10 +90,8 @@ export default fp(
               : app.queue.addBulk(jobs),
         derivedId !== undefined,
       );
-      request.log.info(
-        { notificationIds: jobs.map((job) => job.data.id), tenant: identity.tenantId },
-        'queued',
-      );
+      // On the request's one log line (OneLinePerRequest).
+      request.notificationIds = jobs.map((job) => job.data.id);
       return jobs.map((job) => job.data.id);
     }
     const refuseUndurable = (
