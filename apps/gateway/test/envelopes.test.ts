@@ -4,14 +4,16 @@ import {
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
-import type { Job } from 'bullmq';
+import { type Job, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { auth, testAppForFile, testEnv } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
+const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
 const app: FastifyInstance = await testAppForFile({
+  HERALD_ADMIN_KEY: ADMIN_KEY,
   HERALD_ENVELOPE_WINDOW_MS: '50',
   HERALD_RATE_LIMIT_BURST: '1000',
   HERALD_SENDER_RATE_LIMIT_BURST: '1000',
@@ -91,6 +93,53 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     expect(cancelled.json()).toMatchObject({ id, status: 'cancelled' });
     const after = await app.inject({ method: 'GET', url: `/notifications/${id}`, headers: auth });
     expect(after.json()).toMatchObject({ status: 'cancelled' });
+  });
+
+  it('an envelope failed for good is listed by the admin API (its first user and how many it carries) and retried whole', async () => {
+    const envelopeId = `envelope-failed-${Date.now()}`;
+    const items = ['dora', 'eve'].map((userId, n) => ({
+      id: `${envelopeId}-${n}`,
+      userId,
+      payload: {},
+      createdAt: new Date().toISOString(),
+      tenantId: 'default',
+    }));
+    await app.queue.add(NOTIFY_ENVELOPE_JOB_NAME as 'notify', { items } as unknown as NotificationJob, {
+      jobId: envelopeId,
+      attempts: 1,
+      removeOnFail: false,
+    });
+    const failing = new Worker(app.config.queue.name, async () => Promise.reject(new Error('boom')), {
+      prefix: app.config.queue.prefix,
+      connection: { url: app.config.redisUrl },
+      autorun: true,
+    });
+    try {
+      const admin = { authorization: `Bearer ${ADMIN_KEY}` };
+      let listed: { id: string; tenantId: string; userId: string; reason: string }[] = [];
+      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+        const response = await app.inject({ method: 'GET', url: '/admin/failed', headers: admin });
+        expect(response.statusCode).toBe(200);
+        listed = response.json<{ jobs: typeof listed }>().jobs;
+        if (listed.some((job) => job.id === envelopeId)) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(listed.find((job) => job.id === envelopeId)).toMatchObject({
+        tenantId: 'default',
+        userId: 'dora (and 1 more in this envelope)',
+        reason: 'boom',
+      });
+      await failing.close();
+      const retried = await app.inject({
+        method: 'POST',
+        url: `/admin/failed/${envelopeId}/retry`,
+        headers: admin,
+      });
+      expect(retried.statusCode).toBe(200);
+      expect(await app.queue.getJobState(envelopeId)).toBe('waiting');
+    } finally {
+      await failing.close();
+    }
   });
 
   it('a window longer than a quarter of the Redis timeout is refused at start, naming both', () => {

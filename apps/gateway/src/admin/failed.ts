@@ -1,4 +1,10 @@
-import { DEFAULT_TENANT, type FailedJobs, type NotificationJob } from '@herald/protocol';
+import {
+  DEFAULT_TENANT,
+  type FailedJobs,
+  NOTIFY_ENVELOPE_JOB_NAME,
+  type NotificationEnvelope,
+  type NotificationJob,
+} from '@herald/protocol';
 import type { Queue } from 'bullmq';
 
 /**
@@ -20,13 +26,27 @@ export async function failedJobs(queue: Queue<NotificationJob>, limit: number): 
       .filter((job) => job !== undefined && job !== null)
       .map((job) => ({
         id: String(job.id),
-        tenantId: job.data.tenantId ?? DEFAULT_TENANT,
-        userId: job.data.userId,
+        ...who(job),
         attempts: job.attemptsMade,
         failedAt: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
         reason: (job.failedReason ?? '').replace(/\s+/g, ' '),
       })),
   };
+}
+
+/**
+ * The tenant and user of a failed job. An envelope (failed for good only when even enqueueing its failed
+ * notifications on their own failed every attempt) names its first notification's and how many it
+ * carries; `herald failed retry <envelope id>` retries them all (those stored already are stored once).
+ */
+function who(job: { name: string; data: NotificationJob }): { tenantId: string; userId: string } {
+  if (job.name !== NOTIFY_ENVELOPE_JOB_NAME) {
+    return { tenantId: job.data.tenantId ?? DEFAULT_TENANT, userId: job.data.userId };
+  }
+  const items = (job.data as unknown as NotificationEnvelope).items ?? [];
+  const first = items[0];
+  const more = items.length > 1 ? ` (and ${items.length - 1} more in this envelope)` : '';
+  return { tenantId: first?.tenantId ?? DEFAULT_TENANT, userId: `${first?.userId ?? ''}${more}` };
 }
 
 /** What {@link retryFailed} did: `retried`, or why not (`missing`, or the state the job is in). */
