@@ -56,7 +56,7 @@ export function enqueueUnsure(cause: unknown, withIdempotencyKey: boolean): Http
   return new HttpError(
     ErrorCode.UNAVAILABLE,
     withIdempotencyKey
-      ? 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted. Retry with the same Idempotency-Key: it is never enqueued twice.'
+      ? 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted. Retry with the same Idempotency-Key: it is never delivered twice.'
       : 'The queue (Redis) did not confirm in time: the notification may or may not have been accepted, and a retry may deliver it twice. Send an Idempotency-Key to make retries safe.',
     { headers: { 'Retry-After': '1' }, extra: { maybeAccepted: true }, cause },
   );

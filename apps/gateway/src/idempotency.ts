@@ -52,7 +52,7 @@ export class IdempotencyStore {
 
   /**
    * `inFlightMs`: how long a claim holds its key before another request with it may take over (a
-   * gateway killed mid-request never releases its claims). Taking over never enqueues twice: the job
+   * gateway killed mid-request never releases its claims). Taking over never delivers twice: the notification
    * id is derived from the key.
    */
   constructor(options: {
@@ -83,7 +83,7 @@ export class IdempotencyStore {
       .digest('hex');
   }
 
-  /** A stable id derived from the scope and key, used as the job id so even a lost record cannot enqueue twice. */
+  /** A stable id derived from the scope and key: the notification id, so even a lost record cannot deliver twice. */
   static derivedId(scope: string, key: string): string {
     const hex = createHash('sha256').update(`${scope}\n${key}`).digest('hex');
     return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;

@@ -11,7 +11,7 @@ export interface IdempotencyClaim {
   fingerprint: string;
   /** This request's token in the claim: only it may release the claim. */
   owner: string;
-  /** Ids derived from the key: the job ids, so that even a lost record cannot enqueue twice. */
+  /** Ids derived from the key: the notification ids (an inbox stores an id once), so that even a lost record cannot deliver twice. */
   derivedId: string;
   settled: boolean;
 }
@@ -147,7 +147,7 @@ async function settleIdempotency(
   await app
     .withRedisTimeout(app.idempotency.complete(claim.scope, claim.key, claim.fingerprint, answer))
     .catch((error: unknown) => {
-      // The jobs are in Redis and their ids derive from the key: a retry cannot enqueue twice.
+      // The notifications are in Redis and their ids derive from the key: a retry cannot deliver twice.
       request.log.warn(
         { err: error },
         'could not store the idempotent answer yet; sent again until it lands',
