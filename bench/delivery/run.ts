@@ -318,9 +318,15 @@ function comparison(
 ): string[] {
   const f = (n: number) => (Number.isNaN(n) ? '-' : n.toFixed(1));
   const lines = [
-    `| rate | ${herald} p50 / p99 ms | ${baseline} p50 / p99 ms | ${herald} ÷ ${baseline}, median of ${ROUNDS} rounds: p50 / p99 | per round p99 ratios |`,
-    '| --: | --: | --: | --: | --: |',
+    `| rate | ${herald} p50 / p99 ms | ${baseline} p50 / p99 ms | ${herald} ÷ ${baseline}, median of ${ROUNDS} rounds: p50 / p99 | per round p99 ratios | server CPU µs per notification, ${herald} / ${baseline} (÷) |`,
+    '| --: | --: | --: | --: | --: | --: |',
   ];
+  // Gateway + worker + realtime A+B + Redis (the first four CPU figures, % of a core), per notification.
+  // CPU % is measured over the sending (open loop at `rate`), so per notification is per `rate`.
+  const serverUs = (sample: Sample, rate: number) => {
+    const [gateway = 0, worker = 0, realtime = 0, redis = 0] = (sample.cpu ?? '').split(' / ').map(Number);
+    return ((gateway + worker + realtime + redis) / 100) * (1e6 / rate);
+  };
   for (const rate of RATES) {
     const h = results.get(herald)?.get(rate);
     const b = results.get(baseline)?.get(rate);
@@ -333,10 +339,25 @@ function comparison(
         0.99,
       )
         .map((r) => `${r.toFixed(2)}×`)
-        .join(', ')} |`,
+        .join(', ')} | ${cpuCell(hr, br, rate)} |`,
     );
   }
   return lines;
+
+  function cpuCell(hr: readonly Sample[], br: readonly Sample[], rate: number): string {
+    const h = median(hr.map((sample) => serverUs(sample, rate)));
+    const b = median(br.map((sample) => serverUs(sample, rate)));
+    return `${Math.round(h)} / ${Math.round(b)} (${(h / b).toFixed(2)}×)`;
+  }
+}
+
+/** The first held rate ÷ the second (Herald ÷ the baseline), when both held one. */
+function heldRatio(held: ReadonlyMap<string, string>): string[] {
+  const [[herald, own] = ['', ''], [baseline, theirs] = ['', '']] = [...held];
+  const a = /^(\d+)\/s$/.exec(own)?.[1];
+  const b = /^(\d+)\/s$/.exec(theirs)?.[1];
+  if (a === undefined || b === undefined) return [];
+  return [`${herald} ÷ ${baseline}, highest rate held: ${(Number(a) / Number(b)).toFixed(2)}×`];
 }
 
 /** A bare Socket.IO server (bare-socketio.ts), its own process. */
@@ -447,6 +468,7 @@ function printReport(
     ...[...held].map(
       ([name, rate]) => `${name}: highest rate held ${HOLD_SECONDS} s with p99 < 100 ms: ${rate}`,
     ),
+    ...heldRatio(held),
     '',
     ...(versus.length > 0 ? [...versus, ''] : []),
     `| idle connections (${IDLE}) | heap per connection | RSS per connection |`,
