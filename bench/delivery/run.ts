@@ -246,11 +246,17 @@ async function main(): Promise<void> {
         if (passes(s)) good = rate;
         else bad = rate;
       }
+      // The hold: at the highest rate that passed, then (up to twice) a tenth lower while it does not.
       let verdict = 'none';
-      if (good > 0) {
+      for (let attempt = 0; good > 0 && attempt < 3; attempt++) {
         const s = await run(h, good, HOLD_SECONDS);
         rows.push(row(`${h.name} held ${HOLD_SECONDS} s, ${good}/s`, s, HOLD_SECONDS));
-        verdict = passes(s) ? `${good}/s` : `${good}/s did not hold for ${HOLD_SECONDS} s`;
+        if (passes(s)) {
+          verdict = `${good}/s`;
+          break;
+        }
+        verdict = `${good}/s did not hold for ${HOLD_SECONDS} s`;
+        good = Math.floor((good * 0.9) / 100) * 100;
       }
       held.set(h.name, verdict);
     }
