@@ -45,7 +45,11 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     expect(items.map((item) => item.payload)).toEqual(ids.map((_, n) => ({ n })));
     const seqs = items.map((item) => item.seq ?? -1);
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
-    expect(fresh[0]?.opts).toMatchObject({ attempts: 8, removeOnComplete: true, removeOnFail: false });
+    expect(fresh[0]?.opts).toMatchObject({
+      attempts: 8,
+      removeOnComplete: { age: 3600, count: 10_000 },
+      removeOnFail: false,
+    });
     const indexed = await app.queueConnection.hmget(index, ...ids);
     expect(new Set(indexed)).toEqual(new Set([fresh[0]?.id]));
 

@@ -91,6 +91,8 @@ describe('an envelope job', () => {
     const failed = await queue.getJob(bad.id);
     expect(failed?.name).toBe('notify');
     expect(failed?.failedReason).toMatch(/userId/i);
-    expect(await queue.getJob(envelopeId)).toBeUndefined();
+    await waitFor(async () => (await queue.getJobState(envelopeId)) === 'completed', {
+      what: 'the envelope completed',
+    });
   });
 });

@@ -62,8 +62,9 @@ export function envelopeIndexKey(queue: { prefix: string; name: string }): strin
 }
 
 /**
- * BullMQ job options of an envelope: the retry policy of its notifications; removed once done (each
- * notification's record is then its inbox), kept when failed for `herald failed list|retry`.
+ * BullMQ job options of an envelope: the retry policy of its notifications; kept once done as a
+ * notification's job is (an hour, at most 10 000: the dashboard's completed count), and when failed for
+ * `herald failed list|retry`.
  */
 export function envelopeJobOptions(
   jobId: string,
@@ -72,14 +73,14 @@ export function envelopeJobOptions(
   jobId: string;
   attempts: number;
   backoff: { type: 'exponential'; delay: number; jitter: number };
-  removeOnComplete: true;
+  removeOnComplete: { age: number; count: number };
   removeOnFail: false;
 } {
   return {
     jobId,
     attempts: retry.attempts,
     backoff: { type: 'exponential', delay: retry.backoffMs, jitter: retry.jitter },
-    removeOnComplete: true,
+    removeOnComplete: { age: 3600, count: 10_000 },
     removeOnFail: false,
   };
 }

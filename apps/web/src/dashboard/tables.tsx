@@ -68,7 +68,7 @@ export function HotUsers({ users }: { users: AdminSnapshot['hotUsers'] }) {
 export function QueueCounts({ queue }: { queue: AdminSnapshot['queue'] }) {
   return (
     <Pairs
-      title="Queue"
+      title="Queue (jobs: an envelope is one job for many notifications)"
       rows={Object.entries(queue).map(([state, count]) => [state, number.format(count)])}
     />
   );
