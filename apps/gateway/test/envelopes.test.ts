@@ -4,6 +4,7 @@ import {
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
+import { waitFor } from '@herald/testing';
 import { type Job, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -121,13 +122,15 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     try {
       const admin = { authorization: `Bearer ${ADMIN_KEY}` };
       let listed: { id: string; tenantId: string; userId: string; reason: string }[] = [];
-      for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
-        const response = await app.inject({ method: 'GET', url: '/admin/failed', headers: admin });
-        expect(response.statusCode).toBe(200);
-        listed = response.json<{ jobs: typeof listed }>().jobs;
-        if (listed.some((job) => job.id === envelopeId)) break;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
+      await waitFor(
+        async () => {
+          const response = await app.inject({ method: 'GET', url: '/admin/failed', headers: admin });
+          expect(response.statusCode).toBe(200);
+          listed = response.json<{ jobs: typeof listed }>().jobs;
+          return listed.some((job) => job.id === envelopeId);
+        },
+        { what: 'the failed envelope listed' },
+      );
       expect(listed.find((job) => job.id === envelopeId)).toMatchObject({
         tenantId: 'default',
         userId: 'dora (and 1 more in this envelope)',

@@ -203,7 +203,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
    * is stored once). Done: the index forgets its notifications.
    */
   async function processEnvelope(job: Job<NotificationEnvelope, JobResult>): Promise<JobResult> {
-    const items = Array.isArray(job.data.items) ? job.data.items : [];
+    const items = notificationsOf(job);
     // The tenants' users are remembered once per envelope (one SADD per tenant), not once per notification.
     const users = new Map<string, Set<string>>();
     for (const item of items) {
