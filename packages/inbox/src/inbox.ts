@@ -1,5 +1,6 @@
 import { DEFAULT_TENANT, type InboxOffset, type UnreadEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
+import { AppendBatcher } from './append-batch.js';
 import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
@@ -55,6 +56,8 @@ export class Inbox {
   /** `prefix` with the tenant's part: where this tenant's keys live. */
   readonly #base: string;
   readonly #tenants: Map<string, Inbox>;
+  /** The appends of one event-loop turn, of every tenant, in as few script calls as their slots allow. */
+  #appends: AppendBatcher;
 
   constructor(redis: Redis | Cluster, options: InboxOptions = {}) {
     this.prefix = options.prefix ?? DEFAULT_INBOX_PREFIX;
@@ -85,6 +88,7 @@ export class Inbox {
     this.retentionMs = this.maxAgeMs + grace;
     this.#redis = redis;
     this.#scripts = defineScripts(redis);
+    this.#appends = new AppendBatcher(redis, this.#scripts.append);
     this.#tenants = new Map([[this.tenantId, this]]);
   }
 
@@ -108,6 +112,7 @@ export class Inbox {
         maxAgeMs: this.maxAgeMs,
         tenantId,
       });
+      inbox.#appends = this.#appends;
       if (this.#tenants.size > 10_000) this.#tenants.clear();
       this.#tenants.set(tenantId, inbox);
     }
@@ -148,39 +153,42 @@ export class Inbox {
     const maxLength = boundOf(options.bounds?.maxLength, this.maxLength);
     const maxAgeMs = boundOf(options.bounds?.maxAgeMs, this.maxAgeMs);
     const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
-    // The id → user index is written beside the script (another hash slot), in the same round trip.
+    const indexKey = notificationIndexKey(this.#base, notification.id);
+    // The id → user index has its own hash slot: on a single Redis it rides in the script call, on
+    // Cluster it is written beside it, in the same round trip.
+    const indexInScript = options.indexed !== false && this.#appends.crossSlot;
     const index =
-      options.indexed === false
+      options.indexed === false || indexInScript
         ? undefined
-        : this.#redis.set(
-            notificationIndexKey(this.#base, notification.id),
-            notification.userId,
-            'PX',
-            this.retentionMs,
-          );
-    const script = this.#scripts.append(
-      keys.stream,
-      keys.meta,
-      keys.unread,
-      keys.marker(notification.id),
-      hasDedupe ? keys.dedupe(options.dedupeKey ?? '') : keys.dedupe(''),
-      keys.mutes,
-      notification.id,
-      JSON.stringify(notification),
-      options.nowMs ?? '',
-      options.expiresAtMs ?? 0,
-      hasDedupe ? 1 : 0,
-      maxLength,
-      maxAgeMs,
-      this.retentionMs,
-      this.tenantId,
-      notification.topic === undefined ? '' : `topic:${notification.topic}`,
-      notification.type === undefined ? '' : `type:${notification.type}`,
-    );
-    const [reply] = (await Promise.all([script, index])) as [
-      [number, string, number, number, string],
-      unknown,
-    ];
+        : this.#redis.set(indexKey, notification.userId, 'PX', this.retentionMs);
+    const marker = keys.marker(notification.id);
+    const call = {
+      keys: [
+        keys.stream,
+        keys.meta,
+        keys.unread,
+        marker,
+        hasDedupe ? keys.dedupe(options.dedupeKey ?? '') : keys.dedupe(''),
+        keys.mutes,
+        indexInScript ? indexKey : marker,
+      ],
+      args: [
+        notification.id,
+        JSON.stringify(notification),
+        options.expiresAtMs ?? 0,
+        hasDedupe ? 1 : 0,
+        maxLength,
+        maxAgeMs,
+        this.retentionMs,
+        this.tenantId,
+        notification.topic === undefined ? '' : `topic:${notification.topic}`,
+        notification.type === undefined ? '' : `type:${notification.type}`,
+        indexInScript ? notification.userId : '',
+      ],
+    };
+    const script =
+      options.nowMs === undefined ? this.#appends.enqueue(call) : this.#appends.one(call, options.nowMs);
+    const [reply] = await Promise.all([script, index]);
     return appendResultOf(reply);
   }
 

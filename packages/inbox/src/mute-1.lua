@@ -2,7 +2,7 @@
   Adds mutes to one user's set of mutes, all or none: refused whole when the set would hold more than
   `max` members (a set that big would only be a mistake or an attack, and it is read on every append).
 
-  KEYS[1]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (see append-6.lua); no TTL
+  KEYS[1]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (see append-n.lua); no TTL
 
   ARGV[1]  max       most members the set may hold, >= 1
   ARGV[2…] members   the mutes to add (`topic:<name>` / `type:<name>`), at least one, each once

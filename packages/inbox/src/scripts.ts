@@ -4,7 +4,7 @@ import { InboxError, InboxErrorCode } from './errors.js';
 import type { AppendResult, MuteTarget } from './types.js';
 
 /**
- * First element of an `append-6.lua` reply. The one place that maps it to a result is {@link appendResultOf}.
+ * First element of each `append-n.lua` reply. The one place that maps it to a result is {@link appendResultOf}.
  *
  * @example
  * ```ts
@@ -20,7 +20,7 @@ export enum AppendCode {
   Muted = 6,
 }
 
-/** The {@link AppendResult} of an `append-6.lua` reply `{ code, offset, count, version, detail }`. */
+/** The {@link AppendResult} of one notification's `append-n.lua` reply `{ code, offset, count, version, detail }`. */
 export function appendResultOf(reply: [number, string, number, number, string]): AppendResult {
   const [code, offset, count, version, detail] = reply;
   const unread = { count, version };
@@ -38,7 +38,7 @@ export function appendResultOf(reply: [number, string, number, number, string]):
     case AppendCode.Muted:
       return { outcome: 'muted', mutedBy: muteTargetOf(detail), unread };
     default:
-      throw new InboxError(InboxErrorCode.UNEXPECTED_REPLY, `append-6.lua answered ${JSON.stringify(reply)}`);
+      throw new InboxError(InboxErrorCode.UNEXPECTED_REPLY, `append-n.lua answered ${JSON.stringify(reply)}`);
   }
 }
 
@@ -48,7 +48,7 @@ export function muteTargetOf(member: string): MuteTarget {
 }
 
 const SCRIPTS = {
-  append: { command: 'heraldInboxAppend', file: 'append-6.lua', numberOfKeys: 6 },
+  append: { command: 'heraldInboxAppend', file: 'append-n.lua', numberOfKeys: undefined },
   read: { command: 'heraldInboxRead', file: 'read-3.lua', numberOfKeys: 3 },
   ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
   cancel: { command: 'heraldInboxCancel', file: 'cancel-1.lua', numberOfKeys: 1 },

@@ -1,0 +1,110 @@
+import calculateSlot from 'cluster-key-slot';
+import type { Cluster, Redis } from 'ioredis';
+
+/** Keys of one notification in `append-n.lua`, and arguments. */
+export const APPEND_KEYS = 7;
+export const APPEND_ARGS = 11;
+/** Reply elements per notification. */
+const APPEND_REPLY = 5;
+/**
+ * Most notifications in one script call: each is ~15–25 µs of Redis time, so a call holds Redis for
+ * at most ~1.5 ms (a worker's turn rarely brings more: HERALD_WORKER_CONCURRENCY jobs of up to
+ * HERALD_ENVELOPE_MAX_ITEMS are spread over the users' send order).
+ */
+export const MAX_APPEND_BATCH = 64;
+
+/** One notification's part of an `append-n.lua` call. */
+export interface AppendCall {
+  keys: string[];
+  args: (string | number)[];
+}
+
+type Reply = [number, string, number, number, string];
+type Run = (...args: (string | number)[]) => Promise<unknown>;
+
+interface Pending {
+  call: AppendCall;
+  resolve: (reply: Reply) => void;
+  reject: (error: unknown) => void;
+}
+
+/**
+ * Gathers the appends asked for in one event-loop turn into `append-n.lua` calls: one per
+ * {@link MAX_APPEND_BATCH} notifications on a single Redis, one per hash slot and as many on Redis
+ * Cluster. The worker's jobs of one turn (an envelope's notifications, each in its user's send order)
+ * then cost Redis one script call and one round trip, not one each. A call that fails is run again
+ * notification by notification, so that one notification Redis refuses (a key of the wrong type) fails
+ * alone; what the failed call had stored already is answered `already-appended` (the append is
+ * idempotent).
+ */
+export class AppendBatcher {
+  readonly #run: Run;
+  readonly #cluster: boolean;
+  #pending: Pending[] = [];
+  #scheduled = false;
+
+  constructor(redis: Redis | Cluster, run: Run) {
+    this.#run = run;
+    this.#cluster = redis.isCluster;
+  }
+
+  /** Whether index keys (their own slot) may ride in the call: on a single Redis only. */
+  get crossSlot(): boolean {
+    return !this.#cluster;
+  }
+
+  /** Runs `call` alone, now (a test's injected clock is one call's own). */
+  async one(call: AppendCall, now: number | ''): Promise<Reply> {
+    return (await this.#run(APPEND_KEYS, ...call.keys, 1, now, ...call.args)) as Reply;
+  }
+
+  /** Queues `call` for this turn's script calls. */
+  enqueue(call: AppendCall): Promise<Reply> {
+    return new Promise<Reply>((resolve, reject) => {
+      this.#pending.push({ call, resolve, reject });
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(this.#flush);
+      }
+    });
+  }
+
+  readonly #flush = (): void => {
+    this.#scheduled = false;
+    const pending = this.#pending;
+    this.#pending = [];
+    const groups = new Map<number, Pending[]>();
+    for (const item of pending) {
+      const slot = this.#cluster ? calculateSlot(item.call.keys[0] ?? '') : 0;
+      let group = groups.get(slot);
+      if (group === undefined || group.length >= MAX_APPEND_BATCH) {
+        if (group !== undefined) void this.#send(group);
+        group = [];
+        groups.set(slot, group);
+      }
+      group.push(item);
+    }
+    for (const group of groups.values()) void this.#send(group);
+  };
+
+  async #send(group: Pending[]): Promise<void> {
+    if (group.length === 1) {
+      const [only] = group as [Pending];
+      await this.one(only.call, '').then(only.resolve, only.reject);
+      return;
+    }
+    const keys = group.flatMap((item) => item.call.keys);
+    const args = group.flatMap((item) => item.call.args);
+    let replies: unknown[];
+    try {
+      replies = (await this.#run(keys.length, ...keys, group.length, '', ...args)) as unknown[];
+    } catch {
+      // One at a time: each notification gets its own answer (or its own error).
+      await Promise.all(group.map((item) => this.one(item.call, '').then(item.resolve, item.reject)));
+      return;
+    }
+    for (const [i, item] of group.entries()) {
+      item.resolve(replies.slice(i * APPEND_REPLY, (i + 1) * APPEND_REPLY) as Reply);
+    }
+  }
+}

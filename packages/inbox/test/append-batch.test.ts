@@ -1,0 +1,121 @@
+import { type RedisClusterHandle, randomId, redisUrl, startRedisCluster } from '@herald/testing';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Inbox, type InboxNotification, offsetSeq } from '../src/index.js';
+
+function notification(userId: string, n: number): InboxNotification {
+  return { id: `n-${n}`, userId, payload: { n }, createdAt: new Date().toISOString() };
+}
+
+/** The script calls (EVALSHA; EVAL the first time, when the script is not loaded) Redis ran for keys under `prefix` while `work` ran (MONITOR). */
+async function scriptCalls(url: string, prefix: string, work: () => Promise<unknown>): Promise<number> {
+  const monitor = await new Redis(url).monitor();
+  let calls = 0;
+  monitor.on('monitor', (_time: string, args: string[]) => {
+    if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix))) calls++;
+  });
+  try {
+    await work();
+    // MONITOR lines arrive after the replies: wait for the last one (a PING through the same server).
+    const marker = randomId('marker');
+    const seen = new Promise<void>((resolve) =>
+      monitor.on('monitor', (_time: string, args: string[]) => {
+        if (args.includes(marker)) resolve();
+      }),
+    );
+    const client = new Redis(url);
+    await client.echo(marker);
+    await seen;
+    client.disconnect();
+  } finally {
+    monitor.disconnect();
+  }
+  return calls;
+}
+
+describe('appends of one event-loop turn', () => {
+  let redis: Redis;
+  beforeAll(() => {
+    redis = new Redis(redisUrl());
+  });
+  afterAll(() => redis.disconnect());
+
+  it('go to Redis in one script call, each answered its own offset, index and unread count', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(redis, { prefix });
+    const users = Array.from({ length: 20 }, (_, i) => randomId(`u${i}`));
+    let results: Awaited<ReturnType<Inbox['append']>>[] = [];
+    const calls = await scriptCalls(redisUrl(), prefix, async () => {
+      results = await Promise.all(users.map((user, i) => inbox.append(notification(user, i))));
+    });
+    expect(calls).toBe(1);
+    expect(results.map((r) => r.outcome)).toEqual(users.map(() => 'appended'));
+    for (const [i, user] of users.entries()) {
+      expect(results[i]).toMatchObject({ unread: { count: 1 } });
+      expect(await inbox.locate(`n-${i}`)).toBe(user);
+      expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual([`n-${i}`]);
+    }
+  });
+
+  it("keep one user's order within the call, and more than 64 take more calls", async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(redis, { prefix });
+    const user = randomId('u');
+    let results: Awaited<ReturnType<Inbox['append']>>[] = [];
+    const calls = await scriptCalls(redisUrl(), prefix, async () => {
+      results = await Promise.all(Array.from({ length: 100 }, (_, n) => inbox.append(notification(user, n))));
+    });
+    expect(calls).toBe(2);
+    expect(results.map((r) => (r.outcome === 'appended' ? offsetSeq(r.offset) : r.outcome))).toEqual(
+      Array.from({ length: 100 }, (_, n) => n + 1),
+    );
+    expect((await inbox.read(user, { limit: 100 })).entries.map((e) => e.payload.n)).toEqual(
+      Array.from({ length: 100 }, (_, n) => n),
+    );
+  });
+
+  it('a notification Redis refuses fails alone; the others of its call are stored once', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(redis, { prefix });
+    const [good, broken, later] = [randomId('good'), randomId('broken'), randomId('later')];
+    // The broken user's stream key holds a string: XREVRANGE on it is a WRONGTYPE error.
+    await redis.set(inbox.keys(broken).stream, 'not a stream');
+    const results = await Promise.allSettled([
+      inbox.append(notification(good, 1)),
+      inbox.append(notification(broken, 2)),
+      inbox.append(notification(later, 3)),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    // The first was stored by the failed call, then answered by its own: once, with its offset.
+    expect(results[0]).toMatchObject({ value: { outcome: 'already-appended' } });
+    expect(results[2]).toMatchObject({ value: { outcome: 'appended' } });
+    expect((await inbox.read(good)).entries.map((e) => e.id)).toEqual(['n-1']);
+    expect((await inbox.read(later)).entries.map((e) => e.id)).toEqual(['n-3']);
+    expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+  });
+});
+
+describe('appends of one turn on Redis Cluster', () => {
+  let cluster: RedisClusterHandle;
+  let client: Cluster;
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, replicas: 0 });
+    client = new Cluster(cluster.nodes);
+  }, 120_000);
+  afterAll(async () => {
+    client?.disconnect();
+    await cluster?.dispose();
+  });
+
+  it('take one call per slot, and write each index beside it', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(client, { prefix });
+    const users = Array.from({ length: 30 }, (_, i) => randomId(`u${i}`));
+    const results = await Promise.all(users.map((user, i) => inbox.append(notification(user, i))));
+    expect(results.map((r) => r.outcome)).toEqual(users.map(() => 'appended'));
+    for (const [i, user] of users.entries()) {
+      expect(await inbox.locate(`n-${i}`)).toBe(user);
+      expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual([`n-${i}`]);
+    }
+  });
+});
