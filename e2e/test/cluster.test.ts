@@ -10,8 +10,8 @@ import { API_KEY, randomId, Stack, topicFanoutJob, waitFor } from './support/sta
 const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef0123456789';
 
 // Every app on a 3-master Redis Cluster with a replica each, sharded pub/sub: inbox keys hash-tagged
-// per user, BullMQ under the `{herald}` tag, one sharded live channel per user, the gateway's limiter
-// keys under their tenant's tag.
+// per user, the notification queue in 3 partitions (one per master, each under its own tag), one sharded
+// live channel per user, the gateway's limiter keys under their tenant's tag.
 describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () => {
   let cluster: RedisClusterHandle;
   const stacks: Stack[] = [];
@@ -28,7 +28,13 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     const nodes = cluster.nodes;
     const stack = new Stack(
       `redis://${nodes[0]?.host}:${nodes[0]?.port}`,
-      { HERALD_REDIS_CLUSTER_NODES: cluster.nodesEnv, HERALD_PUBSUB_MODE: 'sharded', ...extra },
+      {
+        HERALD_REDIS_CLUSTER_NODES: cluster.nodesEnv,
+        HERALD_PUBSUB_MODE: 'sharded',
+        // A queue partition per master: every test below runs on partitioned queues.
+        HERALD_QUEUE_PARTITIONS: '3',
+        ...extra,
+      },
       () => new Cluster(nodes, { redisOptions: { maxRetriesPerRequest: null } }),
     );
     stacks.push(stack);
@@ -147,6 +153,93 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect((await get('/metrics')).status).toBe(200);
   }, 120_000);
 
+  it('queue partitions: two on each master, every user in one, delivered in order; status, cancel and the dashboard's counts see them all', async () => {
+    const stack = clusterStack({ HERALD_QUEUE_PARTITIONS: '6', HERALD_ADMIN_KEY: ADMIN_KEY });
+    // Partitions 0-2 on one worker, 3-5 on another: each consumes its share only.
+    const [gateway, realtime] = await Promise.all([
+      stack.start('gateway', 'gw-parts'),
+      stack.start('realtime', 'rt-parts'),
+      stack.start('worker', 'worker-low', { HERALD_WORKER_PARTITIONS: '0-2' }),
+      stack.start('worker', 'worker-high', { HERALD_WORKER_PARTITIONS: '3-5' }),
+    ]);
+    const masters = await Promise.all(
+      stack.queues.map((queue) => cluster.masterOf(`${queue.opts.prefix}:x`)),
+    );
+    const perMaster = new Map<number, number>();
+    for (const master of masters) perMaster.set(master.port, (perMaster.get(master.port) ?? 0) + 1);
+    expect([...perMaster.values()]).toEqual([2, 2, 2]);
+
+    const call = (method: string, path: string, body?: unknown, key = API_KEY) =>
+      fetch(`${gateway.url}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+    const users = Array.from({ length: 24 }, (_, i) => randomId(`part${i}`));
+    const clients = users.map((user) => stack.client(user));
+    await Promise.all(clients.map((client) => client.connect(realtime.url, '0-0')));
+    // Four rounds, each a batch to every user and a single send to each: 8 per user, in this order.
+    const sent = new Map<string, string[]>(users.map((user) => [user, []]));
+    for (let round = 0; round < 4; round++) {
+      const batch = await call('POST', '/notify/batch', {
+        notifications: users.map((userId) => ({ userId, payload: { round, via: 'batch' } })),
+      });
+      expect(batch.status).toBe(202);
+      const { results } = (await batch.json()) as { results: { index: number; id: string }[] };
+      for (const result of results) sent.get(users[result.index] ?? '')?.push(result.id);
+      for (const user of users) {
+        const single = await call('POST', '/notify', { userId: user, payload: { round, via: 'single' } });
+        expect(single.status).toBe(202);
+        sent.get(user)?.push(((await single.json()) as { id: string }).id);
+      }
+    }
+    await waitFor(() => clients.every((client) => client.received.length === 8), {
+      timeoutMs: 30_000,
+      what: 'every user shown all 8',
+    });
+    for (const client of clients) client.check(sent.get(client.userId) ?? []);
+    // Every partition carried some (24 users over 6), on its own master.
+    const completed = await Promise.all(stack.queues.map((queue) => queue.getCompletedCount()));
+    expect(completed.every((count) => count > 0)).toBe(true);
+
+    // Delayed notifications wait in their users' partitions: status finds each, cancel takes one out.
+    const delayed = await Promise.all(
+      users.slice(0, 6).map(async (userId) => {
+        const response = await call('POST', '/notify', {
+          userId,
+          payload: { later: true },
+          delayMs: 600_000,
+        });
+        return ((await response.json()) as { id: string }).id;
+      }),
+    );
+    const holders = await Promise.all(
+      delayed.map(async (id) =>
+        (await Promise.all(stack.queues.map((queue) => queue.getJob(id)))).findIndex(Boolean),
+      ),
+    );
+    expect(new Set(holders).size).toBeGreaterThan(1);
+    for (const id of delayed) {
+      expect(await (await call('GET', `/notifications/${id}`)).json()).toMatchObject({
+        id,
+        status: 'queued',
+      });
+    }
+    const far = delayed[holders.findIndex((holder) => holder > 0)] ?? '';
+    const cancelled = await call('DELETE', `/notifications/${far}`);
+    expect(await cancelled.json()).toMatchObject({ id: far, status: 'cancelled' });
+
+    // The dashboard counts every partition: 6 delayed, one of them cancelled (removed).
+    const snapshot = (await (await call('GET', '/admin/snapshot', undefined, ADMIN_KEY)).json()) as {
+      queue: Record<string, number>;
+    };
+    expect(snapshot.queue.delayed).toBe(5);
+    expect(snapshot.queue.completed).toBe(completed.reduce((sum, count) => sum + count, 0));
+  }, 120_000);
+
   it('delivery webhooks: set, shown, listed by the operator, rotated and deleted (their index in its own slot)', async () => {
     const stack = clusterStack({ HERALD_ADMIN_KEY: ADMIN_KEY, HERALD_WEBHOOK_ALLOW_PRIVATE: 'true' });
     const gateway = await stack.start('gateway', 'gw-hooks');
@@ -223,7 +316,7 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     // The queue's master has 1 replica of the 2 asked: refused before the add, so nothing is "maybe" in.
     expect(body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
     expect(body.maybeAccepted).toBeUndefined();
-    expect(await stack.queue.count()).toBe(0);
+    for (const queue of stack.queues) expect(await queue.count()).toBe(0);
   }, 60_000);
 
   it('fans a topic send out over the slots: subscriber set tagged per topic, inboxes per user, mutes per user', async () => {

@@ -1,4 +1,4 @@
-import { withoutPassword } from '@herald/config';
+import { queuePartitions, withoutPassword } from '@herald/config';
 import { failedJobs, retryFailed } from '@herald/gateway/operator';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
@@ -9,7 +9,7 @@ import { parseCommand } from './io.js';
 const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
        herald failed retry <id>...         put these failed notifications back in the queue
        herald failed retry --all           put every failed notification back in the queue
-Reads REDIS_URL, HERALD_QUEUE_NAME and HERALD_QUEUE_PREFIX like the worker.`;
+Reads REDIS_URL, HERALD_QUEUE_NAME, HERALD_QUEUE_PREFIX and HERALD_QUEUE_PARTITIONS like the worker.`;
 
 /**
  * `herald failed list|retry`: the operator's view of the failed set (BullMQ's `failed` jobs of the
@@ -49,34 +49,39 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     io.err((error as Error).message);
     return 1;
   }
-  // An operator command fails fast: no endless reconnecting to a Redis that is not there.
-  const queue = new Queue<NotificationJob>(config.queue.name, {
-    prefix: config.queue.prefix,
-    connection: {
-      url: config.redisUrl,
-      maxRetriesPerRequest: 1,
-      connectTimeout: 5000,
-      retryStrategy: () => null,
-    },
+  // An operator command fails fast: no endless reconnecting to a Redis that is not there. Every
+  // partition of the queue (`HERALD_QUEUE_PARTITIONS`), one connection each.
+  const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
+    const queue = new Queue<NotificationJob>(name, {
+      prefix,
+      connection: {
+        url: config.redisUrl,
+        maxRetriesPerRequest: 1,
+        connectTimeout: 5000,
+        retryStrategy: () => null,
+      },
+    });
+    queue.on('error', () => {});
+    return queue;
   });
-  queue.on('error', () => {});
   try {
-    await queue.waitUntilReady();
+    await Promise.all(queues.map((queue) => queue.waitUntilReady()));
     return command === 'list'
-      ? await list(queue, limit, io)
-      : await retry(queue, values.all ? ['--all'] : ids, io);
+      ? await list(queues, limit, io)
+      : await retry(queues, values.all ? ['--all'] : ids, io);
   } catch (error) {
     io.err(`Could not reach the queue at ${withoutPassword(config.redisUrl)}: ${(error as Error).message}`);
     return 1;
   } finally {
-    await queue.close().catch(() => {});
+    await Promise.all(queues.map((queue) => queue.close().catch(() => {})));
   }
 }
 
-async function list(queue: Queue<NotificationJob>, limit: number, io: CliIo): Promise<number> {
-  const { count, jobs } = await failedJobs(queue, limit);
+async function list(queues: Queue<NotificationJob>[], limit: number, io: CliIo): Promise<number> {
+  const { count, jobs } = await failedJobs(queues, limit);
+  const where = queues.length > 1 ? ` (${queues.length} partitions)` : '';
   io.out(
-    `${count} failed notification(s) in queue "${queue.name}"${count > jobs.length ? `, showing ${jobs.length}` : ''}`,
+    `${count} failed notification(s) in queue "${queues[0]?.name}"${where}${count > jobs.length ? `, showing ${jobs.length}` : ''}`,
   );
   if (jobs.length > 0) io.out(['id', 'userId', 'attempts', 'failedAt', 'reason'].join('\t'));
   for (const job of jobs) {
@@ -85,16 +90,19 @@ async function list(queue: Queue<NotificationJob>, limit: number, io: CliIo): Pr
   return 0;
 }
 
-async function retry(queue: Queue<NotificationJob>, ids: string[], io: CliIo): Promise<number> {
+async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo): Promise<number> {
   if (ids[0] === '--all') {
-    const count = await queue.getFailedCount();
-    await queue.retryJobs({ state: 'failed', count: 1000 });
+    let count = 0;
+    for (const queue of queues) {
+      count += await queue.getFailedCount();
+      await queue.retryJobs({ state: 'failed', count: 1000 });
+    }
     io.out(`retried ${count} failed notification(s)`);
     return 0;
   }
   let code = 0;
   for (const id of ids) {
-    const outcome = await retryFailed(queue, id);
+    const outcome = await retryFailed(queues, id);
     if (!outcome.retried) {
       io.err(
         `${id}: ${outcome.state === 'missing' ? 'no such notification in this queue' : `not failed (it is ${outcome.state})`}; nothing done`,

@@ -9,9 +9,9 @@ import {
 import type { Job, JobState, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 
-/** The notification queue and the connection that reads its envelope index (the queue's own). */
+/** The notification queue's partitions and the connection that reads their envelope indexes (theirs). */
 export interface NotificationQueue {
-  queue: Queue<NotificationJob>;
+  queues: readonly Queue<NotificationJob>[];
   connection: Redis | Cluster;
 }
 
@@ -87,11 +87,25 @@ export interface QueuedNotification {
 /**
  * Where notification `id` of `tenantId` is queued, and its job: its own `notify` job, or the envelope
  * that carries it (from the envelope index, as the notification it carries, with the envelope's state and
- * attempts). State before job, as in {@link readJob}. Undefined job when it is in neither, or not
- * `tenantId`'s.
+ * attempts), in whichever partition holds it (all are asked at once: the id does not say the recipient).
+ * State before job, as in {@link readJob}. Undefined job when it is in none, or not `tenantId`'s.
  */
 export async function queuedNotification(
-  { queue, connection }: NotificationQueue,
+  { queues, connection }: NotificationQueue,
+  tenantId: string,
+  id: string,
+): Promise<{ state: JobState | 'unknown'; job: QueuedNotification | undefined }> {
+  const found = await Promise.all(queues.map((queue) => queuedIn(queue, connection, tenantId, id)));
+  return (
+    found.find((candidate) => candidate.job !== undefined) ??
+    found.find((candidate) => candidate.state !== 'unknown') ?? { state: 'unknown', job: undefined }
+  );
+}
+
+/** {@link queuedNotification} in one partition. */
+async function queuedIn(
+  queue: Queue<NotificationJob>,
+  connection: Redis | Cluster,
   tenantId: string,
   id: string,
 ): Promise<{ state: JobState | 'unknown'; job: QueuedNotification | undefined }> {

@@ -37,7 +37,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Fa
 
 /** Closes `app` after removing what it wrote to Redis; fails if an answer contradicted /openapi.json. */
 export async function disposeTestApp(app: FastifyInstance): Promise<void> {
-  await app.queue.obliterate({ force: true }).catch(() => {});
+  await Promise.all(app.queues.map((queue) => queue.obliterate({ force: true }).catch(() => {})));
   await app.fanoutQueue.obliterate({ force: true }).catch(() => {});
   await app.close();
   const problems = contractProblems(app);

@@ -13,10 +13,30 @@ describe('worker configuration', () => {
         host: '0.0.0.0',
         redisUrl: 'redis://127.0.0.1:6379',
         concurrency: 50,
-        queue: { name: 'notifications', prefix: '{herald}' },
+        queue: { name: 'notifications', prefix: '{herald}', partitions: 1 },
+        partitions: [0],
         warnings: [],
       });
     }
+  });
+
+  it('queue partitions: all of them by default, or the share HERALD_WORKER_PARTITIONS names', () => {
+    expect(loadConfig({ HERALD_QUEUE_PARTITIONS: '4' }).partitions).toEqual([0, 1, 2, 3]);
+    expect(loadConfig({ HERALD_QUEUE_PARTITIONS: '4', HERALD_WORKER_PARTITIONS: '3,1' }).partitions).toEqual([
+      1, 3,
+    ]);
+    expect(
+      loadConfig({ HERALD_QUEUE_PARTITIONS: '8', HERALD_WORKER_PARTITIONS: '0-2, 6' }).partitions,
+    ).toEqual([0, 1, 2, 6]);
+    expectEach(refusedBy({ HERALD_QUEUE_PARTITIONS: '4', HERALD_WORKER_PARTITIONS: '4', PORT: '-1' }), [
+      /^Invalid worker configuration \(2 problems\)/,
+      'HERALD_WORKER_PARTITIONS: partition 4 does not exist: HERALD_QUEUE_PARTITIONS=4 makes partitions 0 to 3',
+      'PORT must be >= 0',
+    ]);
+    expect(refusedBy({ HERALD_QUEUE_PARTITIONS: '0' })).toContain('HERALD_QUEUE_PARTITIONS must be >= 1');
+    expect(refusedBy({ HERALD_QUEUE_PARTITIONS: '2000' })).toContain(
+      'HERALD_QUEUE_PARTITIONS must be <= 1024',
+    );
   });
 
   it('invalid values and Infinity: every problem in one message', () => {

@@ -1,4 +1,11 @@
-import { InstanceIdEnv, RedisWaitEnv, readServerEnv, type ServerConfig, ServerEnv } from '@herald/config';
+import {
+  InstanceIdEnv,
+  partitionShare,
+  RedisWaitEnv,
+  readServerEnv,
+  type ServerConfig,
+  ServerEnv,
+} from '@herald/config';
 import { InboxEnv, inboxSettings } from '@herald/inbox';
 import { PushSenderEnv, type PushSettings, resolvePush, serverEnvExtras } from '@herald/push';
 import { WebhookDeliveryEnv, type WebhookWorkerSettings, webhookSettings } from '@herald/webhooks';
@@ -12,6 +19,8 @@ export const EnvSchema = Type.Object({
   HERALD_WORKER_STALLED_INTERVAL_MS: Type.Integer({ minimum: 500, maximum: 600_000, default: 5_000 }),
   HERALD_WORKER_FANOUT_CONCURRENCY: Type.Integer({ minimum: 1, maximum: 100, default: 2 }),
   HERALD_WORKER_FANOUT_CHUNK: Type.Integer({ minimum: 1, maximum: 10_000, default: 500 }),
+  // The queue partitions this worker consumes: `all`, or indexes and ranges (`0-3,8`).
+  HERALD_WORKER_PARTITIONS: Type.String({ default: 'all' }),
   ...InboxEnv,
   // How the worker delivers tenants' webhooks (stored under the gateway's HERALD_KEY_PREFIX).
   ...WebhookDeliveryEnv,
@@ -34,7 +43,13 @@ export interface WorkerConfig extends ServerConfig {
    * (SPUBLISH), required on Redis Cluster. Realtime must use the same mode (`@herald/live`).
    */
   pubsubMode: 'classic' | 'sharded';
+  /** Jobs taken at once per partition consumed (`HERALD_WORKER_CONCURRENCY`). */
   concurrency: number;
+  /**
+   * `HERALD_WORKER_PARTITIONS`: the queue partitions (of `HERALD_QUEUE_PARTITIONS`) this worker
+   * consumes, one BullMQ worker each; all of them by default. Every partition needs a worker.
+   */
+  partitions: readonly number[];
   /**
    * BullMQ lock of an active job and how often stalled jobs (of a dead worker) are looked for, ms.
    * 10 s / 5 s rather than BullMQ's 30 s / 30 s: a notification whose worker died is taken over within
@@ -63,19 +78,19 @@ export interface WorkerConfig extends ServerConfig {
  */
 export function loadConfig(env: Record<string, string | undefined> = process.env): WorkerConfig {
   const push = resolvePush(env, { sender: true });
-  const { values: parsed, server } = readServerEnv(
-    'worker',
-    EnvSchema,
-    env,
-    undefined,
-    serverEnvExtras(push),
-  );
+  const extras = serverEnvExtras(push);
+  const share = shareOf(env);
+  const { values: parsed, server } = readServerEnv('worker', EnvSchema, env, undefined, {
+    ...extras,
+    problems: [...(extras.problems ?? []), ...(share.problem === undefined ? [] : [share.problem])],
+  });
   return Object.freeze({
     ...server,
     redisWaitReplicas: parsed.HERALD_REDIS_WAIT_REPLICAS,
     pubsubKey: parsed.HERALD_PUBSUB_KEY,
     pubsubMode: parsed.HERALD_PUBSUB_MODE,
     concurrency: parsed.HERALD_WORKER_CONCURRENCY,
+    partitions: Object.freeze(share.partitions ?? []),
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
     fanout: Object.freeze({
@@ -87,4 +102,19 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     push,
     pushTimeoutMs: parsed.HERALD_PUSH_TIMEOUT_MS,
   });
+}
+
+/**
+ * `HERALD_WORKER_PARTITIONS` read against `HERALD_QUEUE_PARTITIONS`: the partitions, or the problem to
+ * name (an invalid `HERALD_QUEUE_PARTITIONS` is the schema's to report).
+ */
+function shareOf(env: Record<string, string | undefined>): { partitions?: number[]; problem?: string } {
+  const raw = env.HERALD_QUEUE_PARTITIONS?.trim() ?? '';
+  const count = raw === '' ? 1 : Number(raw);
+  if (!Number.isInteger(count) || count < 1) return {};
+  try {
+    return { partitions: partitionShare(env.HERALD_WORKER_PARTITIONS ?? 'all', count) };
+  } catch (error) {
+    return { problem: `HERALD_WORKER_PARTITIONS: ${(error as Error).message}` };
+  }
 }

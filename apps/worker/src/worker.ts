@@ -1,4 +1,10 @@
-import { createRedis, REDIS_ROLE_OPTIONS, reconnectDelayMs } from '@herald/config';
+import {
+  createRedis,
+  jobCountsOf,
+  queuePartitions,
+  REDIS_ROLE_OPTIONS,
+  reconnectDelayMs,
+} from '@herald/config';
 import {
   type AppendResult,
   Inbox,
@@ -31,7 +37,10 @@ import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
 /** A running notification worker. */
 export interface NotificationWorker {
+  /** The BullMQ worker of the first partition this worker consumes (of `workers`). */
   worker: Worker<NotificationJob | NotificationEnvelope, JobResult>;
+  /** One BullMQ worker per queue partition consumed (`HERALD_WORKER_PARTITIONS`), in partition order. */
+  workers: readonly Worker<NotificationJob | NotificationEnvelope, JobResult>[];
   inbox: Inbox;
   metrics: WorkerMetrics;
   /** Resolves when Redis and the queue answer (the readiness check). */
@@ -108,18 +117,24 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   const live = livePublisher(redis, { key: config.pubsubKey, mode: config.pubsubMode }, (error) =>
     log.warn({ err: error }, 'live publish failed'),
   );
-  // For the queue depth on /metrics and the readiness check; fails fast (no offline queue) so that a
-  // scrape or probe while Redis is down answers at once.
-  const queue = new Queue(config.queue.name, {
-    prefix: config.queue.prefix,
-    connection: bullConnection ?? {
-      url: config.redisUrl,
+  // Every partition of the notification queue (the queue depth on /metrics and the readiness check count
+  // them all; an envelope's failed notifications go back to its own), on one connection that fails fast
+  // (no offline queue) so that a scrape or probe while Redis is down answers at once.
+  const partitions = queuePartitions(config.queue);
+  const queueConnection =
+    bullConnection ??
+    createRedis(target, 'worker', {
       enableOfflineQueue: false,
+      maxRetriesPerRequest: 1,
       retryStrategy: reconnectDelayMs,
-    },
+    });
+  queueConnection.on('error', () => {});
+  const queues = partitions.map(({ name, prefix }) => {
+    const queue = new Queue<NotificationJob>(name, { prefix, connection: queueConnection });
+    queue.on('error', () => {});
+    return queue;
   });
-  queue.on('error', () => {});
-  const metrics = createMetrics(() => queue.getJobCounts());
+  const metrics = createMetrics(() => jobCountsOf(queues));
   // Delivery webhooks: this worker reports what it finds (expired, failed for good) and delivers them.
   const webhookStore = new WebhookStore(redis, config.keyPrefix);
   const webhookTarget = {
@@ -195,14 +210,18 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     return jobResult;
   }
 
-  const envelopeIndex = envelopeIndexKey(config.queue);
   /**
    * An envelope: each notification as if it were its own job, side by side (one user's in send order).
    * One that fails is enqueued as a `notify` job of its own (its retries, failure and status are then
    * its own); when that enqueue fails too, the envelope's attempt fails and is retried (what was stored
    * is stored once). Done: the index forgets its notifications.
    */
-  async function processEnvelope(job: Job<NotificationEnvelope, JobResult>): Promise<JobResult> {
+  async function processEnvelope(
+    job: Job<NotificationEnvelope, JobResult>,
+    partition: number,
+  ): Promise<JobResult> {
+    const queue = queues[partition] ?? queues[0];
+    if (queue === undefined) throw new Error(`no queue partition ${partition}`);
     const items = notificationsOf(job);
     // The tenants' users are remembered once per envelope (one SADD per tenant), not once per notification.
     const users = new Map<string, Set<string>>();
@@ -240,25 +259,38 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
           );
       }
     }
-    if (items.length > 0) await redis.hdel(envelopeIndex, ...items.map((item) => item.id));
+    if (items.length > 0) await redis.hdel(envelopeIndexes[partition] ?? '', ...items.map((item) => item.id));
     return { outcome: 'envelope', notifications: items.length, requeued: failed.length };
   }
 
-  const worker = new Worker<NotificationJob | NotificationEnvelope, JobResult>(
-    config.queue.name,
-    (job) =>
-      job.name === NOTIFY_ENVELOPE_JOB_NAME
-        ? processEnvelope(job as Job<NotificationEnvelope, JobResult>)
-        : processOne(job.data as NotificationJob),
-    {
+  const envelopeIndexes = partitions.map(envelopeIndexKey);
+  // One BullMQ worker per partition consumed, each with its own `concurrency` and blocking connection.
+  const workers = config.partitions.map((partition) => {
+    const { name, prefix } = partitions[partition] ?? {
+      name: config.queue.name,
       prefix: config.queue.prefix,
-      concurrency: config.concurrency,
-      lockDuration: config.lockMs,
-      stalledInterval: config.stalledIntervalMs,
-      connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
-    },
-  );
-  worker.on('failed', (job, error) => {
+    };
+    const partitionWorker = new Worker<NotificationJob | NotificationEnvelope, JobResult>(
+      name,
+      (job) =>
+        job.name === NOTIFY_ENVELOPE_JOB_NAME
+          ? processEnvelope(job as Job<NotificationEnvelope, JobResult>, partition)
+          : processOne(job.data as NotificationJob),
+      {
+        prefix,
+        concurrency: config.concurrency,
+        lockDuration: config.lockMs,
+        stalledInterval: config.stalledIntervalMs,
+        connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
+      },
+    );
+    partitionWorker.on('failed', (job, error) => onFailed(job, error));
+    partitionWorker.on('error', (error) => log.warn({ err: error, prefix }, 'worker error'));
+    return partitionWorker;
+  });
+  const [worker] = workers;
+  if (worker === undefined) throw new Error('HERALD_WORKER_PARTITIONS chose no partition');
+  function onFailed(job: Job<NotificationJob | NotificationEnvelope> | undefined, error: Error): void {
     const final =
       job !== undefined &&
       (job.attemptsMade >= (job.opts.attempts ?? 1) || error instanceof UnrecoverableError);
@@ -292,9 +324,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         ? 'notification failed for good: see `pnpm herald failed list`'
         : 'notification attempt failed; will retry',
     );
-  });
-  worker.on('error', (error) => log.warn({ err: error }, 'worker error'));
-  await worker.waitUntilReady();
+  }
+  await Promise.all(workers.map((partitionWorker) => partitionWorker.waitUntilReady()));
   const webhooks = await startWebhookWorker({
     ...webhookTarget,
     settings: config.webhooks,
@@ -305,16 +336,18 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
 
   return {
     worker,
+    workers,
     inbox,
     metrics,
-    ready: () => Promise.all([redis.ping(), queue.getJobCounts('wait')]),
+    ready: () => Promise.all([redis.ping(), jobCountsOf(queues, 'wait')]),
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
-      await Promise.all([worker.close(), fanout.close()]);
+      await Promise.all([...workers.map((partitionWorker) => partitionWorker.close()), fanout.close()]);
       await escalations.close();
       await webhooks.close();
       await webhookEvents.close();
-      await queue.close();
+      await Promise.all(queues.map((queue) => queue.close()));
+      if (queueConnection !== bullConnection) queueConnection.disconnect();
       redis.disconnect();
       bullConnection?.disconnect();
     },

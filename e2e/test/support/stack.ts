@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { partitionOf, queuePartitions } from '@herald/config';
 import { Inbox } from '@herald/inbox';
 import {
   type FanoutJob,
@@ -112,7 +113,10 @@ export class TestApps {
 export class Stack {
   readonly env: Record<string, string>;
   readonly redis: Redis | Cluster;
+  /** The notification queue's partition 0 (the one queue with `HERALD_QUEUE_PARTITIONS` unset). */
   readonly queue: Queue<NotificationJob>;
+  /** Every partition of the notification queue (`HERALD_QUEUE_PARTITIONS` of `extra`), by index. */
+  readonly queues: Queue<NotificationJob>[];
   readonly inbox: Inbox;
   readonly processes: AppProcess[] = [];
   readonly clients: TestClient[] = [];
@@ -128,11 +132,20 @@ export class Stack {
     this.redis = connect ? connect() : new Redis(redisUrl, { maxRetriesPerRequest: null });
     this.redis.on('error', () => {});
     this.#queueConnection = connect?.();
-    this.queue = new Queue(this.env.HERALD_QUEUE_NAME ?? '', {
+    const partitions = queuePartitions({
+      name: this.env.HERALD_QUEUE_NAME ?? '',
       prefix: '{herald}',
-      connection: this.#queueConnection ?? { url: redisUrl, maxRetriesPerRequest: null },
+      partitions: Number(this.env.HERALD_QUEUE_PARTITIONS ?? 1),
     });
-    this.queue.on('error', () => {});
+    this.queues = partitions.map(({ name, prefix }) => {
+      const queue = new Queue<NotificationJob>(name, {
+        prefix,
+        connection: this.#queueConnection ?? { url: redisUrl, maxRetriesPerRequest: null },
+      });
+      queue.on('error', () => {});
+      return queue;
+    });
+    this.queue = this.queues[0] as Queue<NotificationJob>;
     this.inbox = new Inbox(this.redis, {
       prefix: this.env.HERALD_INBOX_PREFIX ?? '',
       maxLength: Number(this.env.HERALD_INBOX_MAX_LENGTH),
@@ -162,10 +175,14 @@ export class Stack {
     return { a, b, worker };
   }
 
-  /** Enqueues notifications the way the gateway does (job id = notification id, same options). */
+  /**
+   * Enqueues notifications the way the gateway does (job id = notification id, same options, in the
+   * user's partition).
+   */
   async send(userId: string, count: number, extra: Partial<NotificationJob> = {}): Promise<string[]> {
     const jobs = Array.from({ length: count }, (_, n) => notificationJob(userId, { n }, extra));
-    await this.queue.addBulk(
+    const queue = this.queues[partitionOf(extra.tenantId ?? 'default', userId, this.queues.length)];
+    await (queue ?? this.queue).addBulk(
       jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
     );
     return jobs.map((job) => job.id);
@@ -208,7 +225,7 @@ export class Stack {
     for (const client of this.clients) client.disconnect();
     await Promise.all(this.processes.map((app) => app.stop('SIGTERM', 5000)));
     try {
-      await this.queue.obliterate({ force: true });
+      await Promise.all(this.queues.map((queue) => queue.obliterate({ force: true })));
       if (!this.#ownKeys || !(this.redis instanceof Redis)) throw new Error('cluster: disposed with it');
       const stream = this.redis.scanStream({ match: `${this.env.HERALD_INBOX_PREFIX}*`, count: 1000 });
       for await (const keys of stream as AsyncIterable<string[]>)
@@ -216,7 +233,7 @@ export class Stack {
     } catch {
       // a test that stopped its Redis for good
     }
-    await this.queue.close();
+    await Promise.all(this.queues.map((queue) => queue.close()));
     this.#queueConnection?.disconnect();
     this.redis.disconnect();
   }

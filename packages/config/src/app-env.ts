@@ -10,6 +10,7 @@ import {
 } from './deployment.js';
 import { DevModeEnv, readEnv } from './env.js';
 import { LogEnv, type LogSettings, logSettings } from './logging.js';
+import { MAX_QUEUE_PARTITIONS, type QueueSettings } from './partitions.js';
 import { clusterNodes, RedisEnv } from './redis.js';
 import { resolveSecrets, type SecretSettings } from './secrets.js';
 
@@ -19,10 +20,14 @@ export const PubSubEnv = {
   HERALD_PUBSUB_MODE: Type.Union([Type.Literal('classic'), Type.Literal('sharded')], { default: 'classic' }),
 };
 
-/** The notification queue (`HERALD_QUEUE_NAME`, `HERALD_QUEUE_PREFIX`): the gateway's and the workers'. */
+/**
+ * The notification queue (`HERALD_QUEUE_NAME`, `HERALD_QUEUE_PREFIX`) and how many partitions it is spread
+ * over (`HERALD_QUEUE_PARTITIONS`, see {@link queuePartitions}): the gateway's and the workers'.
+ */
 export const QueueEnv = {
   HERALD_QUEUE_NAME: Type.String({ minLength: 1, default: DEFAULT_QUEUE_NAME }),
   HERALD_QUEUE_PREFIX: Type.String({ minLength: 1, default: DEFAULT_QUEUE_PREFIX }),
+  HERALD_QUEUE_PARTITIONS: Type.Integer({ minimum: 1, maximum: MAX_QUEUE_PARTITIONS, default: 1 }),
 };
 
 /**
@@ -72,8 +77,11 @@ export interface ServerConfig {
   redisUrl: string;
   /** Redis Cluster start-up nodes (`HERALD_REDIS_CLUSTER_NODES=host:port,…`); when set, `redisUrl` is unused. */
   redisClusterNodes: { host: string; port: number }[] | undefined;
-  /** The notification queue's name and prefix; the fan-out and webhook queues sit beside it. */
-  queue: { name: string; prefix: string };
+  /**
+   * The notification queue's name, prefix and partitions (see `queuePartitions`); the fan-out, webhook
+   * and escalation queues sit beside its partition 0.
+   */
+  queue: QueueSettings;
   /**
    * `HERALD_KEY_PREFIX`: the gateway's own keys (API keys, idempotency records, statuses), where the
    * worker finds tenants' webhooks and the realtime servers revoked API keys. Must be the same in every app.
@@ -166,7 +174,11 @@ export function readServerEnv<S extends TObject>(
     host: parsed.HOST,
     redisUrl: parsed.REDIS_URL,
     redisClusterNodes: clusterNodes(parsed),
-    queue: Object.freeze({ name: parsed.HERALD_QUEUE_NAME, prefix: parsed.HERALD_QUEUE_PREFIX }),
+    queue: Object.freeze({
+      name: parsed.HERALD_QUEUE_NAME,
+      prefix: parsed.HERALD_QUEUE_PREFIX,
+      partitions: parsed.HERALD_QUEUE_PARTITIONS,
+    }),
     keyPrefix: parsed.HERALD_KEY_PREFIX,
     instanceId: parsed.HERALD_INSTANCE_ID ?? `${app}-${hostname()}-${process.pid}`,
     log: logSettings(parsed),

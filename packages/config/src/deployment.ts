@@ -39,6 +39,7 @@ export function secretFingerprint(secret: string): string {
 export interface DeploymentEnvValues {
   HERALD_QUEUE_NAME: string;
   HERALD_QUEUE_PREFIX: string;
+  HERALD_QUEUE_PARTITIONS: number;
   HERALD_INBOX_PREFIX: string;
   HERALD_PUBSUB_KEY: string;
   HERALD_PUBSUB_MODE: string;
@@ -59,6 +60,7 @@ export function deploymentSettings(parsed: DeploymentEnvValues, jwtSecret?: stri
   return Object.freeze({
     HERALD_QUEUE_NAME: parsed.HERALD_QUEUE_NAME,
     HERALD_QUEUE_PREFIX: parsed.HERALD_QUEUE_PREFIX,
+    HERALD_QUEUE_PARTITIONS: String(parsed.HERALD_QUEUE_PARTITIONS),
     HERALD_INBOX_PREFIX: parsed.HERALD_INBOX_PREFIX,
     HERALD_PUBSUB_KEY: parsed.HERALD_PUBSUB_KEY,
     HERALD_PUBSUB_MODE: parsed.HERALD_PUBSUB_MODE,

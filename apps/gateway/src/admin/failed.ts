@@ -8,29 +8,37 @@ import {
 import type { Queue } from 'bullmq';
 
 /**
- * The failed set of the notification queue (BullMQ's `failed` jobs: notifications that could not be
- * delivered after all their attempts): its size and its newest `limit` jobs. The admin API and the
- * operator CLI (`herald failed list`) read it through this.
+ * The failed set of the notification queue (BullMQ's `failed` jobs of every partition: notifications that
+ * could not be delivered after all their attempts): its size and its newest `limit` jobs, newest first
+ * across partitions. The admin API and the operator CLI (`herald failed list`) read it through this.
  *
  * @example
  * ```ts
- * const { count, jobs } = await failedJobs(queue, 20);
+ * const { count, jobs } = await failedJobs(app.queues, 20);
  * ```
  */
-export async function failedJobs(queue: Queue<NotificationJob>, limit: number): Promise<FailedJobs> {
-  const [count, jobs] = await Promise.all([queue.getFailedCount(), queue.getFailed(0, limit - 1)]);
-  return {
-    count,
+export async function failedJobs(
+  queues: readonly Queue<NotificationJob>[],
+  limit: number,
+): Promise<FailedJobs> {
+  const partitions = await Promise.all(
+    queues.map((queue) => Promise.all([queue.getFailedCount(), queue.getFailed(0, limit - 1)])),
+  );
+  const newest = partitions
+    .flatMap(([, jobs]) => jobs)
     // A job can vanish between the two reads (retried meanwhile): getFailed answers a hole for it.
-    jobs: jobs
-      .filter((job) => job !== undefined && job !== null)
-      .map((job) => ({
-        id: String(job.id),
-        ...who(job),
-        attempts: job.attemptsMade,
-        failedAt: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
-        reason: (job.failedReason ?? '').replace(/\s+/g, ' '),
-      })),
+    .filter((job) => job !== undefined && job !== null)
+    .sort((a, b) => (b.finishedOn ?? 0) - (a.finishedOn ?? 0))
+    .slice(0, limit);
+  return {
+    count: partitions.reduce((sum, [count]) => sum + count, 0),
+    jobs: newest.map((job) => ({
+      id: String(job.id),
+      ...who(job),
+      attempts: job.attemptsMade,
+      failedAt: job.finishedOn ? new Date(job.finishedOn).toISOString() : null,
+      reason: (job.failedReason ?? '').replace(/\s+/g, ' '),
+    })),
   };
 }
 
@@ -53,16 +61,20 @@ function who(job: { name: string; data: NotificationJob }): { tenantId: string; 
 export type RetryOutcome = { retried: true } | { retried: false; state: string | 'missing' };
 
 /**
- * Puts the failed notification `id` back in the queue (a worker delivers it again); a job that is not
- * failed (queued, delivered, retried already) or not there is left alone.
+ * Puts the failed notification `id` back in its queue (a worker delivers it again), whichever partition
+ * holds it; a job that is not failed (queued, delivered, retried already) or not there is left alone.
  *
  * @example
  * ```ts
- * const outcome = await retryFailed(queue, 'n-1'); // { retried: true }
+ * const outcome = await retryFailed(app.queues, 'n-1'); // { retried: true }
  * ```
  */
-export async function retryFailed(queue: Queue<NotificationJob>, id: string): Promise<RetryOutcome> {
-  const job = await queue.getJob(id);
+export async function retryFailed(
+  queues: readonly Queue<NotificationJob>[],
+  id: string,
+): Promise<RetryOutcome> {
+  const found = await Promise.all(queues.map((queue) => queue.getJob(id)));
+  const job = found.find((candidate) => candidate !== undefined && candidate !== null);
   if (!job) return { retried: false, state: 'missing' };
   const state = await job.getState();
   if (state !== 'failed') return { retried: false, state };

@@ -1,4 +1,10 @@
-import { INSTANCE_STALE_MS, latencySummary, STATS_WINDOW_SECONDS, type StatsKeys } from '@herald/config';
+import {
+  INSTANCE_STALE_MS,
+  jobCountsOf,
+  latencySummary,
+  STATS_WINDOW_SECONDS,
+  type StatsKeys,
+} from '@herald/config';
 import type { AdminSnapshot, HotUser, NotificationJob } from '@herald/protocol';
 import type { PolicyState } from '@herald/rate-limiter';
 import type { Queue } from 'bullmq';
@@ -23,7 +29,8 @@ const QUEUE_STATES = [
 /** Where a snapshot reads from. */
 export interface SnapshotSources {
   redis: Redis | Cluster;
-  queue: Queue<NotificationJob>;
+  /** The notification queue's partitions (their counts and failed jobs are summed). */
+  queues: readonly Queue<NotificationJob>[];
   keys: StatsKeys;
   /** The recipient bucket of `<tenant>/<user>` now, without taking a token (the limiter's peek). */
   peekRecipient: (recipient: string) => Promise<PolicyState | undefined>;
@@ -39,7 +46,7 @@ type Fields = Record<string, string>;
  *
  * @example
  * ```ts
- * const snapshot = await readSnapshot({ redis, queue, keys, peekRecipient });
+ * const snapshot = await readSnapshot({ redis, queues, keys, peekRecipient });
  * ```
  */
 export async function readSnapshot(sources: SnapshotSources, now = Date.now()): Promise<AdminSnapshot> {
@@ -55,8 +62,8 @@ export async function readSnapshot(sources: SnapshotSources, now = Date.now()): 
   pipeline.zrangebyscore(keys.instances, now - INSTANCE_STALE_MS, '+inf');
   const [replies, queue, failed] = await Promise.all([
     pipeline.exec(),
-    sources.queue.getJobCounts(...QUEUE_STATES),
-    failedJobs(sources.queue, FAILED_JOBS_SHOWN),
+    jobCountsOf(sources.queues, ...QUEUE_STATES),
+    failedJobs(sources.queues, FAILED_JOBS_SHOWN),
   ]);
   const values = (replies ?? []).map(([error, value]: [Error | null, unknown]) => {
     if (error) throw error;

@@ -55,7 +55,7 @@ export default fp(
       app.withRedisTimeout(
         readSnapshot({
           redis: app.redis,
-          queue: app.queue,
+          queues: app.queues,
           keys,
           peekRecipient: async (recipient) => {
             // `<tenant>/<user>`: the tenant's limiter (on Cluster its keys carry the tenant's tag).

@@ -31,7 +31,7 @@ export default fp(
   async (app: FastifyInstance) => {
     const inbox = new Inbox(app.redis, app.config.inbox);
     app.decorate('inbox', inbox);
-    const queued = { queue: app.queue, connection: app.queueConnection };
+    const queued = { queues: app.queues, connection: app.queueConnection };
     app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queued, inbox, tenantId, id));
     app.decorate('cancelNotification', (tenantId: string, id: string) => cancel(queued, inbox, tenantId, id));
     app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>): Promise<T> => {

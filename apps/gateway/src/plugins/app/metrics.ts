@@ -1,3 +1,4 @@
+import { jobCountsOf } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import { createMetrics, type GatewayMetrics } from '../../metrics.js';
@@ -12,7 +13,7 @@ declare module 'fastify' {
 /** The gateway's metrics, and the tally of every answer (method, route, status). */
 export default fp(
   async (app: FastifyInstance) => {
-    const metrics = createMetrics(() => app.withRedisTimeout(app.queue.getJobCounts()));
+    const metrics = createMetrics(() => app.withRedisTimeout(jobCountsOf(app.queues)));
     app.decorate('metrics', metrics);
     // Callback style: no promise per request.
     app.addHook('onResponse', (request, reply, done) => {

@@ -24,7 +24,7 @@ declare module 'fastify' {
       enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]>;
       /**
        * Route `onRequest` hook (after authentication) of the enqueueing routes: a `503` at once while the
-       * queue's master has fewer replicas than `HERALD_REDIS_WAIT_REPLICAS`, before the body is read, a
+       * queue's master (every partition's) has fewer replicas than `HERALD_REDIS_WAIT_REPLICAS`, before the body is read, a
        * key claimed or a token taken. A client retrying through a failover costs the gateway next to
        * nothing until a replica is back (with three Redis calls per refusal, the retries of 20 s of
        * load starved the gateways on a 2-core machine).
@@ -40,16 +40,22 @@ export default fp(
     const { config } = app;
     // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
     let enqueued = 0;
+    // One envelope being gathered per partition (an envelope is a job of one queue).
     const envelopes =
       config.envelopeWindowMs > 0
-        ? new Envelopes(app.queue, app.queueConnection, {
-            windowMs: config.envelopeWindowMs,
-            maxItems: config.envelopeMaxItems,
-            retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
-          })
+        ? app.queues.map(
+            (queue) =>
+              new Envelopes(queue, app.queueConnection, {
+                windowMs: config.envelopeWindowMs,
+                maxItems: config.envelopeMaxItems,
+                retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
+              }),
+          )
         : undefined;
-    // Shutting down: the envelope being gathered goes now (its requests are still waiting for it).
-    app.addHook('preClose', async () => envelopes?.flush());
+    // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
+    app.addHook('preClose', async () => {
+      for (const envelope of envelopes ?? []) envelope.flush();
+    });
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
@@ -77,18 +83,32 @@ export default fp(
         return { name: NOTIFY_JOB_NAME, data, opts };
       });
 
-      const [single] = jobs;
+      // Each recipient's partition (one user's notifications in one queue, in send order).
+      const byPartition = new Map<number, typeof jobs>();
+      for (const job of jobs) {
+        const partition = app.partitionOf(job.data.tenantId ?? identity.tenantId, job.data.userId);
+        const group = byPartition.get(partition) ?? [];
+        group.push(job);
+        byPartition.set(partition, group);
+      }
       // Without delay or priority (which BullMQ keeps exact per job), in the next envelope.
       const enveloped = envelopes !== undefined && jobs.every((job) => immediate(job.data));
+      const add = (partition: number, group: typeof jobs): Promise<unknown> => {
+        const queue = app.queues[partition] ?? app.queue;
+        const [single] = group;
+        if (enveloped)
+          return (
+            (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ?? Promise.resolve()
+          );
+        return group.length === 1 && single
+          ? queue.add(single.name, single.data, single.opts)
+          : queue.addBulk(group);
+      };
       await addDurably(
         app,
-        () =>
-          enveloped
-            ? envelopes.add(jobs.map((job) => job.data))
-            : jobs.length === 1 && single
-              ? app.queue.add(single.name, single.data, single.opts)
-              : app.queue.addBulk(jobs),
+        () => Promise.all([...byPartition].map(([partition, group]) => add(partition, group))),
         derivedId !== undefined,
+        [...byPartition.keys()],
       );
       // On the request's one log line (OneLinePerRequest).
       request.notificationIds = jobs.map((job) => job.data.id);
@@ -99,13 +119,19 @@ export default fp(
       _reply: FastifyReply,
       done: (error?: Error) => void,
     ) => {
-      try {
-        app.checkDurable();
-      } catch (error) {
-        done(unavailable('The queue (its Redis replicas)', error));
-        return;
+      // The recipients are not known before the body is read: refused here when no partition could take
+      // a job (one master's failover leaves the others' recipients served; `addDurably` checks theirs).
+      let refusal: unknown;
+      for (const partition of app.queues.keys()) {
+        try {
+          app.checkDurable([partition]);
+          done();
+          return;
+        } catch (error) {
+          refusal ??= error;
+        }
       }
-      done();
+      done(unavailable('The queue (its Redis replicas)', refusal));
     };
     app.decorate('notifications', { enqueue, refuseUndurable });
   },
@@ -117,8 +143,8 @@ export default fp(
 );
 
 /**
- * Runs `add` (a BullMQ add on the queue connection, `app.queueConnection`) and waits until the job is
- * durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`); throws the 503 of an enqueue refused
+ * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) and waits
+ * until the jobs are durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`); throws the 503 of an enqueue refused
  * (nothing accepted: also at once while the queue's master lacks replicas) or unsure (`maybeAccepted`:
  * a retry with the key is safe).
  */
@@ -126,16 +152,17 @@ export async function addDurably(
   app: FastifyInstance,
   add: () => Promise<unknown>,
   hasIdempotencyKey: boolean,
+  partitions: readonly number[] = [0],
 ): Promise<void> {
   try {
-    app.checkDurable();
+    app.checkDurable(partitions);
   } catch (error) {
     throw unavailable('The queue (its Redis replicas)', error);
   }
   const started = process.hrtime.bigint();
   try {
     await app.withRedisTimeout<unknown>(add());
-    await app.ensureDurable();
+    await app.ensureDurable(partitions);
   } catch (error) {
     // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
     if (neverSent(error)) throw unavailable('The queue (Redis)', error);

@@ -1,4 +1,4 @@
-import { connectionOf, ReplicaWaiter } from '@herald/config';
+import { connectionOf, partitionOf, queuePartitions, queueSlotKey, ReplicaWaiter } from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -8,25 +8,33 @@ import { producerConnection } from './redis.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The BullMQ queue the worker consumes (its own connection, failing fast like `app.redis`). */
+    /**
+     * The notification queue's partition 0 (its own connection, failing fast like `app.redis`): the one
+     * queue of a deployment with `HERALD_QUEUE_PARTITIONS=1`, the default.
+     */
     queue: Queue<NotificationJob>;
+    /** Every partition of the notification queue, by index (`HERALD_QUEUE_PARTITIONS`; see `queuePartitions`). */
+    queues: readonly Queue<NotificationJob>[];
+    /** The partition of a recipient: one user's notifications always share one, in send order. */
+    partitionOf(tenantId: string, userId: string): number;
     /**
      * The queues' own connection: every queue of the gateway adds through it (the fan-out queue too, in
      * the same `{herald}` slot), so that `ensureDurable` waits for what they added.
      */
     queueConnection: Redis | Cluster;
     /**
-     * After a job add: waits until the queue's writes are durable as configured, on the queue's own
-     * connection (WAIT and WAITAOF count the writes of the connection they run on): in the primary's
-     * AOF (WAITAOF, `durability: aof`) and on `HERALD_REDIS_WAIT_REPLICAS` replicas (WAIT).
+     * After a job add: waits until the writes to `partitions` (default 0) are durable as configured, on
+     * the queues' own connection (WAIT and WAITAOF count the writes of the connection they run on; one
+     * per master of those partitions): in the primary's AOF (WAITAOF, `durability: aof`) and on
+     * `HERALD_REDIS_WAIT_REPLICAS` replicas (WAIT).
      */
-    ensureDurable(): Promise<void>;
+    ensureDurable(partitions?: Iterable<number>): Promise<void>;
     /**
-     * Before a job add: throws `ReplicaWaitError` when the queue's master has fewer replicas than
-     * `HERALD_REDIS_WAIT_REPLICAS` (Cluster, as its slot table says), so that nothing is added that
-     * could not be acknowledged.
+     * Before a job add: throws `ReplicaWaitError` when the master of one of `partitions` (default 0) has
+     * fewer replicas than `HERALD_REDIS_WAIT_REPLICAS` (Cluster, as its slot table says), so that nothing
+     * is added that could not be acknowledged.
      */
-    checkDurable(): void;
+    checkDurable(partitions?: Iterable<number>): void;
   }
 }
 
@@ -36,7 +44,7 @@ export default fp(
     const { config } = app;
     // Its own connection, failing fast like `app.redis`, given to BullMQ (which then uses it as it is)
     // so that WAIT and WAITAOF run on the connection that carried the adds. On Cluster a Cluster client;
-    // the prefix's hash tag (`{herald}`) keeps the queue in one slot.
+    // the prefix's hash tag (`{herald}`) keeps a partition in one slot, each partition its own.
     const connection = producerConnection(
       app,
       'queue',
@@ -45,32 +53,45 @@ export default fp(
       // (one CLUSTER SLOTS per second; ioredis's default is every 5 s).
       config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
     );
-    const queue = new Queue<NotificationJob>(config.queue.name, {
-      prefix: config.queue.prefix,
-      connection,
+    const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
+      const queue = new Queue<NotificationJob>(name, { prefix, connection });
+      queue.on('error', (error) => app.log.warn({ err: error, prefix }, 'queue connection error'));
+      return queue;
     });
-    queue.on('error', (error) => app.log.warn({ err: error }, 'queue connection error'));
+    const [queue] = queues;
+    if (queue === undefined) throw new Error('HERALD_QUEUE_PARTITIONS gave no queue');
     app.decorate('queue', queue);
+    app.decorate('queues', Object.freeze(queues));
+    app.decorate('partitionOf', (tenantId: string, userId: string) =>
+      partitionOf(tenantId, userId, queues.length),
+    );
     app.decorate<Redis | Cluster>('queueConnection', connection);
 
-    // A key in the queue's slot: the connection that carried the add.
-    const queueKey = `${config.queue.prefix}:${config.queue.name}:id`;
+    // A key in each partition's slot: where the connection that carried its adds is found.
+    const slotKeys = queuePartitions(config.queue).map(queueSlotKey);
+    const keysOf = (partitions: Iterable<number> = [0]) =>
+      [...new Set(partitions)].map((p) => slotKeys[p] ?? '');
     const timeout = String(config.redisTimeoutMs);
     const waiter =
       config.redisWaitReplicas > 0
         ? new ReplicaWaiter(connection, config.redisWaitReplicas, config.redisTimeoutMs)
         : undefined;
-    app.decorate('checkDurable', () => waiter?.check(queueKey));
-    app.decorate('ensureDurable', async () => {
+    app.decorate('checkDurable', (partitions?: Iterable<number>) => {
+      if (waiter) for (const key of keysOf(partitions)) waiter.check(key);
+    });
+    app.decorate('ensureDurable', async (partitions?: Iterable<number>) => {
+      const keys = keysOf(partitions);
       if (config.durability === 'aof') {
-        // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required.
-        const node = connectionOf(connection, queueKey);
-        await app.withRedisTimeout(node.call('WAITAOF', '1', '0', timeout));
+        // WAITAOF numlocal numreplicas timeout: the primary's own AOF, no replica required; once per master.
+        const nodes = new Set(keys.map((key) => connectionOf(connection, key)));
+        await app.withRedisTimeout(
+          Promise.all([...nodes].map((node) => node.call('WAITAOF', '1', '0', timeout))),
+        );
       }
-      if (waiter) await app.withRedisTimeout(waiter.wait(queueKey));
+      if (waiter) await app.withRedisTimeout(Promise.all(keys.map((key) => waiter.wait(key))));
     });
     app.addHook('onClose', async () => {
-      await queue.close();
+      await Promise.all(queues.map((partition) => partition.close()));
       connection.disconnect();
     });
   },

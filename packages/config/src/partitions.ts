@@ -1,0 +1,156 @@
+import { userKey } from '@herald/protocol';
+import calculateSlot from 'cluster-key-slot';
+
+/** A BullMQ queue as Herald names it: its keys are `<prefix>:<name>:…`. */
+export interface QueueRef {
+  name: string;
+  prefix: string;
+}
+
+/** The notification queue's settings: `HERALD_QUEUE_NAME`, `HERALD_QUEUE_PREFIX`, `HERALD_QUEUE_PARTITIONS`. */
+export interface QueueSettings extends QueueRef {
+  /** How many queues the notifications are spread over (1: the one queue of before). */
+  partitions: number;
+}
+
+/** Redis Cluster's hash slots. */
+const SLOTS = 16_384;
+/** The most partitions `HERALD_QUEUE_PARTITIONS` accepts (16 slots each). */
+export const MAX_QUEUE_PARTITIONS = 1024;
+
+/**
+ * The queue of each partition of `queue`, by partition index. Partition 0 is the queue itself
+ * (`{herald}:notifications`, so a deployment that goes from one partition to more keeps its queue);
+ * partition i ≥ 1 changes the hash tag of the prefix (`{herald}` → `{herald-i}`, `{herald-i-k}`): the
+ * tag is the first whose slot lies in the middle half of a window of 16,384 / N slots of its own, the
+ * windows tiling the slot ring. With the default slot ranges of a cluster (even, contiguous, as
+ * `redis-cli --cluster create` assigns them) and N a multiple of the masters, each master holds exactly
+ * N / masters partitions. A prefix without a hash tag (a single Redis) gets `-i` appended.
+ * Deterministic: every app computes the same names from the same settings.
+ *
+ * @example
+ * ```ts
+ * queuePartitions({ name: 'notifications', prefix: '{herald}', partitions: 3 });
+ * // [{ name: 'notifications', prefix: '{herald}' }, { …, prefix: '{herald-1-4}' }, { …, prefix: '{herald-2}' }]
+ * ```
+ */
+export function queuePartitions(queue: QueueSettings): QueueRef[] {
+  const count = queue.partitions;
+  if (!Number.isInteger(count) || count < 1 || count > MAX_QUEUE_PARTITIONS) {
+    throw new RangeError(`partitions must be an integer from 1 to ${MAX_QUEUE_PARTITIONS}, not ${count}`);
+  }
+  const { name, prefix } = queue;
+  if (count === 1) return [{ name, prefix }];
+  const tag = hashTagOf(prefix);
+  if (tag === undefined) {
+    return Array.from({ length: count }, (_unused, index) => ({
+      name,
+      prefix: index === 0 ? prefix : `${prefix}-${index}`,
+    }));
+  }
+  const width = SLOTS / count;
+  const windowOf = (slot: number) => Math.floor(slot / width);
+  // Partition 0 keeps its slot, whichever window that is; the others take the other windows in order.
+  const taken = windowOf(calculateSlot(tag.tag));
+  const windows = Array.from({ length: count }, (_unused, index) => index).filter((w) => w !== taken);
+  const partitions: QueueRef[] = [{ name, prefix }];
+  for (const [offset, window] of windows.entries()) {
+    const index = offset + 1;
+    // The middle half of the window: a slot that a master boundary (at a window's edge) never splits.
+    const low = Math.ceil((window + 0.25) * width);
+    const high = Math.max(low, Math.floor((window + 0.75) * width));
+    let candidate = `${tag.tag}-${index}`;
+    for (let attempt = 1; !inRange(calculateSlot(candidate), low, high); attempt++) {
+      candidate = `${tag.tag}-${index}-${attempt}`;
+    }
+    partitions.push({ name, prefix: `${prefix.slice(0, tag.start)}${candidate}${prefix.slice(tag.end)}` });
+  }
+  return partitions;
+}
+
+/**
+ * The partition of `(tenantId, userId)` among `partitions`: always the same, so one user's
+ * notifications share a queue and keep their order.
+ *
+ * @example
+ * ```ts
+ * const queue = queues[partitionOf('acme', 'alice', queues.length)];
+ * ```
+ */
+export function partitionOf(tenantId: string, userId: string, partitions: number): number {
+  return partitions <= 1 ? 0 : calculateSlot(userKey(tenantId, userId)) % partitions;
+}
+
+/**
+ * The partitions a worker consumes, from `HERALD_WORKER_PARTITIONS` (`all`, or indexes and ranges such
+ * as `0-3,8`), in order; throws a `RangeError` naming what is wrong (an index past the last partition,
+ * a reversed range, an empty list).
+ *
+ * @example
+ * ```ts
+ * partitionShare('0-2,5', 8); // [0, 1, 2, 5]
+ * ```
+ */
+export function partitionShare(spec: string, partitions: number): number[] {
+  const text = spec.trim();
+  if (text === '' || text === 'all') return Array.from({ length: partitions }, (_unused, index) => index);
+  const chosen = new Set<number>();
+  for (const part of text.split(',')) {
+    const match = /^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$/.exec(part);
+    if (!match) throw new RangeError(`"${part}" is not a partition index or range (such as 0-3)`);
+    const from = Number(match[1]);
+    const to = match[2] === undefined ? from : Number(match[2]);
+    if (to < from) throw new RangeError(`range "${part.trim()}" ends before it starts`);
+    if (to >= partitions) {
+      throw new RangeError(
+        `partition ${to} does not exist: HERALD_QUEUE_PARTITIONS=${partitions} makes partitions 0 to ${partitions - 1}`,
+      );
+    }
+    for (let index = from; index <= to; index++) chosen.add(index);
+  }
+  return [...chosen].sort((a, b) => a - b);
+}
+
+/** A key in `queue`'s slot (BullMQ's job id counter): where WAIT and WAITAOF find its master. */
+export function queueSlotKey(queue: QueueRef): string {
+  return `${queue.prefix}:${queue.name}:id`;
+}
+
+/** The hash tag of `key` as Redis reads it (the first `{…}` with something inside), and where it sits. */
+function hashTagOf(key: string): { tag: string; start: number; end: number } | undefined {
+  const open = key.indexOf('{');
+  if (open < 0) return undefined;
+  const close = key.indexOf('}', open + 1);
+  if (close <= open + 1) return undefined;
+  return { tag: key.slice(open + 1, close), start: open + 1, end: close };
+}
+
+function inRange(value: number, low: number, high: number): boolean {
+  return value >= low && value <= high;
+}
+
+/** What {@link jobCountsOf} reads of a queue (a BullMQ `Queue`). */
+export interface CountedQueue {
+  getJobCounts(...types: string[]): Promise<Record<string, number>>;
+}
+
+/**
+ * BullMQ's job counts (`types`, as `Queue.getJobCounts` takes them) summed over every partition of the
+ * notification queue: the queue depth a dashboard or `/metrics` shows.
+ *
+ * @example
+ * ```ts
+ * const { waiting, failed } = await jobCountsOf(queues, 'waiting', 'failed');
+ * ```
+ */
+export async function jobCountsOf(
+  queues: readonly CountedQueue[],
+  ...types: string[]
+): Promise<Record<string, number>> {
+  const counts = await Promise.all(queues.map((queue) => queue.getJobCounts(...types)));
+  const sum: Record<string, number> = {};
+  for (const partition of counts) {
+    for (const [type, count] of Object.entries(partition)) sum[type] = (sum[type] ?? 0) + count;
+  }
+  return sum;
+}
