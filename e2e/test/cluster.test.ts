@@ -153,7 +153,7 @@ describe('on Redis Cluster (HERALD_REDIS_CLUSTER_NODES, sharded pub/sub)', () =>
     expect((await get('/metrics')).status).toBe(200);
   }, 120_000);
 
-  it('queue partitions: two on each master, every user in one, delivered in order; status, cancel and the dashboard's counts see them all', async () => {
+  it('queue partitions: two on each master, every user in one, delivered in order; status, cancel and the dashboard counts see them all', async () => {
     const stack = clusterStack({ HERALD_QUEUE_PARTITIONS: '6', HERALD_ADMIN_KEY: ADMIN_KEY });
     // Partitions 0-2 on one worker, 3-5 on another: each consumes its share only.
     const [gateway, realtime] = await Promise.all([
