@@ -25,7 +25,7 @@ export function barChart(title: string, axis: string, bars: { label: string; val
  * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).
  */
 export function writeReport(
-  name: 'limiter' | 'gateway' | 'delivery' | 'soak' | 'memory' | 'fanout' | 'cost',
+  name: 'limiter' | 'gateway' | 'delivery' | 'soak' | 'memory' | 'fanout' | 'cost' | 'cluster',
   markdown: string,
 ): void {
   if (process.env.BENCH_WRITE_README === '0') return;

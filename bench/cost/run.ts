@@ -21,6 +21,7 @@ import { type RedisServerHandle, startRedisServer, waitFor } from '@herald/testi
 import { Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
 import { cpuTicks, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
+import { addCommandstats, commandstats, commandstatsTable, median, redisCpuMicros } from '../redis-stats.js';
 import { writeReport } from '../report.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
@@ -166,35 +167,11 @@ async function round(
   if (slowlog) await c.admin.config('SET', 'slowlog-log-slower-than', '-1');
   const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   if (measured) {
-    for (const [name, stat] of await commandstats(c.admin)) {
-      const was = statsBefore.get(name) ?? { calls: 0, usec: 0 };
-      const sum = c.commandstats.get(name) ?? { calls: 0, usec: 0 };
-      sum.calls += stat.calls - was.calls;
-      sum.usec += stat.usec - was.usec;
-      c.commandstats.set(name, sum);
-    }
+    addCommandstats(c.commandstats, statsBefore, await commandstats(c.admin));
     c.accepted += accepted;
   }
   // Ticks are 10 ms (USER_HZ 100); Redis's figure is µs already.
   return after.map((value, i) => ((value - (before[i] ?? 0)) * (i < 3 ? 10_000 : 1)) / Math.max(1, accepted));
-}
-
-/** Redis's CPU so far (used_cpu_sys + used_cpu_user of INFO cpu), µs. */
-async function redisCpuMicros(admin: Redis): Promise<number> {
-  const info = await admin.info('cpu');
-  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? 0);
-  return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
-}
-
-/** INFO commandstats: command → calls and µs spent inside it since the start (a script's µs include its commands'). */
-async function commandstats(admin: Redis): Promise<Map<string, { calls: number; usec: number }>> {
-  const stats = new Map<string, { calls: number; usec: number }>();
-  for (const match of (await admin.info('commandstats')).matchAll(
-    /^cmdstat_([^:]+):calls=(\d+),usec=(\d+)/gm,
-  )) {
-    stats.set(match[1] ?? '?', { calls: Number(match[2]), usec: Number(match[3]) });
-  }
-  return stats;
 }
 
 /** SLOWLOG of the last round, by command (EVALSHA by script name), µs per notification. */
@@ -253,58 +230,6 @@ async function scriptNames(root: string): Promise<Map<string, string>> {
   return names;
 }
 
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
-};
-
-/**
- * Time inside Redis commands over the measured rounds (INFO commandstats, no SLOWLOG cost), µs per
- * notification, the top 12 of either pipeline; the rest of INFO cpu is reading and writing the clients'
- * sockets and the server's own background work.
- */
-function commandstatsTable(contenders: Contender[]): string[] {
-  const per = (c: Contender, name: string) => {
-    const stat = c.commandstats.get(name) ?? { calls: 0, usec: 0 };
-    const n = Math.max(1, c.accepted);
-    return { calls: stat.calls / n, usec: stat.usec / n };
-  };
-  const names = new Set<string>();
-  for (const c of contenders) {
-    for (const [name] of [...c.commandstats].sort((a, b) => b[1].usec - a[1].usec).slice(0, 12))
-      names.add(name);
-  }
-  const rows = [...names].sort(
-    (a, b) => per(contenders[0] as Contender, b).usec - per(contenders[0] as Contender, a).usec,
-  );
-  const scripts = (c: Contender) =>
-    [...c.commandstats.keys()].filter((name) => /^(evalsha|eval|fcall)/.test(name));
-  const clients = (c: Contender) => {
-    // Inside scripts' calls are counted twice (in the script and in their own row): the commands the
-    // clients sent are the scripts plus what no script calls (SLOWLOG's round tells them apart).
-    return scripts(c).reduce((sum, name) => sum + per(c, name).usec, 0);
-  };
-  return [
-    "Redis inside commands (INFO commandstats over the measured rounds; a script's µs include the commands it calls, which have their own rows too):",
-    '',
-    `| command | ${contenders.map((c) => `${c.pipeline.label} calls / µs per notification`).join(' | ')} |`,
-    `| --- | ${contenders.map(() => '--:').join(' | ')} |`,
-    `| all scripts | ${contenders
-      .map(
-        (c) =>
-          `${scripts(c)
-            .reduce((s, n) => s + per(c, n).calls, 0)
-            .toFixed(2)} / ${clients(c).toFixed(1)}`,
-      )
-      .join(' | ')} |`,
-    ...rows.map(
-      (name) =>
-        `| ${name} | ${contenders.map((c) => `${per(c, name).calls.toFixed(2)} / ${per(c, name).usec.toFixed(1)}`).join(' | ')} |`,
-    ),
-    '',
-  ];
-}
-
 function report(contenders: Contender[], elapsedMs: number): void {
   const [herald, baseline] = contenders;
   const label = (c: Contender) => c.pipeline.label;
@@ -324,7 +249,9 @@ function report(contenders: Contender[], elapsedMs: number): void {
       return `| ${group} | ${values.map((v) => v.toFixed(0)).join(' | ')}${ratio}`;
     }),
     '',
-    ...commandstatsTable(contenders),
+    ...commandstatsTable(
+      contenders.map((c) => ({ label: c.pipeline.label, stats: c.commandstats, accepted: c.accepted })),
+    ),
   ];
   // The report holds this checkout's breakdown; the baseline's goes to the terminal only.
   const breakdowns: string[] = [];

@@ -23,8 +23,8 @@ export interface Pipeline {
   readonly realtimeUrls: string[];
   /** Process ids for the CPU column: gateway / worker / realtime A+B / Redis. */
   readonly pids: (number | undefined)[][];
-  /** Connects `userId` to realtime `url` and resolves on its `synced`. */
-  connect(url: string, userId: string): Promise<Socket>;
+  /** Connects `userId` (of `tenantId`, default `default`) to realtime `url` and resolves on its `synced`. */
+  connect(url: string, userId: string, tenantId?: string): Promise<Socket>;
   stop(): Promise<void>;
 }
 
@@ -87,11 +87,11 @@ export async function startPipeline(options: {
         realtime.map((app) => app.process.pid),
         [redis.process.pid],
       ],
-      connect: async (url, userId) => {
+      connect: async (url, userId, tenantId = 'default') => {
         // An older commit's signUserToken takes what it knows (userId, secret, ttlSeconds).
         const { token } = await sign({
           userId,
-          tenantId: 'default',
+          tenantId,
           keyId: 'bench',
           secret,
           ttlSeconds: 3600,
