@@ -210,6 +210,11 @@ describe('docker-compose.yml against the apps', () => {
     for (const name of ['worker-cluster', 'realtime-cluster']) {
       const environment = compose.services[name]?.environment ?? {};
       expect(environment.HERALD_PUBSUB_MODE, name).toBe('sharded');
+      // The queue spread over the 3 masters: a multiple of them, the same in both apps.
+      expect(Number(environment.HERALD_QUEUE_PARTITIONS) % 3, name).toBe(0);
+      expect(environment.HERALD_QUEUE_PARTITIONS, name).toBe(
+        compose.services['worker-cluster']?.environment?.HERALD_QUEUE_PARTITIONS,
+      );
       for (const node of (environment.HERALD_REDIS_CLUSTER_NODES ?? '').split(',')) {
         expect(compose.services[node.split(':')[0] as string], `${name}: ${node}`).toBeDefined();
       }

@@ -16,9 +16,10 @@ import { ChaosStack, pause, runScenario } from './stack.js';
 
 /**
  * The chaos suite's Redis Cluster scenario: a 3-master, 3-replica cluster this file starts, the stack
- * on it (two gateways, a worker, two realtime instances, sharded pub/sub), and under load a `kill -9` of
- * the master of the queue's slot (`{herald}`): every notification goes through it (the gateway's add,
- * the worker's fetch and completion), and it holds about a third of the users' inboxes too. Its replica
+ * on it (two gateways, a worker, two realtime instances, sharded pub/sub, the queue in 3 partitions), and
+ * under load a `kill -9` of the master of partition 0's slot (`{herald}`): a third of the notifications
+ * go through it (the gateway's add, the worker's fetch and completion), as do the fan-out and webhook
+ * queues, and it holds about a third of the users' inboxes too. Its replica
  * is promoted by the cluster's own failure detection (`cluster-node-timeout` 1000 ms, no manual
  * `CLUSTER FAILOVER`). Once the promoted node owns the slot and every live node says `cluster_state:ok`,
  * the killed node is started again (its replacement, as a supervisor would start it) and rejoins as the
@@ -67,7 +68,11 @@ describe.sequential('chaos on Redis Cluster: ledger of 202s against what clients
       const cluster = await startRedisCluster({ masters: 3, replicas: 1, nodeTimeoutMs: NODE_TIMEOUT_MS });
       clusters.push(cluster);
       const stack = await startStack(
-        ChaosStack.onCluster(cluster, { HERALD_REDIS_WAIT_REPLICAS: WAIT_REPLICAS }),
+        // The queue in 3 partitions, one per master: the killed master holds partition 0's.
+        ChaosStack.onCluster(cluster, {
+          HERALD_REDIS_WAIT_REPLICAS: WAIT_REPLICAS,
+          HERALD_QUEUE_PARTITIONS: '3',
+        }),
         stacks,
       );
       const queueKey = `${stack.env.HERALD_QUEUE_PREFIX ?? '{herald}'}:${stack.env.HERALD_QUEUE_NAME}:id`;
