@@ -21,7 +21,7 @@ describe('readServerEnv', () => {
       host: '0.0.0.0',
       redisUrl: 'redis://127.0.0.1:6379',
       redisClusterNodes: undefined,
-      queue: { name: 'jobs', prefix: '{herald}' },
+      queue: { name: 'jobs', prefix: '{herald}', partitions: 1 },
       keyPrefix: 'herald:',
       instanceId: `worker-${hostname()}-${process.pid}`,
       log: { level: 'info', format: 'json' },
@@ -33,6 +33,7 @@ describe('readServerEnv', () => {
       settings: {
         HERALD_QUEUE_NAME: 'jobs',
         HERALD_QUEUE_PREFIX: '{herald}',
+        HERALD_QUEUE_PARTITIONS: '1',
         HERALD_INBOX_PREFIX: 'i:',
         HERALD_PUBSUB_KEY: 'herald',
         HERALD_PUBSUB_MODE: 'classic',

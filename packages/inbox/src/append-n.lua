@@ -56,8 +56,13 @@ end
 local function append(K, A)
   local id = A[1]
   local retention = tonumber(A[7])
-  local function tag()
-    if A[8] ~= '' then redis.call('HSET', K[4], 'tenantId', A[8]) end
+  -- HSET of the marker's fields, with the sender's tenant when there is one (one command, not two).
+  local function mark(...)
+    if A[8] ~= '' then
+      redis.call('HSET', K[4], 'tenantId', A[8], ...)
+    else
+      redis.call('HSET', K[4], ...)
+    end
   end
 
   local function unread()
@@ -68,11 +73,10 @@ local function append(K, A)
   -- and answers it.
   local function settle(code, state, field, detail)
     if field then
-      redis.call('HSET', K[4], 'state', state, 'at', now, field, detail)
+      mark('state', state, 'at', now, field, detail)
     else
-      redis.call('HSET', K[4], 'state', state, 'at', now)
+      mark('state', state, 'at', now)
     end
-    tag()
     redis.call('PEXPIRE', K[4], retention)
     local count, version = unread()
     return { code, '', count, version, detail or '' }
@@ -118,10 +122,10 @@ local function append(K, A)
   end
   local offset = string.format('%d-%d', ms, seq)
   redis.call('XADD', K[1], offset, 'id', id, 'n', A[2])
-  redis.call('HSET', K[4], 'state', 'inbox', 'offset', offset, 'at', now)
-  tag()
+  mark('state', 'inbox', 'offset', offset, 'at', now)
   redis.call('SADD', K[3], id)
-  redis.call('HINCRBY', K[2], 'uv', 1)
+  -- The new unread version, as the reply gives it (trimming below does not change it).
+  local version = redis.call('HINCRBY', K[2], 'uv', 1)
 
   -- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head prefixes,
   -- so the longer of the two is removed). At most 1000 per call keeps one call short; the next append
@@ -151,8 +155,7 @@ local function append(K, A)
   redis.call('PEXPIRE', K[2], retention)
   redis.call('PEXPIRE', K[3], retention)
   redis.call('PEXPIRE', K[4], retention)
-  local count, version = unread()
-  return { 1, offset, count, version, '' }
+  return { 1, offset, redis.call('SCARD', K[3]), version, '' }
 end
 
 local replies = {}
