@@ -24,19 +24,16 @@ interface Pending {
 /**
  * Gathers the notifications one gateway accepts into one BullMQ job, an envelope of at most `maxItems`:
  * one add, one job for the worker to take and finish, where one job per notification costs Redis each of
- * those (the largest part of its work per notification). An envelope goes when full, or `windowMs`
- * (`HERALD_ENVELOPE_WINDOW_MS`) after it opened (Kafka's `linger.ms`), or once none has joined it for a
- * fifth of `windowMs` while no other request is on its way to an envelope (`quiet()`, the gateway's
- * count of `/notify` requests between their arrival and their enqueue): a client that sends one at a
- * time waits a fifth of the window per send, while under load each envelope carries what the whole
- * window brings (at 1,000/s from 300 users, about half the Redis work per notification of a debounce
- * alone: bench:cluster). Every caller of {@link add} waits for its envelope's add, so a `202` still
- * means the notification is in Redis; an envelope's failure is each of its callers' (each answers its
- * own 503). The envelope index gets each notification's envelope first (status and cancel find it there).
+ * those (the largest part of its work per notification). An envelope goes when none has joined it for a
+ * fifth of `windowMs` (`HERALD_ENVELOPE_WINDOW_MS`), or `windowMs` after it opened, or when full,
+ * whichever comes first (a debounce with a deadline, like Kafka's `linger.ms`): under load it carries
+ * what `windowMs` brings, while a client that sends one at a time waits a fifth of it per send. Every caller of {@link add} waits for its envelope's add, so a `202` still means the
+ * notification is in Redis; an envelope's failure is each of its callers' (each answers its own 503).
+ * The envelope index gets each notification's envelope first (status and cancel find it there).
  *
  * @example
  * ```ts
- * const envelopes = new Envelopes(queue, connection, { windowMs: 10, maxItems: 200, retry, quiet: () => true });
+ * const envelopes = new Envelopes(queue, connection, { windowMs: 10, maxItems: 200, retry });
  * await envelopes.add([job]); // resolves once the envelope carrying it is in Redis
  * ```
  */
@@ -47,13 +44,7 @@ export class Envelopes {
   constructor(
     private readonly queue: Queue,
     private readonly connection: Redis | Cluster,
-    private readonly options: {
-      windowMs: number;
-      maxItems: number;
-      retry: RetryPolicy;
-      /** True when no other notification is on its way (default: always, a plain debounce). */
-      quiet?: () => boolean;
-    },
+    private readonly options: { windowMs: number; maxItems: number; retry: RetryPolicy },
   ) {
     this.#index = envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name });
   }
@@ -91,18 +82,11 @@ export class Envelopes {
       settled,
       resolve,
       reject,
-      idle: setTimeout(() => this.#idle(pending), Math.max(1, this.options.windowMs / 5)),
+      idle: setTimeout(() => this.flush(), Math.max(1, this.options.windowMs / 5)),
       deadline: setTimeout(() => this.flush(), this.options.windowMs),
     };
     this.#pending = pending;
     return pending;
-  }
-
-  /** A fifth of the window without a newcomer: sent, unless others are on their way (until the deadline). */
-  #idle(pending: Pending): void {
-    if (this.#pending !== pending) return;
-    if (this.options.quiet?.() === false) pending.idle.refresh();
-    else this.flush();
   }
 
   async #send(items: NotificationJob[]): Promise<void> {

@@ -1,4 +1,3 @@
-import { connect } from 'node:net';
 import {
   envelopeIndexKey,
   NOTIFY_ENVELOPE_JOB_NAME,
@@ -10,7 +9,7 @@ import { type Job, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { auth, buildTestApp, disposeTestApp, testAppForFile, testEnv } from './helpers.js';
+import { auth, testAppForFile, testEnv } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
@@ -62,66 +61,6 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
         | Job<NotificationJob>
         | undefined;
       expect(job?.name).toBe('notify');
-    }
-  });
-
-  it('an envelope waits for a request still on its way (past its debounce, within its window); alone it goes after the debounce', async () => {
-    // A window of 200 ms (debounce 40 ms): B's headers arrive first, its body 120 ms later, after
-    // A's debounce; A's envelope waits for B because B was on its way, and carries both.
-    const wide = await buildTestApp({
-      HERALD_ENVELOPE_WINDOW_MS: '200',
-      HERALD_RATE_LIMIT_BURST: '1000',
-      HERALD_SENDER_RATE_LIMIT_BURST: '1000',
-    });
-    try {
-      const url = await wide.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = new URL(url);
-      const body = JSON.stringify({ userId: 'late', payload: { late: true } });
-      const socket = connect(Number(port), '127.0.0.1');
-      await new Promise((resolve) => socket.once('connect', resolve));
-      const answered = new Promise<string>((resolve) => {
-        let text = '';
-        socket.on('data', (chunk) => {
-          text += chunk.toString();
-          if (/\r\n\r\n[\s\S]*\}/.test(text)) resolve(text);
-        });
-      });
-      socket.write(
-        `POST /notify HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth.authorization}\r\n` +
-          `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
-      );
-      const first = wide.inject({
-        method: 'POST',
-        url: '/notify',
-        headers: auth,
-        payload: { userId: 'early', payload: {} },
-      });
-      await new Promise((resolve) => setTimeout(resolve, 120));
-      socket.write(body);
-      const [early, late] = await Promise.all([first, answered]);
-      socket.destroy();
-      expect(early.statusCode).toBe(202);
-      expect(late).toMatch(/^HTTP\/1\.1 202/);
-      const jobs = (await wide.queue.getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
-      const carrying = jobs.filter((job) =>
-        job.data.items?.some((item) => item.id === early.json<{ id: string }>().id),
-      );
-      expect(carrying.map((job) => job.data.items.map((item) => item.userId))).toEqual([['early', 'late']]);
-
-      // Nothing else on its way: a lone send goes after the debounce, well before the window.
-      const alone = await wide.inject({
-        method: 'POST',
-        url: '/notify',
-        headers: auth,
-        payload: { userId: 'alone', payload: {} },
-      });
-      const own = ((await wide.queue.getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[]).filter(
-        (job) => job.data.items?.some((item) => item.id === alone.json<{ id: string }>().id),
-      );
-      expect(own.map((job) => job.data.items.length)).toEqual([1]);
-    } finally {
-      await wide.queueConnection.del(envelopeIndexKey(wide.config.queue));
-      await disposeTestApp(wide);
     }
   });
 

@@ -40,15 +40,6 @@ export default fp(
     const { config } = app;
     // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
     let enqueued = 0;
-    // `/notify` requests past `refuseUndurable` that have not enqueued (nor been answered) yet: while
-    // there are some, an envelope waits for them (up to its window) rather than leave on a short lull.
-    let onTheirWay = 0;
-    const counted = new WeakSet<FastifyRequest>();
-    const settle = (request: FastifyRequest) => {
-      if (counted.delete(request)) onTheirWay--;
-    };
-    app.addHook('onResponse', async (request) => settle(request));
-    app.addHook('onRequestAbort', async (request) => settle(request));
     // One envelope being gathered per partition (an envelope is a job of one queue).
     const envelopes =
       config.envelopeWindowMs > 0
@@ -58,7 +49,6 @@ export default fp(
                 windowMs: config.envelopeWindowMs,
                 maxItems: config.envelopeMaxItems,
                 retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
-                quiet: () => onTheirWay === 0,
               }),
           )
         : undefined;
@@ -67,7 +57,6 @@ export default fp(
       for (const envelope of envelopes ?? []) envelope.flush();
     });
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
-      settle(request);
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
       const createdAt = new Date().toISOString();
@@ -126,7 +115,7 @@ export default fp(
       return jobs.map((job) => job.data.id);
     }
     const refuseUndurable = (
-      request: FastifyRequest,
+      _request: FastifyRequest,
       _reply: FastifyReply,
       done: (error?: Error) => void,
     ) => {
@@ -136,8 +125,6 @@ export default fp(
       for (const partition of app.queues.keys()) {
         try {
           app.checkDurable([partition]);
-          counted.add(request);
-          onTheirWay++;
           done();
           return;
         } catch (error) {
