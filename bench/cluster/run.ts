@@ -32,6 +32,7 @@ import {
   redisCpuMicros,
 } from '../redis-stats.js';
 import { writeReport } from '../report.js';
+import { writeChart } from '../svg.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -287,6 +288,20 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
       `Each master carries ${(100 / masters.length).toFixed(0)} % of the work give or take ${(worst * 100).toFixed(0)} %; ` +
       `with the busiest master at 70 % of a core this Cluster carries ~${Math.round(0.7e6 / Math.max(...masters)).toLocaleString('en-US')} notifications/s ` +
       `(one node: ~${Math.round(0.7e6 / singleTotal).toLocaleString('en-US')}/s).`,
+    '',
+    writeChart('cluster-spread', {
+      title: `Redis CPU per notification at ${RATE}/s: each Cluster master, and one node`,
+      unit: 'Redis CPU µs per notification of the deployment (median of the rounds)',
+      series: ['Redis CPU'],
+      groups: [
+        ...masters.map((value, i) => ({ label: `Cluster master ${i + 1}`, values: [value] })),
+        { label: `Cluster, all ${masters.length} masters`, values: [clusterTotal] },
+        ...[single, partitioned, slower].map((target) => ({
+          label: target.label,
+          values: [sum(perNode(target, target.rounds))],
+        })),
+      ],
+    }),
     '',
     ...commandstatsTable(
       [single, slower, partitioned, cluster].map((target) => ({

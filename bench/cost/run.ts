@@ -23,6 +23,7 @@ import type { Socket } from 'socket.io-client';
 import { cpuTicks, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
 import { addCommandstats, commandstats, commandstatsTable, median, redisCpuMicros } from '../redis-stats.js';
 import { writeReport } from '../report.js';
+import { writeChart } from '../svg.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
@@ -249,6 +250,18 @@ function report(contenders: Contender[], elapsedMs: number): void {
       return `| ${group} | ${values.map((v) => v.toFixed(0)).join(' | ')}${ratio}`;
     }),
     '',
+    writeChart('cost-by-process', {
+      title: `CPU µs per notification at ${RATE}/s, by process`,
+      unit: 'CPU µs per notification (median of the rounds)',
+      series: contenders.map(label),
+      groups: [...GROUPS, 'all'].map((group, i) => ({
+        label: group,
+        values: contenders.map((c) => (group === 'all' ? total(c) : cell(c, i))),
+      })),
+    }),
+    '',
+    writeChart('cost-redis-by-script', redisByScript(contenders)),
+    '',
     ...commandstatsTable(
       contenders.map((c) => ({ label: c.pipeline.label, stats: c.commandstats, accepted: c.accepted })),
     ),
@@ -279,6 +292,30 @@ function report(contenders: Contender[], elapsedMs: number): void {
   const text = lines.join('\n');
   process.stdout.write(`${text}\n${breakdowns.join('\n')}\n`);
   writeReport('cost', text);
+}
+
+/** Redis µs per notification by script (the SLOWLOG round), the same script of both checkouts on one row. */
+function redisByScript(contenders: Contender[]): Parameters<typeof writeChart>[1] {
+  // `append-6.lua` and `append-n.lua` are the inbox append of their checkouts: one component.
+  const component = (name: string) => name.replace(/^evalsha /, '').replace(/append-(\d+|n)\.lua$/, 'append');
+  const rows = new Map<string, (number | undefined)[]>();
+  for (const [i, c] of contenders.entries()) {
+    for (const r of c.breakdown ?? []) {
+      if (!r.name.startsWith('evalsha') && !r.name.startsWith('fcall')) continue;
+      const values = rows.get(component(r.name)) ?? contenders.map(() => undefined);
+      values[i] = (values[i] ?? 0) + r.usec;
+      rows.set(component(r.name), values);
+    }
+  }
+  return {
+    title: 'Redis µs per notification by script (SLOWLOG of every command, one round)',
+    unit: 'Redis µs per notification (a script with the commands it calls)',
+    series: contenders.map((c) => c.pipeline.label),
+    groups: [...rows]
+      .sort((a, b) => (b[1][0] ?? 0) - (a[1][0] ?? 0))
+      .filter(([, values]) => values.some((value) => (value ?? 0) >= 0.5))
+      .map(([label, values]) => ({ label, values })),
+  };
 }
 
 // The baseline's checkout must be built: its apps' dist are what runs.
