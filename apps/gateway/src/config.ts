@@ -104,9 +104,10 @@ export interface GatewayConfig extends ServerConfig {
   jobAttempts: number;
   jobBackoffMs: number;
   /**
-   * `HERALD_ENVELOPE_WINDOW_MS`: how long the gateway gathers the notifications it accepts without delay or
+   * `HERALD_ENVELOPE_WINDOW_MS`: the gateway gathers the notifications it accepts without delay or
    * priority into one queue job (an envelope, one BullMQ job for many notifications: a fraction of the
-   * Redis work), at most `HERALD_ENVELOPE_MAX_ITEMS` per envelope. 0: one job per notification.
+   * Redis work) for a fifth of it after the first joins, at most `HERALD_ENVELOPE_MAX_ITEMS` per
+   * envelope. 0: one job per notification.
    */
   envelopeWindowMs: number;
   envelopeMaxItems: number;
