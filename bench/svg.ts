@@ -43,7 +43,8 @@ export function barChartSvg(chart: BarChart): string {
   const rowHeight = chart.series.length * BAR + GAP;
   const height = TOP + chart.groups.length * rowHeight + BOTTOM;
   const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, sans-serif" font-size="12">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="${xmlText(chart.title)}" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, sans-serif" font-size="12">`,
+    `<title>${xmlText(chart.title)}</title>`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="16" y="24" font-size="15" font-weight="600">${xmlText(chart.title)}</text>`,
   ];
