@@ -24,16 +24,17 @@ interface Pending {
  * one add, one job for the worker to take and finish, where one job per notification costs Redis each of
  * those (the largest part of its work per notification). An envelope goes a fifth of `windowMs`
  * (`HERALD_ENVELOPE_WINDOW_MS`) after its first notification joined it, however many join meanwhile
- * (Kafka's `linger.ms`), or when full. Measured against the alternatives: a debounce (a fifth of the
- * window without a newcomer, at most the window) filled envelopes more at 1,000/s open loop (Redis 216
- * against 336 µs per notification, bench:cost runs of the same day) but kept a connection pool's
- * requests waiting for the whole window while newcomers kept coming (bench:gateway, 50 connections,
- * same run: 4,724 against 6,236 req/s for group commit); group commit (an envelope at once when no add
- * is on its way, else when it returns) and this linger hold a pool's throughput (5,976 and 6,110 req/s,
- * same run), the linger for 0.92× group commit's Redis work. Every caller of {@link add} waits for its
- * envelope's add, so a `202` still means the notification is in Redis; an envelope's failure is each of
- * its callers' (each answers its own 503). The envelope index gets each notification's envelope first
- * (status and cancel find it there).
+ * (Kafka's `linger.ms`), or when full. Measured against the alternatives (bench:gateway with 50
+ * connections, bench:cost at 1,000/s open loop, each pair in one run): a debounce (a fifth of the window
+ * without a newcomer, at most the window) kept a connection pool's requests waiting for the whole window
+ * while newcomers kept coming (4,724 req/s against 6,236 for group commit) for 0.89× group commit's
+ * Redis work; group commit (an envelope at once when no add is on its way, else when it returns) and
+ * this linger hold a pool's throughput (5,976 and 6,110 req/s), the linger for 0.92× group commit's
+ * Redis work. Waiting while other requests are on their way filled envelopes most (0.48× the Redis
+ * work of one job per notification, against the linger's 0.74×) but halved a pool's throughput.
+ * Every caller of {@link add} waits for its envelope's add, so a `202` still means the notification is
+ * in Redis; an envelope's failure is each of its callers' (each answers its own 503). The envelope index
+ * gets each notification's envelope first (status and cancel find it there).
  *
  * @example
  * ```ts
