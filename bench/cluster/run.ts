@@ -22,7 +22,7 @@ import { type RedisServerHandle, startRedisCluster, startRedisServer, waitFor } 
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
-import { type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
+import { openLoop, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
 import {
   addCommandstats,
   type CommandStat,
@@ -193,27 +193,12 @@ async function round(target: Target, agent: Agent, seconds: number, measured = f
   const statsBefore = await Promise.all(target.admins.map(commandstats));
   const roundStart = performance.now();
   const receivedBefore = target.received;
-  let accepted = 0;
-  const inFlight = new Set<Promise<unknown>>();
-  const start = performance.now();
   const total = target.rate * seconds;
-  for (let sent = 0; sent < total; ) {
-    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * target.rate));
-    while (sent < due) {
-      const user = sent % USERS;
-      const key = target.keys[user % target.keys.length] ?? '';
-      const p = postNotify(agent, target.pipeline.gatewayUrl, key, `user-${user}`, { t: Date.now() })
-        .catch(() => false)
-        .then((ok) => {
-          if (ok) accepted++;
-        });
-      inFlight.add(p);
-      void p.finally(() => inFlight.delete(p));
-      sent++;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-  await Promise.all(inFlight);
+  const accepted = await openLoop(target.rate, seconds, (n) => {
+    const user = n % USERS;
+    const key = target.keys[user % target.keys.length] ?? '';
+    return postNotify(agent, target.pipeline.gatewayUrl, key, `user-${user}`, { t: Date.now() });
+  });
   await waitFor(() => target.received - receivedBefore >= accepted, { timeoutMs: 120_000, intervalMs: 50 });
   const after = await Promise.all(target.admins.map(redisCpuMicros));
   if (measured) {
@@ -309,7 +294,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
         stats: target.commandstats,
         accepted: target.accepted,
       })),
-      10,
+      6,
     ),
   ];
   const text = lines.join('\n');

@@ -20,7 +20,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { type RedisServerHandle, startRedisServer, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
-import { cpuTicks, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
+import { cpuTicks, openLoop, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
 import { addCommandstats, commandstats, commandstatsTable, median, redisCpuMicros } from '../redis-stats.js';
 import { writeReport } from '../report.js';
 import { writeChart } from '../svg.js';
@@ -145,25 +145,9 @@ async function round(
   const before = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   const statsBefore = await commandstats(c.admin);
   const receivedBefore = c.received;
-  let accepted = 0;
-  const inFlight = new Set<Promise<unknown>>();
-  const start = performance.now();
-  const total = RATE * seconds;
-  for (let sent = 0; sent < total; ) {
-    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * RATE));
-    while (sent < due) {
-      const p = postNotify(agent, c.pipeline.gatewayUrl, API_KEY, `user-${sent % USERS}`, { t: Date.now() })
-        .catch(() => false)
-        .then((ok) => {
-          if (ok) accepted++;
-        });
-      inFlight.add(p);
-      void p.finally(() => inFlight.delete(p));
-      sent++;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 2));
-  }
-  await Promise.all(inFlight);
+  const accepted = await openLoop(RATE, seconds, (n) =>
+    postNotify(agent, c.pipeline.gatewayUrl, API_KEY, `user-${n % USERS}`, { t: Date.now() }),
+  );
   await waitFor(() => c.received - receivedBefore >= accepted, { timeoutMs: 120_000, intervalMs: 50 });
   if (slowlog) await c.admin.config('SET', 'slowlog-log-slower-than', '-1');
   const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
@@ -264,6 +248,7 @@ function report(contenders: Contender[], elapsedMs: number): void {
     '',
     ...commandstatsTable(
       contenders.map((c) => ({ label: c.pipeline.label, stats: c.commandstats, accepted: c.accepted })),
+      8,
     ),
   ];
   // The report holds this checkout's breakdown; the baseline's goes to the terminal only.

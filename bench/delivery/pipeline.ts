@@ -179,6 +179,38 @@ export function postNotify(
   });
 }
 
+/**
+ * Open-loop load: `send(n)` for n = 0, 1, … at `rate` per second for `seconds` (each due send goes out
+ * whatever the earlier ones are doing), then waits for every one; answers how many resolved true (a 202).
+ * A send that rejects counts as refused.
+ */
+export async function openLoop(
+  rate: number,
+  seconds: number,
+  send: (n: number) => Promise<boolean>,
+): Promise<number> {
+  let accepted = 0;
+  const inFlight = new Set<Promise<unknown>>();
+  const start = performance.now();
+  const total = rate * seconds;
+  for (let sent = 0; sent < total; ) {
+    const due = Math.min(total, Math.floor(((performance.now() - start) / 1000) * rate));
+    while (sent < due) {
+      const p = send(sent)
+        .catch(() => false)
+        .then((ok) => {
+          if (ok) accepted++;
+        });
+      inFlight.add(p);
+      void p.finally(() => inFlight.delete(p));
+      sent++;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  await Promise.all(inFlight);
+  return accepted;
+}
+
 /** utime + stime of processes, in clock ticks (100 per second on Linux). */
 export function cpuTicks(pids: readonly (number | undefined)[]): number {
   let ticks = 0;
