@@ -1,3 +1,12 @@
 import { heraldTestConfig } from '@herald/testing/vitest';
 
-export default heraldTestConfig();
+export default heraldTestConfig({
+  // Each on Redis servers or a Cluster of its own (outages, failovers, replicas, its own fan-out rate).
+  notOnCluster: [
+    'test/cluster.test.ts',
+    'test/cluster-auth.test.ts',
+    'test/fanout-durable.test.ts',
+    'test/health.test.ts',
+    'test/topics.test.ts',
+  ],
+});

@@ -1,3 +1,11 @@
 import { heraldTestConfig } from '@herald/testing/vitest';
 
-export default heraldTestConfig();
+export default heraldTestConfig({
+  // Each on a redis-server of its own (outages, a replica), never on the run's Redis.
+  notOnCluster: [
+    'test/health.test.ts',
+    'test/idempotency-outage.test.ts',
+    'test/live-publish-outage.test.ts',
+    'test/redis-outage.test.ts',
+  ],
+});

@@ -62,7 +62,7 @@ describe('DELETE /notifications/:id: a notification not sent yet is cancelled (g
       what: 'the later notification shown',
     });
     expect(client.received.map((event) => event.id)).toEqual([fence]);
-    expect(await stack.queue.getJob(cancelled)).toBeUndefined();
+    expect(await stack.queueOf(user).getJob(cancelled)).toBeUndefined();
     expect(await stack.inboxIds(user)).toEqual([fence]);
     expect((await call('GET', `/notifications/${cancelled}`)).body).toEqual(answer.body);
     // Exact unread count: the cancelled one never counted.

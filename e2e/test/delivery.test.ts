@@ -200,7 +200,7 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
       state: 'expired',
       delivered: false,
     });
-    expect(await stack.queue.getJobState(delayed[0] ?? '')).toBe('completed');
+    expect(await stack.queueOf(user).getJobState(delayed[0] ?? '')).toBe('completed');
   });
 
   it('handshake errors say what is wrong: bad lastOffset, too many connections, polling without opt-in', async () => {
@@ -305,7 +305,7 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     const client = stack.client(user, { tenantId: 't1' });
     await client.connect(b.url);
     const job = notificationJob(user, { hello: 1 }, { topic: 'billing', type: 'invoice', tenantId: 't1' });
-    await stack.queue.add('notify', job, { jobId: job.id });
+    await stack.queueOf(user, 't1').add('notify', job, { jobId: job.id });
     await waitFor(() => client.received.length === 1, { what: 'the notification' });
     expect(client.received[0]).toEqual({
       id: job.id,

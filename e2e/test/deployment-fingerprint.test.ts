@@ -1,4 +1,4 @@
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisEnv, startApp, waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entries, SECRET } from './support/stack.js';
 
@@ -20,7 +20,8 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
 
   function env(extra: Record<string, string> = {}): Record<string, string> {
     return {
-      REDIS_URL: redisUrl(),
+      // The run's Redis (on a Cluster run, its Cluster settings too); the names below are shared on purpose.
+      ...redisEnv(),
       HERALD_API_KEYS: 'fingerprint-key-0123456789abcdef-0123456789',
       HERALD_JWT_SECRET: SECRET,
       HERALD_QUEUE_NAME: 'fingerprint-queue',

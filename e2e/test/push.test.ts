@@ -13,9 +13,18 @@ import {
   type PushSubscriptionJSON,
 } from '@herald/protocol';
 import { EscalationRecords, escalationQueueName, PushSubscriptions } from '@herald/push';
-import { type AppProcess, loopbackCertificate, redisUrl, startApp, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  loopbackCertificate,
+  queueConnection,
+  redisUrl,
+  startApp,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, entries, gatewayCall, stackEnv, startApps, TestClient, TRIO } from './support/stack.js';
 
@@ -52,16 +61,16 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
   const clients: TestClient[] = [];
   let trio: Record<keyof typeof TRIO, AppProcess>;
   let receiver: AppProcess;
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let escalations: Queue;
   let store: PushSubscriptions;
   let inbox: Inbox;
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
     escalations = new Queue(escalationQueueName(env.HERALD_QUEUE_NAME ?? ''), {
       prefix: '{herald}',
-      connection: { url: redisUrl() },
+      connection: queueConnection(),
     });
     store = new PushSubscriptions(redis, env.HERALD_INBOX_PREFIX ?? '');
     inbox = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX ?? '' });
@@ -80,14 +89,13 @@ describe('Web Push escalation: gateway, worker, realtime and a push service, eac
     for (const client of clients) client.disconnect();
     await Promise.all(processes.map((process) => process.stop()));
     for (const name of [env.HERALD_QUEUE_NAME ?? '', escalationQueueName(env.HERALD_QUEUE_NAME ?? '')]) {
-      const queue = new Queue(name, { prefix: '{herald}', connection: { url: redisUrl() } });
+      const queue = new Queue(name, { prefix: '{herald}', connection: queueConnection() });
       await queue.obliterate({ force: true }).catch(() => {});
       await queue.close();
     }
     await escalations.close();
     for (const prefix of [env.HERALD_KEY_PREFIX, env.HERALD_INBOX_PREFIX, env.HERALD_RATE_LIMIT_PREFIX]) {
-      const found = await redis.keys(`${prefix}*`);
-      if (found.length > 0) await redis.unlink(...found);
+      await deleteMatching(redis, `${prefix}*`);
     }
     redis.disconnect();
     rmSync(dir, { recursive: true, force: true });

@@ -86,7 +86,7 @@ describe('resilience (separate OS processes, real clients)', () => {
     }
     expect(atKill).toBeLessThan(2000);
     // Jobs the dead worker had appended but not completed ran again: absorbed by the inbox marker.
-    const completed = await stack.queue.getCompleted(0, 2000);
+    const completed = (await Promise.all(stack.queues.map((queue) => queue.getCompleted(0, 2000)))).flat();
     const rerun = completed.filter(
       (job) => (job.returnvalue as { outcome?: string })?.outcome === 'already-appended',
     );

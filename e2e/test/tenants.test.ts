@@ -6,9 +6,19 @@ import {
   notificationJobOptions,
   type SyncedEvent,
 } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  keysMatching,
+  queueConnection,
+  randomId,
+  redisUrl,
+  startApp,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
@@ -27,12 +37,12 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
   const apps = new TestApps();
   let gateway: AppProcess;
   let realtime: AppProcess;
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let a: CreatedKey;
   let b: CreatedKey;
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
     [a, b] = await Promise.all([createKey(env, 'tenant-a'), createKey(env, 'tenant-b')]);
     ({ gateway, realtime } = await apps.start(env, TRIO));
   });
@@ -40,8 +50,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
   afterAll(async () => {
     await apps.stop();
     for (const prefix of [env.HERALD_KEY_PREFIX, env.HERALD_INBOX_PREFIX, env.HERALD_RATE_LIMIT_PREFIX]) {
-      const keys = await redis.keys(`${prefix}*`);
-      if (keys.length > 0) await redis.unlink(...keys);
+      await deleteMatching(redis, `${prefix}*`);
     }
     redis.disconnect();
   });
@@ -252,7 +261,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
     // A pre-tenant job still in the queue: no tenantId.
     const queue = new Queue<NotificationJob>(env.HERALD_QUEUE_NAME as string, {
       prefix: '{herald}',
-      connection: { url: redisUrl() },
+      connection: queueConnection(),
     });
     const job: NotificationJob = {
       id: randomId('queued-before'),
@@ -273,7 +282,7 @@ describe('tenants are a wall: tenant B against tenant A’s user alice (separate
 
 describe('herald inbox migrate: a deployment whose one tenant was not `default`', () => {
   it('moves the inboxes written before tenants to that tenant, whole (offsets, unread, markers), and is safe to run again', async () => {
-    const redis = new Redis(redisUrl());
+    const redis = testRedis();
     const env = stackEnv(redisUrl(), { HERALD_API_KEYS: 'none' });
     const legacy = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX as string });
     const users = [randomId('dave'), `${randomId('org')}/erin`];
@@ -313,14 +322,14 @@ describe('herald inbox migrate: a deployment whose one tenant was not `default`'
         expect(status.status).toBe(200);
       }
       // Nothing left in the old layout.
-      expect(await redis.keys(`${env.HERALD_INBOX_PREFIX}{*`)).toEqual([]);
+      expect(await keysMatching(redis, `${env.HERALD_INBOX_PREFIX}{*`)).toEqual([]);
     } finally {
       await gateway.stop();
       const keys = [
-        ...(await redis.keys(`${env.HERALD_INBOX_PREFIX}*`)),
-        ...(await redis.keys(`${env.HERALD_KEY_PREFIX}*`)),
+        ...(await keysMatching(redis, `${env.HERALD_INBOX_PREFIX}*`)),
+        ...(await keysMatching(redis, `${env.HERALD_KEY_PREFIX}*`)),
       ];
-      if (keys.length > 0) await redis.unlink(...keys);
+      await Promise.all(keys.map((key) => redis.unlink(key)));
       redis.disconnect();
     }
   });

@@ -5,9 +5,18 @@ import {
   notificationJobOptions,
   type WebhookPayload,
 } from '@herald/protocol';
-import { type AppProcess, redisUrl, scrapeMetrics, startApp, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  queueConnection,
+  redisUrl,
+  scrapeMetrics,
+  startApp,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
 import { gatewayCall, notificationJob, stackEnv, TestApps, TestClient, TRIO } from './support/stack.js';
@@ -47,15 +56,15 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   let realtime: AppProcess;
   let worker: AppProcess;
   let receiver: AppProcess;
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let queue: Queue<NotificationJob>;
   const keys = new Map<string, CreatedKey>();
   const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast'] as const;
   type Tenant = (typeof tenants)[number];
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl());
-    queue = new Queue(env.HERALD_QUEUE_NAME ?? '', { prefix: '{herald}', connection: { url: redisUrl() } });
+    redis = testRedis();
+    queue = new Queue(env.HERALD_QUEUE_NAME ?? '', { prefix: '{herald}', connection: queueConnection() });
     const created = await Promise.all(tenants.map((tenant) => createKey(env, tenant)));
     for (const [index, tenant] of tenants.entries()) keys.set(tenant, created[index] as CreatedKey);
     [receiver, { gateway, realtime, worker }] = await Promise.all([
@@ -69,13 +78,12 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     await queue.obliterate({ force: true }).catch(() => {});
     const webhookQueue = new Queue(`${env.HERALD_QUEUE_NAME}-webhooks`, {
       prefix: '{herald}',
-      connection: { url: redisUrl() },
+      connection: queueConnection(),
     });
     await webhookQueue.obliterate({ force: true }).catch(() => {});
     await Promise.all([queue.close(), webhookQueue.close()]);
     for (const prefix of [env.HERALD_KEY_PREFIX, env.HERALD_INBOX_PREFIX, env.HERALD_RATE_LIMIT_PREFIX]) {
-      const found = await redis.keys(`${prefix}*`);
-      if (found.length > 0) await redis.unlink(...found);
+      await deleteMatching(redis, `${prefix}*`);
     }
     redis.disconnect();
   });

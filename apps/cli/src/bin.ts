@@ -21,7 +21,7 @@ const USAGE = `usage: herald <area> <command> [options]   (herald <area> help fo
   inbox migrate              move inboxes written before tenants to a tenant
   failed list|retry          notifications that failed every attempt
   webhooks set|show|list|rotate|resume|delete   tenants' delivery webhooks
-Reads REDIS_URL and the HERALD_* settings like the apps.`;
+Reads REDIS_URL (or HERALD_REDIS_CLUSTER_NODES) and the HERALD_* settings like the apps.`;
 
 const io: CliIo = {
   out: (line) => process.stdout.write(`${line}\n`),

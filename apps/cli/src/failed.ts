@@ -4,12 +4,12 @@ import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import type { CliIo, Env } from './io.js';
-import { parseCommand } from './io.js';
+import { connectForCli, parseCommand, redisTarget } from './io.js';
 
 const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
        herald failed retry <id>...         put these failed notifications back in the queue
        herald failed retry --all           put every failed notification back in the queue
-Reads REDIS_URL, HERALD_QUEUE_NAME, HERALD_QUEUE_PREFIX and HERALD_QUEUE_PARTITIONS like the worker.`;
+Reads REDIS_URL (or HERALD_REDIS_CLUSTER_NODES), HERALD_QUEUE_NAME, HERALD_QUEUE_PREFIX and HERALD_QUEUE_PARTITIONS like the worker.`;
 
 /**
  * `herald failed list|retry`: the operator's view of the failed set (BullMQ's `failed` jobs of the
@@ -49,18 +49,12 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     io.err((error as Error).message);
     return 1;
   }
-  // An operator command fails fast: no endless reconnecting to a Redis that is not there. Every
-  // partition of the queue (`HERALD_QUEUE_PARTITIONS`), one connection each.
+  // One fail-fast connection (one Redis or the Cluster of HERALD_REDIS_CLUSTER_NODES) for every
+  // partition of the queue (`HERALD_QUEUE_PARTITIONS`); BullMQ leaves it open, closed below.
+  const redis = await connectForCli(redisTarget(config), io);
+  if (redis === undefined) return 1;
   const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
-    const queue = new Queue<NotificationJob>(name, {
-      prefix,
-      connection: {
-        url: config.redisUrl,
-        maxRetriesPerRequest: 1,
-        connectTimeout: 5000,
-        retryStrategy: () => null,
-      },
-    });
+    const queue = new Queue<NotificationJob>(name, { prefix, connection: redis });
     queue.on('error', () => {});
     return queue;
   });
@@ -74,6 +68,7 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     return 1;
   } finally {
     await Promise.all(queues.map((queue) => queue.close().catch(() => {})));
+    redis.disconnect();
   }
 }
 

@@ -1,7 +1,7 @@
 import { loadConfig } from '@herald/gateway/operator';
 import { migrateToTenant } from '@herald/inbox';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
 
 const USAGE = `usage: herald inbox <command>
   migrate --tenant <tenant id>   move the inboxes written before tenants existed (read today as tenant
@@ -26,7 +26,7 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     return 2;
   }
   const config = loadConfig(env, { secrets: false });
-  return withRedis(config.redisUrl, io, async (redis) => {
+  return withRedis(redisTarget(config), io, async (redis) => {
     const report = await migrateToTenant(redis, { prefix: config.inbox.prefix, tenantId: tenant });
     io.out(`moved ${report.moved} keys to tenant ${tenant}`);
     if (report.conflicts.length > 0) {

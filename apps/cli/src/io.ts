@@ -1,6 +1,6 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { withoutPassword } from '@herald/config';
-import { Redis } from 'ioredis';
+import { createRedis, type RedisTarget, withoutPassword } from '@herald/config';
+import type { Cluster, Redis } from 'ioredis';
 
 /** Where a CLI command writes. */
 export interface CliIo {
@@ -8,18 +8,36 @@ export interface CliIo {
   err: (line: string) => void;
 }
 
+/** The Redis of an app's settings: `REDIS_URL`, or the Cluster of `HERALD_REDIS_CLUSTER_NODES`. */
+export function redisTarget(config: {
+  redisUrl: string;
+  redisClusterNodes?: { host: string; port: number }[] | undefined;
+}): RedisTarget {
+  return { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
+}
+
 /**
- * Connects to Redis for a CLI command, or says why it cannot (and returns undefined: exit code 1).
- * The caller disconnects.
+ * Connects to Redis (or the Redis Cluster) for a CLI command, or says why it cannot (and returns
+ * undefined: exit code 1). Fails fast: no endless reconnecting to a Redis that is not there. The caller
+ * disconnects.
  */
-export async function connectForCli(redisUrl: string, io: CliIo): Promise<Redis | undefined> {
-  const redis = new Redis(redisUrl, { maxRetriesPerRequest: 1, connectTimeout: 3000, lazyConnect: true });
+export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Redis | Cluster | undefined> {
+  const redis = createRedis(
+    target,
+    'plain',
+    { maxRetriesPerRequest: 1, connectTimeout: 3000, lazyConnect: true },
+    { clusterRetryStrategy: () => null, lazyConnect: true },
+  );
   redis.on('error', () => {});
   try {
     await redis.connect();
     return redis;
   } catch (error) {
-    io.err(`Cannot reach Redis at ${withoutPassword(redisUrl)}: ${(error as Error).message}. Set REDIS_URL.`);
+    const where = target.clusterNodes
+      ? `the Redis Cluster at ${target.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
+      : `Redis at ${withoutPassword(target.url)}`;
+    const set = target.clusterNodes ? 'HERALD_REDIS_CLUSTER_NODES' : 'REDIS_URL';
+    io.err(`Cannot reach ${where}: ${(error as Error).message}. Set ${set}.`);
     redis.disconnect();
     return undefined;
   }
@@ -97,11 +115,11 @@ type ParsedValues<O extends Options> = {
 
 /** Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1 when Redis is unreachable. */
 export async function withRedis(
-  redisUrl: string,
+  target: RedisTarget,
   io: CliIo,
-  work: (redis: Redis) => Promise<number>,
+  work: (redis: Redis | Cluster) => Promise<number>,
 ): Promise<number> {
-  const redis = await connectForCli(redisUrl, io);
+  const redis = await connectForCli(target, io);
   if (!redis) return 1;
   try {
     return await work(redis);

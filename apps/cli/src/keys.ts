@@ -1,6 +1,6 @@
 import { ApiKeyStore, type KeyInboxBounds, type KeyLimits, loadConfig } from '@herald/gateway/operator';
 import { isTenantId } from '@herald/protocol';
-import { type CliIo, type Env, parseOptions, usageExit, withRedis } from './io.js';
+import { type CliIo, type Env, parseOptions, redisTarget, usageExit, withRedis } from './io.js';
 
 export type { CliIo } from './io.js';
 
@@ -27,7 +27,7 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   const exit = usageExit(command, ['create', 'list', 'revoke'], USAGE, io);
   if (exit !== undefined) return exit;
   const config = loadConfig(env, { secrets: false });
-  return withRedis(config.redisUrl, io, async (redis) => {
+  return withRedis(redisTarget(config), io, async (redis) => {
     const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
     if (command === 'create') return create(store, rest, io);
     if (command === 'list') return list(store, io);

@@ -1,6 +1,6 @@
 import { type ApiKeyIdentity, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
@@ -39,8 +39,9 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     return 2;
   }
   const config = loadConfig(env, { secrets: false });
-  return withRedis(config.redisUrl, io, async (redis) => {
-    const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: '', limits: {} };
+  return withRedis(redisTarget(config), io, async (redis) => {
+    // The tenant's buckets: on Redis Cluster its id is their keys' hash tag (ratelimit:{<tenant>}:…).
+    const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: tenant, limits: {} };
     const limiter = new Limits(redis, config, quietLog as never).for(sender);
     const key = { sender: sender.id, recipient: userKey(tenant, user) };
     if (command === 'reset') {

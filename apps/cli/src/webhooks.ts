@@ -1,6 +1,6 @@
 import { checkWebhookUrl, loadConfig, WebhookEvents, WebhookStore } from '@herald/gateway/operator';
 import { isTenantId, WEBHOOK_EVENTS, type Webhook, type WebhookEventType } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
 
 const USAGE = `usage: herald webhooks <command>
   set <tenant id> <url> [--events <event,…>]   create or change a tenant's delivery webhook; a new one's
@@ -55,7 +55,7 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
       events = [...new Set(listed)] as WebhookEventType[];
     }
   }
-  return withRedis(config.redisUrl, io, async (redis) => {
+  return withRedis(redisTarget(config), io, async (redis) => {
     const store = new WebhookStore(redis, config.keyPrefix);
     const tenant = tenantId ?? '';
     const none = () => {
@@ -99,7 +99,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
         const producer = new WebhookEvents(store, {
           queueName: config.queue.name,
           prefix: config.queue.prefix,
-          connection: { url: config.redisUrl, maxRetriesPerRequest: 1 },
+          // The command's own connection (one Redis or the Cluster); BullMQ leaves it open.
+          connection: redis,
         });
         try {
           io.out(`resumed ${tenant}: ${await producer.resend(result.held)} held message(s) queued again`);

@@ -1,5 +1,5 @@
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { isolatedEnv, randomId, testRedis, waitFor } from '@herald/testing';
 import { startWorker } from '@herald/worker';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
@@ -10,18 +10,22 @@ import { run } from '../src/failed.js';
 describe('herald failed list|retry', () => {
   const saved = { ...process.env };
   let queue: Queue<NotificationJob>;
-  let queueName: string;
+  let env: Record<string, string>;
+  let connection: ReturnType<typeof testRedis>;
 
   beforeEach(() => {
-    queueName = randomId('queue');
-    process.env.REDIS_URL = redisUrl();
-    process.env.HERALD_QUEUE_NAME = queueName;
-    queue = new Queue(queueName, { prefix: '{herald}', connection: { url: redisUrl() } });
+    // The run's Redis (or Redis Cluster, with its partitions), a queue of this test's own.
+    env = isolatedEnv();
+    Object.assign(process.env, env);
+    // Partition 0 of the queue: the worker takes every partition, `herald failed` reads them all.
+    connection = testRedis({ maxRetriesPerRequest: null });
+    queue = new Queue(env.HERALD_QUEUE_NAME as string, { prefix: '{herald}', connection });
   });
   afterEach(async () => {
     process.env = { ...saved };
     await queue.obliterate({ force: true });
     await queue.close();
+    connection.disconnect();
   });
 
   function capture() {
@@ -40,11 +44,7 @@ describe('herald failed list|retry', () => {
     }));
     for (const job of jobs) await queue.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
     const worker = await startWorker(
-      loadConfig({
-        REDIS_URL: redisUrl(),
-        HERALD_QUEUE_NAME: queueName,
-        HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
-      }),
+      loadConfig({ ...env, HERALD_INBOX_PREFIX: `${randomId('inbox')}:` }),
       pino({ level: 'silent' }),
     );
     try {
@@ -97,8 +97,16 @@ describe('herald failed list|retry', () => {
     expect(await run(['retry'], capture().io)).toBe(2);
 
     process.env.REDIS_URL = 'redis://127.0.0.1:1';
+    delete process.env.HERALD_REDIS_CLUSTER_NODES;
     const down = capture();
     expect(await run(['list'], down.io)).toBe(1);
-    expect(down.err[0]).toMatch(/Could not reach the queue at redis:\/\/127\.0\.0\.1:1/);
+    expect(down.err[0]).toMatch(/^Cannot reach Redis at redis:\/\/127\.0\.0\.1:1: .*Set REDIS_URL\.$/);
+    // On a Cluster: which nodes, and which setting.
+    process.env.HERALD_REDIS_CLUSTER_NODES = '127.0.0.1:1,127.0.0.1:2';
+    const noCluster = capture();
+    expect(await run(['list'], noCluster.io)).toBe(1);
+    expect(noCluster.err[0]).toMatch(
+      /^Cannot reach the Redis Cluster at 127\.0\.0\.1:1,127\.0\.0\.1:2: .*Set HERALD_REDIS_CLUSTER_NODES\.$/,
+    );
   });
 });

@@ -1,7 +1,7 @@
 import { Agent, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
-import { type AppProcess, startApp, waitFor } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { type AppProcess, deleteMatching, keysMatching, startApp, testRedis, waitFor } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/keys.js';
 import { testEnv } from './helpers.js';
@@ -15,16 +15,15 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     HERALD_SENDER_RATE_LIMIT_BURST: '10000',
   });
   const gateways: AppProcess[] = [];
-  let redis: Redis;
+  let redis: Redis | Cluster;
 
   beforeAll(async () => {
-    redis = new Redis(env.REDIS_URL as string);
+    redis = testRedis();
     gateways.push(...(await Promise.all([1, 2].map((n) => startApp({ name: `gateway-${n}`, entry, env })))));
   });
   afterAll(async () => {
     await Promise.all(gateways.map((gateway) => gateway.stop()));
-    const keys = await redis.keys(`${env.HERALD_KEY_PREFIX}*`);
-    if (keys.length > 0) await redis.del(...keys);
+    await deleteMatching(redis, `${env.HERALD_KEY_PREFIX}*`);
     redis.disconnect();
   });
 
@@ -53,7 +52,7 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     expect(created.code).toBe(0);
     const key = /key:\s+(hk_\S+)/.exec(created.out.join('\n'))?.[1] as string;
     expect(key).toBeDefined();
-    const stored = await redis.keys(`${env.HERALD_KEY_PREFIX}*`);
+    const stored = await keysMatching(redis, `${env.HERALD_KEY_PREFIX}*`);
     const dump = (
       await Promise.all(stored.map((k) => redis.type(k).then((t) => (t === 'hash' ? redis.hgetall(k) : {}))))
     )

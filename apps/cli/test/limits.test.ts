@@ -1,6 +1,6 @@
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
-import { redisUrl } from '@herald/testing';
+import { queueConnection, } from '@herald/testing';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +20,7 @@ describe('herald limits peek|reset', () => {
     await app.close();
     const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
       prefix: '{herald}',
-      connection: { url: redisUrl() },
+      connection: queueConnection(),
     });
     await queue.obliterate({ force: true });
     await queue.close();

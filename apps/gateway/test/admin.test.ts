@@ -1,10 +1,17 @@
 import { latencyBucket, statsKeys } from '@herald/config';
 import type { AdminSnapshot, FailedJobs } from '@herald/protocol';
 import { randomId, waitFor } from '@herald/testing';
-import { Worker } from 'bullmq';
 import { EventSourceParserStream } from 'eventsource-parser/stream';
 import { describe, expect, it } from 'vitest';
-import { API_KEY, auth, buildTestApp, disposeTestApp, testAppForFile } from './helpers.js';
+import {
+  API_KEY,
+  auth,
+  buildTestApp,
+  disposeTestApp,
+  everyPartition,
+  testAppForFile,
+  workerOnEveryPartition,
+} from './helpers.js';
 
 // 32+ bytes, and none of the API keys.
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
@@ -203,16 +210,9 @@ describe('failed notifications', () => {
       payload: { userId, payload: {} },
     });
     const { id } = sent.json<{ id: string }>();
-    const worker = new Worker(
-      app.config.queue.name,
-      async (job) => {
-        if (job.data.userId === userId) throw new Error('push refused');
-      },
-      {
-        prefix: app.config.queue.prefix,
-        connection: { url: app.config.redisUrl, maxRetriesPerRequest: null },
-      },
-    );
+    const worker = workerOnEveryPartition(app, async (job) => {
+      if (job.data.userId === userId) throw new Error('push refused');
+    });
     try {
       const listed = await waitFor(
         async () => {
@@ -234,7 +234,7 @@ describe('failed notifications', () => {
       const retried = await app.inject({ method: 'POST', url: `/admin/failed/${id}/retry`, headers: admin });
       expect(retried.statusCode).toBe(200);
       expect(retried.json()).toEqual({ id, status: 'retried' });
-      expect(await app.queue.getJobState(id)).toBe('waiting');
+      expect(await everyPartition(app).getJobState(id)).toBe('waiting');
       const again = await app.inject({ method: 'POST', url: `/admin/failed/${id}/retry`, headers: admin });
       expect(again.statusCode).toBe(409);
       expect(again.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FAILED', state: 'waiting' });

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, everyPartition } from './helpers.js';
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -23,7 +23,9 @@ describe('POST /notify/batch', () => {
     }>();
     expect(body.accepted).toBe(100);
     expect(body.results.map((result) => result.index)).toEqual(items.map((_, i) => i));
-    const jobs = await Promise.all(body.results.map((result) => app?.queue.getJob(result.id)));
+    const jobs = await Promise.all(
+      body.results.map((result) => everyPartition(app as FastifyInstance).getJob(result.id)),
+    );
     expect(jobs.map((job) => job?.data.payload.i)).toEqual(items.map((_, i) => i));
   });
 
@@ -36,7 +38,7 @@ describe('POST /notify/batch', () => {
     expect(tooMany.statusCode).toBe(400);
     expect(tooMany.json<{ details: { field: string }[] }>().details[0]?.field).toBe('body.notifications');
     expect((await batch(app, [])).statusCode).toBe(400);
-    expect(await app.queue.count()).toBe(0);
+    expect(await everyPartition(app).count()).toBe(0);
   });
 
   it('rejects a bad item alone, naming its field, and sends the others', async () => {
@@ -71,9 +73,11 @@ describe('POST /notify/batch', () => {
       details: [{ field: 'body.notifications.3.payload' }],
     });
     expect(body.results[4]).toMatchObject({ details: [{ field: 'body.notifications.4.userId' }] });
-    const jobs = await Promise.all([0, 2].map((i) => app?.queue.getJob(body.results[i]?.id as string)));
+    const jobs = await Promise.all(
+      [0, 2].map((i) => everyPartition(app as FastifyInstance).getJob(body.results[i]?.id as string)),
+    );
     expect(jobs.map((job) => job?.data.userId)).toEqual(['ok-1', 'ok-2']);
-    expect(await app.queue.count()).toBe(2);
+    expect(await everyPartition(app).count()).toBe(2);
   });
 
   it('answers 400 naming every problem when no item is valid', async () => {
@@ -84,7 +88,7 @@ describe('POST /notify/batch', () => {
       'body.notifications.0.payload',
       'body.notifications.1.userId',
     ]);
-    expect(await app.queue.count()).toBe(0);
+    expect(await everyPartition(app).count()).toBe(0);
   });
 
   it('costs one token per recipient, and a batch the limits cannot take is refused whole', async () => {
@@ -104,7 +108,7 @@ describe('POST /notify/batch', () => {
     ]);
     expect(refused.statusCode).toBe(429);
     expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'recipient' });
-    expect(await app.queue.count()).toBe(3);
+    expect(await everyPartition(app).count()).toBe(3);
     // dave's token was not consumed by the refused batch: he still has 2.
     const dave = await batch(app, [
       { userId: 'dave', payload: {} },

@@ -2,7 +2,7 @@ import { randomId } from '@herald/testing';
 import fc from 'fast-check';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, everyPartition } from './helpers.js';
 
 let app: FastifyInstance | undefined;
 afterEach(async () => {
@@ -55,7 +55,7 @@ describe('the contract, as a user reads it', () => {
       capacity: 3,
     });
     expect(response.json<{ error: string }>().error).toMatch(/never/);
-    expect(await app.queue.count()).toBe(0);
+    expect(await everyPartition(app).count()).toBe(0);
   });
 
   it("on 429, Retry-After is never shorter than the t of the RateLimit header's refusing policy", async () => {
@@ -140,7 +140,7 @@ describe('the contract, as a user reads it', () => {
     // The example, sent as it is, is accepted and due at once.
     const sent = await app.inject({ method: 'POST', url: '/notify', headers: auth, payload: example });
     expect(sent.statusCode).toBe(202);
-    const job = await app.queue.getJob(sent.json<{ id: string }>().id);
+    const job = await everyPartition(app).getJob(sent.json<{ id: string }>().id);
     expect(job?.opts.delay ?? 0).toBe(0);
   });
 });

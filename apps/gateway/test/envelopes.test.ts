@@ -5,11 +5,11 @@ import {
   type NotificationJob,
 } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
-import { type Job, Worker } from 'bullmq';
+import type { Job } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { auth, testAppForFile, testEnv } from './helpers.js';
+import { auth, everyPartition, testAppForFile, testEnv, workerOnEveryPartition } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
 const ADMIN_KEY = 'admin-key-0123456789abcdef0123456789abcdef';
@@ -19,14 +19,15 @@ const app: FastifyInstance = await testAppForFile({
   HERALD_RATE_LIMIT_BURST: '1000',
   HERALD_SENDER_RATE_LIMIT_BURST: '1000',
 });
-const index = envelopeIndexKey(app.config.queue);
-afterAll(() => app.queueConnection.del(index));
+// Each partition's index of its envelopes (notification id -> envelope id), beside its queue.
+const indexes = app.queues.map((queue) => envelopeIndexKey({ prefix: queue.opts.prefix ?? '', name: queue.name }));
+afterAll(() => Promise.all(indexes.map((index) => app.queueConnection.del(index))));
 
 const send = (payload: object, headers = auth) =>
   app.inject({ method: 'POST', url: '/notify', headers, payload });
 
 async function envelopes(): Promise<Job<NotificationEnvelope>[]> {
-  const jobs = (await app.queue.getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+  const jobs = (await everyPartition(app).getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
   return jobs.filter((job) => job.name === NOTIFY_ENVELOPE_JOB_NAME);
 }
 
@@ -43,14 +44,21 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     const fresh = (await envelopes())
       .filter((job) => !before.has(job.id))
       .sort((a, b) => (a.data.items[0]?.seq ?? 0) - (b.data.items[0]?.seq ?? 0));
+    // An envelope per partition a window reaches (3 users: on a Redis Cluster run, up to 3 partitions).
     expect(fresh.length).toBeGreaterThanOrEqual(1);
-    expect(fresh.length).toBeLessThanOrEqual(5);
+    expect(fresh.length).toBeLessThanOrEqual(5 * app.queues.length);
     const items = fresh.flatMap((job) => job.data.items);
     expect(new Set(items.map((item) => item.id))).toEqual(new Set(ids));
     expect(items).toHaveLength(20);
-    // In send order: within each envelope and from one envelope to the next.
-    const seqs = items.map((item) => item.seq ?? -1);
-    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    // In send order: within each envelope, and each user's from one envelope to the next.
+    for (const job of fresh) {
+      const seqs = job.data.items.map((item) => item.seq ?? -1);
+      expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    }
+    for (const user of ['u0', 'u1', 'u2']) {
+      const seqs = items.filter((item) => item.userId === user).map((item) => item.seq ?? -1);
+      expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    }
     for (const item of items) expect(item.payload).toEqual({ n: ids.indexOf(item.id) });
     expect(fresh[0]?.opts).toMatchObject({
       attempts: 8,
@@ -58,6 +66,7 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
       removeOnFail: false,
     });
     for (const job of fresh) {
+      const index = indexes[app.partitionOf('default', job.data.items[0]?.userId ?? '')] ?? '';
       const indexed = await app.queueConnection.hmget(index, ...job.data.items.map((item) => item.id));
       expect(new Set(indexed)).toEqual(new Set([job.id]));
     }
@@ -65,14 +74,14 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     const delayed = await send({ userId: 'u1', payload: {}, delayMs: 60_000 });
     const prioritised = await send({ userId: 'u1', payload: {}, priority: 3 });
     for (const answer of [delayed, prioritised]) {
-      const job = (await app.queue.getJob(answer.json<{ id: string }>().id)) as
+      const job = (await everyPartition(app).getJob(answer.json<{ id: string }>().id)) as
         | Job<NotificationJob>
         | undefined;
       expect(job?.name).toBe('notify');
     }
   });
 
-  it('a batch rides whole in one envelope', async () => {
+  it('a batch rides whole in one envelope (one per queue partition it reaches)', async () => {
     const response = await app.inject({
       method: 'POST',
       url: '/notify/batch',
@@ -81,9 +90,16 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     });
     expect(response.statusCode).toBe(202);
     const ids = response.json<{ results: { id: string }[] }>().results.map((result) => result.id);
-    const carrying = (await envelopes()).filter((job) => job.data.items.some((item) => item.id === ids[0]));
-    expect(carrying).toHaveLength(1);
-    expect(carrying[0]?.data.items.map((item) => item.id)).toEqual(ids);
+    const carrying = (await envelopes()).filter((job) => job.data.items.some((item) => ids.includes(item.id)));
+    const partitions = new Set(ids.map((_, n) => app.partitionOf('default', `b${n}`)));
+    expect(carrying).toHaveLength(partitions.size);
+    // Each envelope: the batch's notifications of its partition, in the batch's order.
+    const carried = carrying.flatMap((job) => job.data.items.map((item) => item.id));
+    expect([...carried].sort()).toEqual([...ids].sort());
+    for (const job of carrying) {
+      const own = job.data.items.map((item) => item.id);
+      expect(own).toEqual(ids.filter((id) => own.includes(id)));
+    }
   });
 
   it('an enveloped notification has its status (queued) and can be cancelled; to another tenant it does not exist', async () => {
@@ -122,11 +138,7 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
       attempts: 1,
       removeOnFail: false,
     });
-    const failing = new Worker(app.config.queue.name, async () => Promise.reject(new Error('boom')), {
-      prefix: app.config.queue.prefix,
-      connection: { url: app.config.redisUrl },
-      autorun: true,
-    });
+    const failing = workerOnEveryPartition(app, async () => Promise.reject(new Error('boom')));
     try {
       const admin = { authorization: `Bearer ${ADMIN_KEY}` };
       let listed: { id: string; tenantId: string; userId: string; reason: string }[] = [];
@@ -151,7 +163,7 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
         headers: admin,
       });
       expect(retried.statusCode).toBe(200);
-      expect(await app.queue.getJobState(envelopeId)).toBe('waiting');
+      expect(await everyPartition(app).getJobState(envelopeId)).toBe('waiting');
     } finally {
       await failing.close();
     }

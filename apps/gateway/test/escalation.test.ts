@@ -3,7 +3,7 @@ import { ErrorCode, type NotificationJob } from '@herald/protocol';
 import { EscalationRecords } from '@herald/push';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, everyPartition } from './helpers.js';
 
 const vapid = createECDH('prime256v1');
 vapid.generateKeys();
@@ -30,7 +30,7 @@ describe('POST /notify escalateAfterMs', () => {
   it('is carried by the job of a single-user send and of a batch item', async () => {
     const single = await notify(app, { userId: 'esc-a', payload: {}, escalateAfterMs: 30_000 });
     expect(single.statusCode).toBe(202);
-    const job = await app.queue.getJob(single.json<{ id: string }>().id);
+    const job = await everyPartition(app).getJob(single.json<{ id: string }>().id);
     expect((job?.data as NotificationJob | undefined)?.escalateAfterMs).toBe(30_000);
     const batch = await notify(
       app,

@@ -6,7 +6,7 @@ import type { InjectOptions } from 'light-my-request';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../src/app.js';
 import { loadConfig } from '../src/config.js';
-import { auth, disposeTestApp, testAppForFile, testEnv } from './helpers.js';
+import { auth, disposeTestApp, everyPartition, testAppForFile, testEnv } from './helpers.js';
 
 const app = await testAppForFile({
   HERALD_RATE_LIMIT_BURST: '100000',
@@ -318,14 +318,14 @@ describe('fuzz: structure, sizes, numbers and encodings; what is accepted, a rea
     };
     await waitFor(
       async () => {
-        const counts = await gateway.queue.getJobCounts('failed', 'wait', 'active', 'delayed');
+        const counts = await everyPartition(gateway).getJobCounts('failed', 'wait', 'active', 'delayed');
         if ((counts.failed ?? 0) > 0) return true;
         await readInboxes();
         return [...accepted.keys()].every((id) => stored.has(id));
       },
       { timeoutMs: 60_000, what: `the worker to store ${accepted.size} notifications` },
     );
-    const failed = await gateway.queue.getFailed(0, 10);
+    const failed = await everyPartition(gateway).getFailed(0, 10);
     expect(failed.map((job) => `${job.id}: ${job.failedReason}`)).toEqual([]);
     expect(worker.lines.filter((line) => line.includes('notification attempt failed'))).toEqual([]);
     expect(worker.lines.filter((line) => line.includes('notification of an envelope failed'))).toEqual([]);

@@ -1,4 +1,7 @@
-import { isolatedEnv, type RedisServerHandle, startRedisServer } from '@herald/testing';
+import { queuePartitions } from '@herald/config';
+import type { NotificationJob } from '@herald/protocol';
+import { isolatedEnv, queueConnection, type RedisServerHandle, startRedisServer } from '@herald/testing';
+import { type Job, type Processor, Queue, Worker, type WorkerOptions } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll } from 'vitest';
 import { buildApp } from '../src/app.js';
@@ -91,4 +94,92 @@ export function gatewayOnOwnRedis(env: Record<string, string> = {}): {
     await handle.redis.dispose();
   });
   return handle;
+}
+
+type JobType = Parameters<Queue['getJobs']>[0];
+type CountType = Parameters<Queue['getJobCountByTypes']>[number];
+
+/**
+ * The gateway's notification queue read as one, whichever partition (`HERALD_QUEUE_PARTITIONS`, 3 on a
+ * Redis Cluster run) holds a job: a test finds a job by its id, counts and lists every partition's. With
+ * one partition it is that queue's own answers.
+ *
+ * @example
+ * ```ts
+ * const job = await everyPartition(app).getJob(id);
+ * ```
+ */
+export function everyPartition(app: FastifyInstance) {
+  const queues = app.queues;
+  const sum = async (count: (queue: Queue<NotificationJob>) => Promise<number>): Promise<number> =>
+    (await Promise.all(queues.map(count))).reduce((a, b) => a + b, 0);
+  return {
+    async getJob(id: string): Promise<Job<NotificationJob> | undefined> {
+      for (const queue of queues) {
+        const job = await queue.getJob(id);
+        if (job) return job;
+      }
+      return undefined;
+    },
+    async getJobState(id: string): Promise<string> {
+      for (const queue of queues) {
+        const state = await queue.getJobState(id);
+        if (state !== 'unknown') return state;
+      }
+      return 'unknown';
+    },
+    count: () => sum((queue) => queue.count()),
+    getJobCountByTypes: (...types: CountType[]) => sum((queue) => queue.getJobCountByTypes(...types)),
+    async getJobCounts(...types: CountType[]): Promise<Record<string, number>> {
+      const counts: Record<string, number> = {};
+      for (const each of await Promise.all(queues.map((queue) => queue.getJobCounts(...types))))
+        for (const [type, n] of Object.entries(each)) counts[type] = (counts[type] ?? 0) + n;
+      return counts;
+    },
+    async getJobs(types?: JobType): Promise<Job<NotificationJob>[]> {
+      return (await Promise.all(queues.map((queue) => queue.getJobs(types)))).flat();
+    },
+    async getFailed(start?: number, end?: number): Promise<Job<NotificationJob>[]> {
+      return (await Promise.all(queues.map((queue) => queue.getFailed(start, end)))).flat();
+    },
+  };
+}
+
+/**
+ * A queue per partition of the notification queue of `env` (its `HERALD_QUEUE_NAME` and
+ * `HERALD_QUEUE_PARTITIONS`), on the run's Redis: for a test that reads what a gateway process enqueued.
+ */
+export function partitionQueues(env: Record<string, string>): Queue<NotificationJob>[] {
+  return queuePartitions({
+    name: env.HERALD_QUEUE_NAME ?? '',
+    prefix: '{herald}',
+    partitions: Number(env.HERALD_QUEUE_PARTITIONS ?? 1),
+  }).map(({ name, prefix }) => new Queue<NotificationJob>(name, { prefix, connection: queueConnection() }));
+}
+
+/**
+ * A BullMQ worker of the test's own on every partition of `app`'s queue, running `processor` (e.g. one
+ * that fails, to fill the failed set); `close()` them after.
+ */
+export function workerOnEveryPartition(
+  app: FastifyInstance,
+  processor: Processor<NotificationJob>,
+  options: Omit<WorkerOptions, 'connection' | 'prefix'> = {},
+): { pause(): Promise<void>; close(): Promise<void> } {
+  const workers = app.queues.map(
+    (queue) =>
+      new Worker<NotificationJob>(queue.name, processor, {
+        ...options,
+        prefix: queue.opts.prefix ?? '',
+        connection: queueConnection(),
+      }),
+  );
+  return {
+    pause: async () => {
+      await Promise.all(workers.map((worker) => worker.pause()));
+    },
+    close: async () => {
+      await Promise.all(workers.map((worker) => worker.close()));
+    },
+  };
 }

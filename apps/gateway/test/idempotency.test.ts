@@ -1,7 +1,7 @@
 import { randomId, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/idempotency.js';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp, testAppForFile } from './helpers.js';
+import { API_KEY_2, auth, buildTestApp, disposeTestApp, everyPartition, testAppForFile } from './helpers.js';
 
 const app = await testAppForFile({
   HERALD_RATE_LIMIT_BURST: '1000',
@@ -29,7 +29,9 @@ describe('Idempotency-Key', () => {
     expect(again.statusCode).toBe(202);
     expect(again.headers['idempotency-replayed']).toBe('true');
     expect(again.json()).toEqual(first.json());
-    expect(await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed')).toBe(1);
+    expect(
+      await everyPartition(app).getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed'),
+    ).toBe(1);
   });
 
   it('answers 422 for the same key with a different body', async () => {
@@ -60,7 +62,12 @@ describe('Idempotency-Key', () => {
   });
 
   it('50 concurrent requests with one key enqueue exactly one job; the others get 409 or the replay', async () => {
-    const queueBefore = await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed');
+    const queueBefore = await everyPartition(app).getJobCountByTypes(
+      'waiting',
+      'delayed',
+      'prioritized',
+      'completed',
+    );
     const key = randomId('idem');
     const body = { userId: 'concurrent', payload: { once: true } };
     const responses = await Promise.all(Array.from({ length: 50 }, () => send(key, body)));
@@ -71,9 +78,9 @@ describe('Idempotency-Key', () => {
       responses.filter((r) => r.statusCode === 202).map((r) => r.json<{ id: string }>().id),
     );
     expect(ids.size).toBe(1);
-    expect(await app.queue.getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed')).toBe(
-      queueBefore + 1,
-    );
+    expect(
+      await everyPartition(app).getJobCountByTypes('waiting', 'delayed', 'prioritized', 'completed'),
+    ).toBe(queueBefore + 1);
     const conflict = responses.find((response) => response.statusCode === 409);
     if (conflict) expect(conflict.json()).toMatchObject({ code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT' });
   });
@@ -83,15 +90,15 @@ describe('Idempotency-Key', () => {
     const body = { userId: 'removed', payload: {} };
     const first = await send(key, body);
     const id = first.json<{ id: string }>().id;
-    const job = await app.queue.getJob(id);
+    const job = await everyPartition(app).getJob(id);
     await job?.remove();
-    expect(await app.queue.getJob(id)).toBeUndefined();
+    expect(await everyPartition(app).getJob(id)).toBeUndefined();
 
     const replay = await send(key, body);
     expect(replay.statusCode).toBe(202);
     expect(replay.headers['idempotency-replayed']).toBe('true');
     expect(replay.json<{ id: string }>().id).toBe(id);
-    expect(await app.queue.getJob(id)).toBeUndefined();
+    expect(await everyPartition(app).getJob(id)).toBeUndefined();
   });
 
   it('a refused request (429) releases the key so a retry can succeed', async () => {

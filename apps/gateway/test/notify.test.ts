@@ -1,7 +1,15 @@
 import { verifyUserToken } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp, JWT_SECRET, postRaw } from './helpers.js';
+import {
+  API_KEY_2,
+  auth,
+  buildTestApp,
+  disposeTestApp,
+  everyPartition,
+  JWT_SECRET,
+  postRaw,
+} from './helpers.js';
 
 let app: FastifyInstance;
 beforeEach(async () => {
@@ -22,7 +30,7 @@ describe('POST /notify', () => {
     const body = response.json<{ id: string; status: string }>();
     expect(body.status).toBe('queued');
     expect(body.id).toMatch(/^[0-9a-f-]{36}$/);
-    const job = await app.queue.getJob(body.id);
+    const job = await everyPartition(app).getJob(body.id);
     expect(job?.data).toMatchObject({ id: body.id, userId: 'alice', payload: { text: 'hello' } });
     expect(Number.isNaN(Date.parse(job?.data.createdAt ?? ''))).toBe(false);
   });
@@ -44,7 +52,7 @@ describe('POST /notify', () => {
       { authorization: 'Bearer not-a-key' },
     );
     expect(response.statusCode).toBe(401);
-    expect(await app.queue.count()).toBe(0);
+    expect(await everyPartition(app).count()).toBe(0);
   });
 
   it('accepts every configured key', async () => {

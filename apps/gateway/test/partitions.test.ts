@@ -6,7 +6,7 @@ import {
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
-import { randomId, waitFor } from '@herald/testing';
+import { queueConnection, randomId, waitFor } from '@herald/testing';
 import { type Job, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -130,7 +130,7 @@ describe('HERALD_QUEUE_PARTITIONS=4', () => {
           },
           {
             prefix: queue.opts.prefix ?? '',
-            connection: { url: single.config.redisUrl, maxRetriesPerRequest: null },
+            connection: queueConnection(),
           },
         ),
     );

@@ -4,21 +4,17 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME } from '@herald/protocol';
 import { randomId, startApp, waitFor } from '@herald/testing';
-import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
-import { API_KEY, testEnv } from './helpers.js';
+import { API_KEY, partitionQueues, testEnv } from './helpers.js';
 
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
 describe('graceful shutdown', () => {
   const env = testEnv({ HERALD_RATE_LIMIT_BURST: '100000', HERALD_SENDER_RATE_LIMIT_BURST: '100000' });
-  const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
-    prefix: '{herald}',
-    connection: { url: env.REDIS_URL as string },
-  });
+  const queues = partitionQueues(env);
   afterAll(async () => {
-    await queue.obliterate({ force: true });
-    await queue.close();
+    await Promise.all(queues.map((queue) => queue.obliterate({ force: true })));
+    await Promise.all(queues.map((queue) => queue.close()));
   });
 
   it('SIGTERM during a stream of requests: every 202 has its job, the rest are refused, exit 0 within 10 s', async () => {
@@ -61,7 +57,9 @@ describe('graceful shutdown', () => {
     expect(tookMs).toBeLessThan(10_000);
     expect(refused.length).toBeGreaterThan(0);
     // Nothing answered 202 is lost.
-    const jobs = await Promise.all(accepted.map((id) => queue.getJob(id)));
+    const jobs = await Promise.all(
+      accepted.map(async (id) => (await Promise.all(queues.map((queue) => queue.getJob(id)))).find(Boolean)),
+    );
     const missing = accepted.filter((_, index) => jobs[index]?.name !== NOTIFY_JOB_NAME);
     expect(missing).toEqual([]);
     // One line per request at info, when it completes: its request id, method and URL, status, time and,

@@ -1,7 +1,6 @@
 import { waitFor } from '@herald/testing';
-import { Worker } from 'bullmq';
 import { describe, expect, it } from 'vitest';
-import { auth, testAppForFile } from './helpers.js';
+import { auth, testAppForFile, workerOnEveryPartition } from './helpers.js';
 
 const app = await testAppForFile({
   HERALD_JOB_ATTEMPTS: '2',
@@ -51,16 +50,12 @@ describe('GET /notifications/:id', () => {
 
   it('shows `failed` with attempts and the reason once every attempt failed', async () => {
     const id = await send('doomed');
-    const worker = new Worker(
-      app.config.queue.name,
+    const worker = workerOnEveryPartition(
+      app,
       async () => {
         throw new Error('push refused');
       },
-      {
-        prefix: app.config.queue.prefix,
-        connection: { url: app.config.redisUrl, maxRetriesPerRequest: null },
-        settings: { backoffStrategy: () => 1 },
-      },
+      { settings: { backoffStrategy: () => 1 } },
     );
     try {
       const status = await waitFor(

@@ -1,7 +1,15 @@
 import { createRequire } from 'node:module';
 import { randomId, startApp, waitFor } from '@herald/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY_2, auth, buildTestApp, disposeTestApp, testAppForFile, testEnv } from './helpers.js';
+import {
+  API_KEY_2,
+  auth,
+  buildTestApp,
+  disposeTestApp,
+  everyPartition,
+  testAppForFile,
+  testEnv,
+} from './helpers.js';
 
 const require = createRequire(import.meta.url);
 
@@ -124,7 +132,7 @@ describe('POST /notify to a topic or to everyone', () => {
     const { id } = response.json<{ id: string }>();
     const job = await app.fanoutQueue.getJob(id);
     expect(job?.data).toMatchObject({ id, tenantId: 'default', audience: { topic }, type: 'news' });
-    expect(await app.queue.getJob(id)).toBeUndefined();
+    expect(await everyPartition(app).getJob(id)).toBeUndefined();
     const status = await statusOf(id);
     expect(status.json()).toMatchObject({
       id,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { auth, postRaw, testAppForFile } from './helpers.js';
+import { auth, everyPartition, postRaw, testAppForFile } from './helpers.js';
 
 const app = await testAppForFile({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
 
@@ -57,7 +57,7 @@ describe('validation: every problem is a 4xx naming the field', () => {
       '{"userId":"proto-user","payload":{"constructor":{"name":"x"},"toString":"y"}}',
     );
     expect(constructorOnly.statusCode).toBe(202);
-    const job = await app.queue.getJob(constructorOnly.json<{ id: string }>().id);
+    const job = await everyPartition(app).getJob(constructorOnly.json<{ id: string }>().id);
     expect(job?.data.payload).toEqual({ constructor: { name: 'x' }, toString: 'y' });
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
@@ -73,7 +73,7 @@ describe('validation: every problem is a 4xx naming the field', () => {
     };
     const response = await post({ userId: 'opts', payload: { a: 1 }, ...options });
     expect(response.statusCode).toBe(202);
-    const job = await app.queue.getJob(response.json<{ id: string }>().id);
+    const job = await everyPartition(app).getJob(response.json<{ id: string }>().id);
     expect(job?.data).toMatchObject({ userId: 'opts', ...options, tenantId: 'default' });
     expect(job?.opts.priority).toBe(3);
     expect(job?.opts.delay).toBe(60_000);

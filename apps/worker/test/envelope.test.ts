@@ -6,9 +6,8 @@ import {
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { liveRedis, queueConnection, randomId, redisEnv, testRedis, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -31,17 +30,17 @@ describe('an envelope job', () => {
   it('stores and pushes each notification once, in send order per user; one that cannot be stored fails as its own job; the index forgets them all', async () => {
     const pubsubKey = randomId('pubsub');
     const config = loadConfig({
-      REDIS_URL: redisUrl(),
+      ...redisEnv(),
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_PUBSUB_KEY: pubsubKey,
       HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     });
-    const redis = new Redis(redisUrl());
+    const redis = testRedis();
     const queue = new Queue<NotificationEnvelope>(config.queue.name, {
       prefix: config.queue.prefix,
-      connection: { url: config.redisUrl },
+      connection: queueConnection(),
     });
-    const live = new LiveSubscriber(redis.duplicate(), { key: pubsubKey, mode: 'classic' });
+    const live = new LiveSubscriber(liveRedis(), { key: pubsubKey, mode: config.pubsubMode });
     const received: LiveMessage[] = [];
     const alice = live.subscribe('default', 'alice', (message) => received.push(message));
     await alice.ready;

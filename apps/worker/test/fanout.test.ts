@@ -10,9 +10,18 @@ import {
   notificationJobOptions,
 } from '@herald/protocol';
 import { RateLimiter } from '@herald/rate-limiter';
-import { type AppProcess, randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  liveRedis,
+  queueConnection,
+  randomId,
+  redisEnv,
+  startApp,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -60,7 +69,7 @@ function fanoutJob(
 
 describe('fan-out (topic sends and broadcasts)', () => {
   const env = {
-    REDIS_URL: redisUrl(),
+    ...redisEnv(),
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_PUBSUB_KEY: randomId('pubsub'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
@@ -68,7 +77,7 @@ describe('fan-out (topic sends and broadcasts)', () => {
   };
   const config = loadConfig(env);
   let worker: NotificationWorker;
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let inbox: Inbox;
   let topics: Topics;
   let fanouts: Queue<FanoutJob>;
@@ -76,10 +85,10 @@ describe('fan-out (topic sends and broadcasts)', () => {
 
   beforeAll(async () => {
     worker = await startWorker(config, pino({ level: 'silent' }));
-    redis = new Redis(redisUrl());
+    redis = testRedis();
     inbox = new Inbox(redis, config.inbox);
     topics = new Topics(redis, { prefix: config.inbox.prefix });
-    const connection = { url: config.redisUrl };
+    const connection = queueConnection();
     fanouts = new Queue(fanoutQueueName(config.queue.name), { prefix: config.queue.prefix, connection });
     singles = new Queue(config.queue.name, { prefix: config.queue.prefix, connection });
   });
@@ -112,8 +121,8 @@ describe('fan-out (topic sends and broadcasts)', () => {
     await topics.tenant('globex').subscribe('orders', ['globex-user']);
     await acme.subscribe('other', ['outsider']);
 
-    const sub = new Redis(redisUrl());
-    const live = new LiveSubscriber(sub, { key: env.HERALD_PUBSUB_KEY, mode: 'classic' });
+    const sub = liveRedis();
+    const live = new LiveSubscriber(sub, { key: env.HERALD_PUBSUB_KEY, mode: config.pubsubMode });
     const received: LiveMessage[] = [];
     const subscription = live.subscribe('acme', 'sub-000007', (message) => received.push(message));
     await subscription.ready;
@@ -311,7 +320,7 @@ type BigTopic = Awaited<ReturnType<typeof bigTopic>>;
  */
 async function bigTopic(prefix: string, count: number, extra: Record<string, string>) {
   const env = {
-    REDIS_URL: redisUrl(),
+    ...redisEnv(),
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_PUBSUB_KEY: randomId('pubsub'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
@@ -319,12 +328,12 @@ async function bigTopic(prefix: string, count: number, extra: Record<string, str
     ...extra,
   };
   const config = loadConfig(env);
-  const redis = new Redis(redisUrl());
+  const redis = testRedis();
   const topics = new Topics(redis, { prefix: config.inbox.prefix }).tenant('acme');
   const inbox = new Inbox(redis, config.inbox).tenant('acme');
   const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
     prefix: config.queue.prefix,
-    connection: { url: config.redisUrl },
+    connection: queueConnection(),
   });
   const dispose = async () => {
     await queue.obliterate({ force: true });

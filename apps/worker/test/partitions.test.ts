@@ -8,9 +8,8 @@ import {
   type NotificationJob,
   notificationJobOptions,
 } from '@herald/protocol';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { queueConnection, randomId, redisEnv, testRedis, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -32,16 +31,16 @@ const item = (userId: string, n: number): NotificationJob => ({
 /** A worker on its own queue of four partitions, consuming `share`, and a Queue for each partition. */
 async function partitioned(share: string) {
   const config = loadConfig({
-    REDIS_URL: redisUrl(),
+    ...redisEnv(),
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_PUBSUB_KEY: randomId('pubsub'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     HERALD_QUEUE_PARTITIONS: '4',
     HERALD_WORKER_PARTITIONS: share,
   });
-  const redis = new Redis(redisUrl());
+  const redis = testRedis();
   const queues = queuePartitions(config.queue).map(
-    ({ name, prefix }) => new Queue(name, { prefix, connection: { url: config.redisUrl } }),
+    ({ name, prefix }) => new Queue(name, { prefix, connection: queueConnection() }),
   );
   const worker = await startWorker(config, pino({ level: 'silent' }));
   cleanups.push(async () => {

@@ -7,9 +7,9 @@ import {
   type NotificationJob,
   notificationJobOptions,
 } from '@herald/protocol';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { queueConnection, randomId, redisEnv, testRedis, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -20,7 +20,7 @@ function job(userId: string, extra: Partial<NotificationJob> = {}): Notification
 }
 
 describe('processNotification', () => {
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let inbox: Inbox;
   const pushed: NotificationEvent[] = [];
   const live: LivePublisher = {
@@ -28,7 +28,7 @@ describe('processNotification', () => {
     unread: () => {},
   };
   beforeAll(() => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
     inbox = new Inbox(redis, { prefix: `${randomId('inbox')}:` });
   });
   afterAll(() => redis.disconnect());
@@ -78,14 +78,14 @@ describe('job options (the gateway uses notificationJobOptions)', () => {
 
   it('a higher-priority job waiting with others is processed first', async () => {
     const config = loadConfig({
-      REDIS_URL: redisUrl(),
+      ...redisEnv(),
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_WORKER_CONCURRENCY: '1',
       HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     });
     const queue = new Queue<NotificationJob>(config.queue.name, {
       prefix: config.queue.prefix,
-      connection: { url: config.redisUrl },
+      connection: queueConnection(),
     });
     try {
       const user = randomId('u');

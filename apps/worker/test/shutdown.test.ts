@@ -1,25 +1,24 @@
 import { fileURLToPath } from 'node:url';
 import { Inbox } from '@herald/inbox';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
-import { randomId, redisUrl, startApp, waitFor } from '@herald/testing';
+import { queueConnection, randomId, redisEnv, startApp, testRedis, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
 
 describe('worker process', () => {
   const env = {
-    REDIS_URL: redisUrl(),
+    ...redisEnv(),
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     HERALD_PUBSUB_KEY: randomId('pubsub'),
   };
   const queue = new Queue<NotificationJob>(env.HERALD_QUEUE_NAME, {
     prefix: '{herald}',
-    connection: { url: env.REDIS_URL },
+    connection: queueConnection(),
   });
-  const redis = new Redis(env.REDIS_URL);
+  const redis = testRedis();
   const inbox = new Inbox(redis, { prefix: env.HERALD_INBOX_PREFIX });
   afterAll(async () => {
     await queue.obliterate({ force: true });

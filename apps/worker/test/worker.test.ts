@@ -1,8 +1,7 @@
 import { type LiveMessage, LiveSubscriber } from '@herald/live';
 import { NOTIFY_JOB_NAME, type NotificationJob } from '@herald/protocol';
-import { randomId, redisUrl, waitFor } from '@herald/testing';
+import { liveRedis, queueConnection, randomId, redisEnv, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
-import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config.js';
@@ -17,7 +16,7 @@ describe('worker', () => {
 
   beforeEach(async () => {
     const config = loadConfig({
-      REDIS_URL: redisUrl(),
+      ...redisEnv(),
       HERALD_QUEUE_NAME: randomId('queue'),
       HERALD_PUBSUB_KEY: pubsubKey,
       HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
@@ -25,7 +24,7 @@ describe('worker', () => {
     worker = await startWorker(config, pino({ level: 'silent' }));
     queue = new Queue(config.queue.name, {
       prefix: config.queue.prefix,
-      connection: { url: config.redisUrl },
+      connection: queueConnection(),
     });
     cleanups.push(async () => {
       await worker.close();
@@ -34,8 +33,8 @@ describe('worker', () => {
     });
 
     // A live subscriber on the same pub/sub key, standing in for a realtime instance.
-    const sub = new Redis(redisUrl());
-    live = new LiveSubscriber(sub, { key: pubsubKey, mode: 'classic' });
+    const sub = liveRedis();
+    live = new LiveSubscriber(sub, { key: pubsubKey, mode: config.pubsubMode });
     cleanups.push(() => sub.disconnect());
   });
 

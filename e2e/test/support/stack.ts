@@ -14,7 +14,17 @@ import {
   signUserToken,
   type UnreadEvent,
 } from '@herald/protocol';
-import { type AppProcess, isolatedEnv, randomId, startApp, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  isolatedEnv,
+  onRedisCluster,
+  randomId,
+  redisUrl as sharedRedisUrl,
+  startApp,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
 import { type Cluster, Redis } from 'ioredis';
 import { io, type ManagerOptions, type Socket, type SocketOptions } from 'socket.io-client';
@@ -124,10 +134,16 @@ export class Stack {
   readonly #ownKeys: boolean;
   readonly #queueConnection: Redis | Cluster | undefined;
 
-  /** `connect`: a client factory for Redis Cluster (default: one Redis at `redisUrl`). */
+  /**
+   * `connect`: a client factory for Redis Cluster (default: one Redis at `redisUrl`; the run's Redis
+   * Cluster when `redisUrl` is the run's Redis on a `TEST_REDIS_CLUSTER` run, with the apps set for it).
+   */
   constructor(redisUrl: string, extra: Record<string, string> = {}, connect?: () => Redis | Cluster) {
     this.env = stackEnv(redisUrl, extra);
     this.#ownKeys = connect === undefined;
+    if (connect === undefined && onRedisCluster() && redisUrl === sharedRedisUrl()) {
+      connect = () => testRedis({ maxRetriesPerRequest: null });
+    }
     // Like the gateway's producer, but patient: the Redis-restart test enqueues across the restart.
     this.redis = connect ? connect() : new Redis(redisUrl, { maxRetriesPerRequest: null });
     this.redis.on('error', () => {});
@@ -175,14 +191,18 @@ export class Stack {
     return { a, b, worker };
   }
 
+  /** The partition of the notification queue that carries `userId`'s notifications (of `tenantId`). */
+  queueOf(userId: string, tenantId = 'default'): Queue<NotificationJob> {
+    return this.queues[partitionOf(tenantId, userId, this.queues.length)] ?? this.queue;
+  }
+
   /**
    * Enqueues notifications the way the gateway does (job id = notification id, same options, in the
    * user's partition).
    */
   async send(userId: string, count: number, extra: Partial<NotificationJob> = {}): Promise<string[]> {
     const jobs = Array.from({ length: count }, (_, n) => notificationJob(userId, { n }, extra));
-    const queue = this.queues[partitionOf(extra.tenantId ?? 'default', userId, this.queues.length)];
-    await (queue ?? this.queue).addBulk(
+    await this.queueOf(userId, extra.tenantId).addBulk(
       jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
     );
     return jobs.map((job) => job.id);
@@ -226,10 +246,8 @@ export class Stack {
     await Promise.all(this.processes.map((app) => app.stop('SIGTERM', 5000)));
     try {
       await Promise.all(this.queues.map((queue) => queue.obliterate({ force: true })));
-      if (!this.#ownKeys || !(this.redis instanceof Redis)) throw new Error('cluster: disposed with it');
-      const stream = this.redis.scanStream({ match: `${this.env.HERALD_INBOX_PREFIX}*`, count: 1000 });
-      for await (const keys of stream as AsyncIterable<string[]>)
-        if (keys.length > 0) await this.redis.unlink(...keys);
+      if (!this.#ownKeys) throw new Error('a cluster of its own: disposed with it');
+      await deleteMatching(this.redis, `${this.env.HERALD_INBOX_PREFIX}*`);
     } catch {
       // a test that stopped its Redis for good
     }

@@ -1,12 +1,12 @@
-import { randomId, redisUrl } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { randomId, testRedis } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compareOffsets, Inbox, type InboxNotification, offsetSeq, ZERO_OFFSET } from '../src/index.js';
 
 describe('inbox', () => {
-  let redis: Redis;
+  let redis: Redis | Cluster;
   beforeAll(() => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
   });
   afterAll(() => redis.disconnect());
 
@@ -108,7 +108,7 @@ describe('inbox', () => {
     const user = randomId('u');
     const inbox = new Inbox(redis, { prefix }).tenant('acme');
     // The worker's side on a connection of its own, so that the race below is one.
-    const other = new Redis(redisUrl());
+    const other = testRedis();
     const worker = new Inbox(other, { prefix }).tenant('acme');
     const cancelled = await inbox.cancel(user, 'n-1');
     expect(cancelled.state).toBe('cancelled');

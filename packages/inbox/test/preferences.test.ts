@@ -1,5 +1,5 @@
-import { randomId, redisUrl } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { randomId, testRedis } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   Inbox,
@@ -11,9 +11,9 @@ import {
 } from '../src/index.js';
 
 describe('preferences: mutes, checked inside the append script', () => {
-  let redis: Redis;
+  let redis: Redis | Cluster;
   beforeAll(() => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
   });
   afterAll(() => redis.disconnect());
 

@@ -1,12 +1,12 @@
-import { randomId, redisUrl } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { randomId, testRedis } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkTopic, InboxError, Topics } from '../src/index.js';
 
 describe('topics', () => {
-  let redis: Redis;
+  let redis: Redis | Cluster;
   beforeAll(() => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
   });
   afterAll(() => redis.disconnect());
 

@@ -17,6 +17,27 @@ export type LivePublishErrorHandler = (error: unknown) => void;
 const ignore: LivePublishErrorHandler = () => {};
 
 /**
+ * PUBLISH in send order. On Redis Cluster ioredis sends a command without a key (PUBLISH) to a random
+ * node each time, and two messages of one channel that entered by two nodes can reach a subscriber out of
+ * order (each node forwards over its own cluster bus link): every classic publish goes through one master
+ * (the first by address), whose one connection keeps them in order. The Cluster forwards a classic message
+ * to every node whichever it entered by (sharded pub/sub, `HERALD_PUBSUB_MODE=sharded`, does not: the
+ * mode for a Cluster).
+ */
+function classicPublish(redis: Redis | Cluster): (channel: string, text: string) => Promise<number> {
+  if (!redis.isCluster) return (channel, text) => redis.publish(channel, text);
+  const cluster = redis as Cluster;
+  const address = (node: Redis) => `${node.options.host}:${node.options.port}`;
+  return (channel, text) => {
+    const masters = cluster.nodes('master');
+    // Not connected yet: through the Cluster client, which queues or refuses it as it does any command.
+    if (masters.length === 0) return cluster.publish(channel, text);
+    const first = masters.reduce((a, b) => (address(b) < address(a) ? b : a));
+    return first.publish(channel, text);
+  };
+}
+
+/**
  * Publishes {@link LiveMessage}s on each user's {@link liveChannel}: PUBLISH in `classic` mode, SPUBLISH in
  * `sharded` mode (Redis 7; on Redis Cluster the channel's hash tag picks its shard). Fire-and-forget: a
  * live message only saves the realtime server an inbox read, so a failed publish goes to `onError`, never
@@ -36,7 +57,7 @@ export function livePublisher(
   const publish =
     settings.mode === 'sharded'
       ? (channel: string, text: string) => redis.spublish(channel, text)
-      : (channel: string, text: string) => redis.publish(channel, text);
+      : classicPublish(redis);
   const send = (tenantId: string, userId: string, text: string) => {
     publish(liveChannel(settings.key, tenantId, userId), text).catch(onError);
   };

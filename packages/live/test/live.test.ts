@@ -1,5 +1,5 @@
-import { randomId, redisUrl, waitFor } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { liveRedis, randomId, testRedis, waitFor } from '@herald/testing';
+import { Cluster, type Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   type LiveMessage,
@@ -9,9 +9,10 @@ import {
   type PubsubMode,
 } from '../src/index.js';
 
-const connections: Redis[] = [];
+const connections: (Redis | Cluster)[] = [];
+// On a Redis Cluster run: a Cluster client, subscribing to sharded channels on their slot's node.
 const connect = () => {
-  const redis = new Redis(redisUrl());
+  const redis = liveRedis();
   connections.push(redis);
   return redis;
 };
@@ -61,12 +62,18 @@ describe.each<PubsubMode>(['classic', 'sharded'])('live channel (%s)', (mode) =>
     const probe = connect();
     const subscriber = new LiveSubscriber(connect(), settings);
     const channel = liveChannel(settings.key, 'acme', 'bob');
+    // Every node's subscriptions (on a Cluster, a subscription lives on one node: the sum is the count).
     const count = async () => {
-      const reply = (await probe.call('PUBSUB', mode === 'sharded' ? 'SHARDNUMSUB' : 'NUMSUB', channel)) as [
-        string,
-        number,
-      ];
-      return reply[1];
+      const nodes = probe instanceof Cluster ? probe.nodes('master') : [probe];
+      const replies = await Promise.all(
+        nodes.map(
+          (node) =>
+            node.call('PUBSUB', mode === 'sharded' ? 'SHARDNUMSUB' : 'NUMSUB', channel) as Promise<
+              [string, number]
+            >,
+        ),
+      );
+      return replies.reduce((sum, reply) => sum + reply[1], 0);
     };
     const first = subscriber.subscribe('acme', 'bob', () => {});
     const second = subscriber.subscribe('acme', 'bob', () => {});
@@ -84,7 +91,10 @@ describe.each<PubsubMode>(['classic', 'sharded'])('live channel (%s)', (mode) =>
   });
 
   it('a failed publish goes to onError, not to an unhandled rejection', async () => {
-    const broken = new Redis(redisUrl(), { lazyConnect: true, enableOfflineQueue: false });
+    const broken = testRedis(
+      { lazyConnect: true, enableOfflineQueue: false },
+      { lazyConnect: true, enableOfflineQueue: false },
+    );
     const errors: unknown[] = [];
     const publisher = livePublisher(broken, { key: randomId('live'), mode }, (error) => errors.push(error));
     publisher.notification('acme', event('alice', 1));

@@ -1,7 +1,7 @@
 import { createECDH, randomBytes } from 'node:crypto';
 import type { PushSubscriptionJSON } from '@herald/protocol';
-import { randomId, redisUrl } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { randomId, testRedis } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PUSH_SUBSCRIPTION_TTL_MS, PushSubscriptions, pushSubscriptionKeys } from '../src/index.js';
 
@@ -15,10 +15,10 @@ function subscription(n: number): PushSubscriptionJSON {
   };
 }
 
-let redis: Redis;
+let redis: Redis | Cluster;
 let prefix: string;
 beforeAll(() => {
-  redis = new Redis(redisUrl());
+  redis = testRedis();
 });
 afterAll(() => redis.disconnect());
 

@@ -1,6 +1,9 @@
 import { inject } from 'vitest';
 import { randomId } from './wait.js';
 
+/** Queue partitions of every app on the run's Redis Cluster: one per master. */
+export const CLUSTER_QUEUE_PARTITIONS = 3;
+
 /**
  * The settings that keep one test's Herald apps apart from every other test's on the shared Redis: the
  * test Redis, and a random queue name, deployment, pub/sub key and key prefixes. Spread it into an
@@ -13,12 +16,28 @@ import { randomId } from './wait.js';
  */
 export function isolatedEnv(redisUrl: string = inject('redisUrl')): Record<string, string> {
   return {
-    REDIS_URL: redisUrl,
+    ...redisEnv(redisUrl),
     HERALD_QUEUE_NAME: randomId('queue'),
     HERALD_DEPLOYMENT: randomId('deployment'),
     HERALD_PUBSUB_KEY: randomId('pubsub'),
     HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
     HERALD_RATE_LIMIT_PREFIX: `${randomId('rl')}:`,
     HERALD_KEY_PREFIX: `${randomId('herald')}:`,
+  };
+}
+
+/**
+ * Where an app finds `redisUrl` (default the test run's Redis): `REDIS_URL`, and on the run's Redis
+ * Cluster (`TEST_REDIS_CLUSTER`) what a Cluster deployment sets: its nodes, sharded pub/sub and a queue
+ * partition per master.
+ */
+export function redisEnv(redisUrl: string = inject('redisUrl')): Record<string, string> {
+  const cluster = redisUrl === inject('redisUrl') ? inject('redisCluster') : '';
+  if (!cluster) return { REDIS_URL: redisUrl };
+  return {
+    REDIS_URL: redisUrl,
+    HERALD_REDIS_CLUSTER_NODES: cluster,
+    HERALD_PUBSUB_MODE: 'sharded',
+    HERALD_QUEUE_PARTITIONS: String(CLUSTER_QUEUE_PARTITIONS),
   };
 }

@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { defineConfig, type ViteUserConfig } from 'vitest/config';
+import { configDefaults, defineConfig, type ViteUserConfig } from 'vitest/config';
 
 /** Path of the global setup that finds (or starts) the Redis the tests use. */
 export const redisGlobalSetup = fileURLToPath(new URL('./global-setup.js', import.meta.url));
@@ -7,6 +7,9 @@ export const redisGlobalSetup = fileURLToPath(new URL('./global-setup.js', impor
 /**
  * The Vitest config every Herald package uses: unit tests beside the code and integration tests in
  * `test/`, one Redis found by `global-setup`, generous timeouts (real processes on a busy machine).
+ * `notOnCluster`: the files a Redis Cluster run (`TEST_REDIS_CLUSTER`, see `global-setup`) leaves out,
+ * because they never use the run's Redis (they start a `redis-server` or a Cluster of their own, or none):
+ * the run on one Redis runs them, and they would run the same again.
  *
  * @example
  * ```ts
@@ -14,10 +17,12 @@ export const redisGlobalSetup = fileURLToPath(new URL('./global-setup.js', impor
  * export default heraldTestConfig();
  * ```
  */
-export function heraldTestConfig(): ViteUserConfig {
+export function heraldTestConfig(options: { notOnCluster?: readonly string[] } = {}): ViteUserConfig {
+  const onCluster = !['', '0', undefined].includes(process.env.TEST_REDIS_CLUSTER);
   return defineConfig({
     test: {
       include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
+      exclude: [...configDefaults.exclude, ...(onCluster ? (options.notOnCluster ?? []) : [])],
       globalSetup: [redisGlobalSetup],
       testTimeout: 60_000,
       hookTimeout: 60_000,

@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { WebhookJob } from '@herald/protocol';
-import { randomId, redisUrl } from '@herald/testing';
-import { Redis } from 'ioredis';
+import { randomId, testRedis } from '@herald/testing';
+import type { Cluster, Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -25,10 +25,10 @@ let server: Server;
 let base: string;
 let status = 204;
 const got: { headers: IncomingHttpHeaders; body: string }[] = [];
-let redis: Redis;
+let redis: Redis | Cluster;
 
 beforeAll(async () => {
-  redis = new Redis(redisUrl());
+  redis = testRedis();
   server = createServer((request, response) => {
     let body = '';
     request.on('data', (chunk: Buffer) => {

@@ -6,10 +6,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_TENANT, type PushMessage } from '@herald/protocol';
 import { PushSubscriptions } from '@herald/push';
-import { loopbackCertificate, randomId, redisUrl, waitFor } from '@herald/testing';
+import { loopbackCertificate, randomId, testRedis, waitFor } from '@herald/testing';
 // @ts-expect-error: http_ece has no types (the library web-push encrypts with)
 import ece from 'http_ece';
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { BrowserContext, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InboxPage } from '../support/inbox-page.js';
@@ -48,12 +48,12 @@ describe('Web Push on the inbox page, in Chromium', () => {
   });
   const received: PushMessage[] = [];
   let pushService: Server;
-  let redis: Redis;
+  let redis: Redis | Cluster;
   let subscriptions: PushSubscriptions;
   let endpoint: string;
 
   beforeAll(async () => {
-    redis = new Redis(redisUrl());
+    redis = testRedis();
     subscriptions = new PushSubscriptions(redis, env.stack.env.HERALD_INBOX_PREFIX ?? '');
     pushService = createServer(
       { cert: readFileSync(certFile), key: readFileSync(keyFile) },

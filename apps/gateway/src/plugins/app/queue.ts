@@ -48,11 +48,16 @@ export default fp(
     const connection = producerConnection(
       app,
       'queue',
-      {},
+      { lazyConnect: true },
       // With replicas to wait for, a replica that rejoins after a failover is seen within a second
       // (one CLUSTER SLOTS per second; ioredis's default is every 5 s).
-      config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
+      { lazyConnect: true, ...(config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {}) },
     );
+    // Connected (on Cluster: the slot table read) before the gateway takes a request, as `app.redis` is:
+    // otherwise its first requests after a start are refused (503) while the connection is still coming up.
+    await connection.connect().catch((error: unknown) => {
+      app.log.warn({ err: error }, 'queue not reachable at start; requests get 503 until it is');
+    });
     const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
       const queue = new Queue<NotificationJob>(name, { prefix, connection });
       queue.on('error', (error) => app.log.warn({ err: error, prefix }, 'queue connection error'));
