@@ -229,7 +229,8 @@ describe('failed notifications', () => {
         attempts: 1,
         reason: 'push refused',
       });
-      await worker.pause();
+      // Stopped, so that the retried one stays waiting.
+      await worker.close();
 
       const retried = await app.inject({ method: 'POST', url: `/admin/failed/${id}/retry`, headers: admin });
       expect(retried.statusCode).toBe(200);
