@@ -1,6 +1,6 @@
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
-import { queueConnection, } from '@herald/testing';
+import { queueConnection } from '@herald/testing';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -20,7 +20,9 @@ const app: FastifyInstance = await testAppForFile({
   HERALD_SENDER_RATE_LIMIT_BURST: '1000',
 });
 // Each partition's index of its envelopes (notification id -> envelope id), beside its queue.
-const indexes = app.queues.map((queue) => envelopeIndexKey({ prefix: queue.opts.prefix ?? '', name: queue.name }));
+const indexes = app.queues.map((queue) =>
+  envelopeIndexKey({ prefix: queue.opts.prefix ?? '', name: queue.name }),
+);
 afterAll(() => Promise.all(indexes.map((index) => app.queueConnection.del(index))));
 
 const send = (payload: object, headers = auth) =>
@@ -90,7 +92,9 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     });
     expect(response.statusCode).toBe(202);
     const ids = response.json<{ results: { id: string }[] }>().results.map((result) => result.id);
-    const carrying = (await envelopes()).filter((job) => job.data.items.some((item) => ids.includes(item.id)));
+    const carrying = (await envelopes()).filter((job) =>
+      job.data.items.some((item) => ids.includes(item.id)),
+    );
     const partitions = new Set(ids.map((_, n) => app.partitionOf('default', `b${n}`)));
     expect(carrying).toHaveLength(partitions.size);
     // Each envelope: the batch's notifications of its partition, in the batch's order.
