@@ -2,7 +2,7 @@ import { inject } from 'vitest';
 import { randomId } from './wait.js';
 
 /** Queue partitions of every app on the run's Redis Cluster: one per master. */
-export const CLUSTER_QUEUE_PARTITIONS = 3;
+const CLUSTER_QUEUE_PARTITIONS = 3;
 
 /**
  * The settings that keep one test's Herald apps apart from every other test's on the shared Redis: the

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
-import { parseClusterNodes, startRedisCluster } from './redis-cluster.js';
+import { clusterRunSetting, parseClusterNodes, startRedisCluster } from './redis-cluster.js';
 import { hasRedisServerBinary, type RedisServerHandle, startRedisServer } from './redis-server.js';
 
 declare module 'vitest' {
@@ -8,7 +8,7 @@ declare module 'vitest' {
     redisUrl: string;
     /**
      * `host:port,…` of the Redis Cluster the run uses (`TEST_REDIS_CLUSTER`), or "" on one Redis. Read it
-     * through `redisClusterNodes()` / `testRedis()` / `isolatedEnv()` from `@herald/testing`.
+     * through `onRedisCluster()` / `testRedis()` / `isolatedEnv()` from `@herald/testing`.
      */
     redisCluster: string;
   }
@@ -22,8 +22,8 @@ declare module 'vitest' {
  * Tests read it with `inject('redisUrl')` (or `redisUrl()` from `@herald/testing`).
  */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const cluster = process.env.TEST_REDIS_CLUSTER;
-  if (cluster !== undefined && cluster !== '' && cluster !== '0') return await setupCluster(project, cluster);
+  const cluster = clusterRunSetting();
+  if (cluster !== undefined) return await setupCluster(project, cluster);
   project.provide('redisCluster', '');
   const fromEnv = process.env.REDIS_URL;
   if (fromEnv) {

@@ -4,7 +4,7 @@ import { parseClusterNodes } from './redis-cluster.js';
 
 export { CHROMIUM_ARGS, CHROMIUM_PATH, launchChromium } from './browser.js';
 export { loopbackCertificate } from './certificate.js';
-export { CLUSTER_QUEUE_PARTITIONS, isolatedEnv, redisEnv } from './env.js';
+export { isolatedEnv, redisEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
 export { deleteMatching, keysMatching } from './keys.js';
 export { appOnOwnRedis } from './own-redis.js';
@@ -61,6 +61,7 @@ export function testRedis(
   if (nodes !== '') return new Cluster(parseClusterNodes(nodes), { ...cluster, redisOptions: options });
   return new Redis(redisUrl(), options);
 }
+
 /**
  * A {@link testRedis} client for live channels: on a Cluster run it subscribes to sharded channels on
  * their slot's node (`shardedSubscribers`), as realtime does with `HERALD_PUBSUB_MODE=sharded`.

@@ -26,6 +26,15 @@ export interface RedisClusterHandle {
 }
 
 /**
+ * `TEST_REDIS_CLUSTER` when it asks for a Redis Cluster run (`1`, or the `host:port,…` of a running
+ * Cluster), else undefined (unset, empty or `0`): read by the global setup and by `heraldTestConfig`.
+ */
+export function clusterRunSetting(env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const value = env.TEST_REDIS_CLUSTER;
+  return value === undefined || value === '' || value === '0' ? undefined : value;
+}
+
+/**
  * Parses `REDIS_CLUSTER_NODES` (`host:port,host:port,…`) into ioredis Cluster startup nodes.
  *
  * @example

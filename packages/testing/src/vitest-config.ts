@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig, type ViteUserConfig } from 'vitest/config';
+import { clusterRunSetting } from './redis-cluster.js';
 
 /** Path of the global setup that finds (or starts) the Redis the tests use. */
 export const redisGlobalSetup = fileURLToPath(new URL('./global-setup.js', import.meta.url));
@@ -18,7 +19,7 @@ export const redisGlobalSetup = fileURLToPath(new URL('./global-setup.js', impor
  * ```
  */
 export function heraldTestConfig(options: { notOnCluster?: readonly string[] } = {}): ViteUserConfig {
-  const onCluster = !['', '0', undefined].includes(process.env.TEST_REDIS_CLUSTER);
+  const onCluster = clusterRunSetting() !== undefined;
   return defineConfig({
     test: {
       include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
