@@ -256,7 +256,7 @@ function report(contenders: Contender[], elapsedMs: number): void {
   for (const c of contenders) {
     const all = c.breakdown ?? [];
     const scripts = all.filter((r) => r.name.startsWith('evalsha') || r.name.startsWith('fcall'));
-    const commands = all.filter((r) => !scripts.includes(r)).slice(0, 8);
+    const commands = all.filter((r) => !scripts.includes(r)).slice(0, Number(process.env.BENCH_TOP ?? 8));
     (c === herald ? lines : breakdowns).push(
       `Redis by script, ${label(c)} (SLOWLOG of every command, one more round; a script's time includes the commands it calls):`,
       '',

@@ -15,23 +15,34 @@ interface Pending {
   settled: Promise<void>;
   resolve: () => void;
   reject: (error: unknown) => void;
-  /** Sends it a fifth of `windowMs` after it opened, however many join meanwhile. */
+  /** Sends it once it has lingered (see {@link Envelopes}), however many join meanwhile. */
   linger: NodeJS.Timeout;
 }
+
+/** What sent an envelope: full, its linger was up, every request held was waiting (idle), shutdown. */
+export type EnvelopeFlush = 'full' | 'linger' | 'idle' | 'shutdown';
+
+/** Notifications an envelope should gather at the recent arrival rate (see {@link lingerMs}). */
+export const ENVELOPE_TARGET_ITEMS = 10;
 
 /**
  * Gathers the notifications one gateway accepts into one BullMQ job, an envelope of at most `maxItems`:
  * one add, one job for the worker to take and finish, where one job per notification costs Redis each of
- * those (the largest part of its work per notification). An envelope goes a fifth of `windowMs`
- * (`HERALD_ENVELOPE_WINDOW_MS`) after its first notification joined it, however many join meanwhile
- * (Kafka's `linger.ms`), or when full. Measured against the alternatives (bench:gateway with 50
- * connections, bench:cost at 1,000/s open loop, each pair in one run): a debounce (a fifth of the window
- * without a newcomer, at most the window) kept a connection pool's requests waiting for the whole window
- * while newcomers kept coming (4,724 req/s against 6,236 for group commit) for 0.89× group commit's
- * Redis work; group commit (an envelope at once when no add is on its way, else when it returns) and
- * this linger hold a pool's throughput (5,976 and 6,110 req/s), the linger for 0.92× group commit's
- * Redis work. Waiting while other requests are on their way filled envelopes most (0.48× the Redis
- * work of one job per notification, against the linger's 0.74×) but halved a pool's throughput.
+ * those (the largest part of its work per notification). An envelope goes when full, or once it has
+ * lingered (Kafka's `linger.ms`) for as long as the recent arrival rate takes to bring
+ * {@link ENVELOPE_TARGET_ITEMS} notifications, between a tenth of `windowMs` (`HERALD_ENVELOPE_WINDOW_MS`)
+ * and the whole window, however many join meanwhile. The rate is an exponentially weighted mean of the
+ * gaps between notifications (a batch's notifications share theirs).
+ *
+ * Why the arrival rate: at a steady 1,000/s a fixed linger of a fifth of the window (2 ms) gathered ~3
+ * notifications per envelope, so BullMQ's per-job scripts still cost Redis ~130 µs per notification
+ * (bench:cost); lingering until ~10 have come (the whole 10 ms window there) divides that by ~3. A pool
+ * of connections waiting for their answers (bench:gateway, 50 at once) makes the rate depend on the
+ * linger: aiming at 10 keeps its linger near the old 2 ms (aiming at 16 lengthened it to ~3 ms and cost
+ * the pool ~13 % of its requests/s), while a fixed long linger held every pooled request for the whole
+ * window. Measured before (bench:gateway, bench:cost, each pair in one run): a debounce (a fifth of the
+ * window without a newcomer) kept a pool waiting while newcomers kept coming (4,724 req/s against 6,236
+ * for group commit); group commit (an envelope at once when no add is on its way) filled envelopes least.
  * Every caller of {@link add} waits for its envelope's add, so a `202` still means the notification is
  * in Redis; an envelope's failure is each of its callers' (each answers its own 503). The envelope index
  * gets each notification's envelope first (status and cancel find it there).
@@ -45,30 +56,64 @@ interface Pending {
 export class Envelopes {
   #pending: Pending | undefined;
   readonly #index: string;
+  /** Mean gap between notifications, ms (exponentially weighted); starts at the window (a quiet gateway). */
+  #gapMs: number;
+  /** When the last notification came (`performance.now()`). */
+  #lastAt: number | undefined;
 
   constructor(
     private readonly queue: Queue,
     private readonly connection: Redis | Cluster,
-    private readonly options: { windowMs: number; maxItems: number; retry: RetryPolicy },
+    private readonly options: {
+      windowMs: number;
+      maxItems: number;
+      retry: RetryPolicy;
+      /** Told of every envelope sent, with what sent it. */
+      onFlush?: (reason: EnvelopeFlush) => void;
+    },
   ) {
     this.#index = envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name });
+    this.#gapMs = options.windowMs;
+  }
+
+  /**
+   * How long the next envelope lingers: what {@link ENVELOPE_TARGET_ITEMS} notifications take at the
+   * recent rate, between a tenth of the window (at least 1 ms) and the window.
+   */
+  lingerMs(): number {
+    const { windowMs } = this.options;
+    return Math.min(windowMs, Math.max(1, windowMs / 10, ENVELOPE_TARGET_ITEMS * this.#gapMs));
+  }
+
+  /** Counts `count` notifications arriving now into the mean gap. */
+  #arrived(count: number): void {
+    const now = performance.now();
+    if (this.#lastAt !== undefined && count > 0) {
+      // Each of the `count` shares the gap since the last arrival; weight 0.1 per notification, at most 1.
+      const gap = Math.min(now - this.#lastAt, this.options.windowMs) / count;
+      const weight = Math.min(1, 0.1 * count);
+      this.#gapMs += weight * (gap - this.#gapMs);
+    }
+    this.#lastAt = now;
   }
 
   /** Puts `items` (in send order) in the next envelope; resolves once that envelope is in Redis. */
   add(items: readonly NotificationJob[]): Promise<void> {
+    this.#arrived(items.length);
     const open = this.#pending;
-    if (open !== undefined && open.items.length + items.length > this.options.maxItems) this.flush();
+    if (open !== undefined && open.items.length + items.length > this.options.maxItems) this.flush('full');
     const pending = this.#pending ?? this.#open();
     pending.items.push(...items);
-    if (pending.items.length >= this.options.maxItems) this.flush();
+    if (pending.items.length >= this.options.maxItems) this.flush('full');
     return pending.settled;
   }
 
-  /** Sends the envelope being gathered now (on shutdown, or when it is full). */
-  flush(): void {
+  /** Sends the envelope being gathered now, if any, for `reason`. */
+  flush(reason: EnvelopeFlush): void {
     const pending = this.#pending;
     if (pending === undefined) return;
     this.#pending = undefined;
+    this.options.onFlush?.(reason);
     clearTimeout(pending.linger);
     this.#send(pending.items).then(pending.resolve, pending.reject);
   }
@@ -85,7 +130,7 @@ export class Envelopes {
       settled,
       resolve,
       reject,
-      linger: setTimeout(() => this.flush(), Math.max(1, this.options.windowMs / 5)),
+      linger: setTimeout(() => this.flush('linger'), this.lingerMs()),
     };
     this.#pending = pending;
     return pending;
@@ -102,5 +147,67 @@ export class Envelopes {
       this.connection.hset(this.#index, ...fields),
       this.queue.add(NOTIFY_ENVELOPE_JOB_NAME, data, envelopeJobOptions(envelopeId, this.options.retry)),
     ]);
+  }
+}
+
+/**
+ * The enqueueing requests a gateway holds, to send the envelopes being gathered at once when no other
+ * notification can be on its way: every request in flight is waiting for an envelope, and there are as
+ * many as the most held at once over the last second or two. A pool of connections that waits for its
+ * answers (a backend sending one at a time, or 50 at once) is then never held for a linger it cannot
+ * fill; independent senders (more in flight at their peaks than at most moments) still get the linger.
+ *
+ * @example
+ * ```ts
+ * const senders = new EnvelopeSenders(() => envelopes.forEach((e) => e.flush('idle')));
+ * const sender = senders.enter(reply.raw); // its end (answered or aborted) leaves
+ * sender.wait(); // about to wait for its envelope(s)
+ * ```
+ */
+export class EnvelopeSenders {
+  #inFlight = 0;
+  #waiting = 0;
+  #peak = 0;
+  #previousPeak = 0;
+  #peakSince = performance.now();
+
+  constructor(private readonly onAllWaiting: () => void) {}
+
+  /** Counts a request in until `response` closes (answered, or its connection gone). */
+  enter(response: { once(event: 'close', listener: () => void): unknown }): { wait(): void } {
+    this.#inFlight += 1;
+    const now = performance.now();
+    if (now - this.#peakSince >= 1000) {
+      this.#previousPeak = now - this.#peakSince >= 2000 ? 0 : this.#peak;
+      this.#peak = 0;
+      this.#peakSince = now;
+    }
+    if (this.#inFlight > this.#peak) this.#peak = this.#inFlight;
+    let waiting = false;
+    let left = false;
+    response.once('close', () => {
+      if (left) return;
+      left = true;
+      this.#inFlight -= 1;
+      if (waiting) this.#waiting -= 1;
+      this.#check();
+    });
+    return {
+      wait: () => {
+        if (waiting || left) return;
+        waiting = true;
+        this.#waiting += 1;
+        this.#check();
+      },
+    };
+  }
+
+  #check(): void {
+    if (
+      this.#waiting > 0 &&
+      this.#waiting >= this.#inFlight &&
+      this.#inFlight >= Math.max(this.#peak, this.#previousPeak)
+    )
+      this.onAllWaiting();
   }
 }

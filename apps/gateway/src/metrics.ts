@@ -27,6 +27,8 @@ export interface GatewayMetrics {
   /** Feeds `herald_http_requests_total`. */
   requests: RequestTally;
   enqueueSeconds: Histogram;
+  /** `herald_envelopes_total{reason}`: envelopes sent, by what sent them (see EnvelopeFlush). */
+  envelopes: Counter<'reason'>;
   queueDepth: Gauge<'state'>;
   /**
    * Where `herald_ratelimit_decisions_total` reads its totals on scrape: the limiters' own counters per
@@ -57,6 +59,12 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
       name: 'herald_enqueue_duration_seconds',
       help: 'Time to put notifications durably into the queue',
       buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+      registers: [registry],
+    }),
+    envelopes: new Counter({
+      name: 'herald_envelopes_total',
+      help: 'Envelopes (queue jobs of many notifications) sent, by reason: full, linger (its time was up), idle (every request held was waiting for one), shutdown',
+      labelNames: ['reason'],
       registers: [registry],
     }),
     queueDepth: queueDepthGauge(registry, queueCounts),

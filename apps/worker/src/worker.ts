@@ -105,7 +105,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   const redis = createRedis(
     target,
     'worker',
-    {},
+    { enableAutoPipelining: true },
     config.redisWaitReplicas > 0 ? { slotsRefreshInterval: 1000 } : {},
   );
   // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).

@@ -118,6 +118,8 @@ export function createRedis(
   const options = { ...REDIS_ROLE_OPTIONS[role], ...extra };
   if (target.clusterNodes !== undefined) {
     return new Cluster(target.clusterNodes, {
+      // Auto-pipelining is the Cluster's own option (it pipelines per node), not a node's.
+      ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
       ...cluster,
       redisOptions: { ...clusterNodeOptions(target.url), ...options },
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),

@@ -9,7 +9,7 @@ import type { JobsOptions } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
-import { Envelopes } from '../../envelopes.js';
+import { EnvelopeSenders, Envelopes } from '../../envelopes.js';
 import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -30,6 +30,12 @@ declare module 'fastify' {
        * load starved the gateways on a 2-core machine).
        */
       refuseUndurable(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void;
+      /**
+       * Route `onRequest` hook of the enqueueing routes: counts the request among those in flight, so that
+       * the envelopes being gathered go at once when every request held is waiting for one (see
+       * {@link EnvelopeSenders}).
+       */
+      track(request: FastifyRequest, reply: FastifyReply, done: () => void): void;
     };
   }
 }
@@ -49,12 +55,21 @@ export default fp(
                 windowMs: config.envelopeWindowMs,
                 maxItems: config.envelopeMaxItems,
                 retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
+                onFlush: (reason) => app.metrics.envelopes.inc({ reason }),
               }),
           )
         : undefined;
+    const senders = new EnvelopeSenders(() => {
+      for (const envelope of envelopes ?? []) envelope.flush('idle');
+    });
+    const tracked = new WeakMap<FastifyRequest, { wait(): void }>();
+    const track = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+      if (envelopes !== undefined) tracked.set(request, senders.enter(reply.raw));
+      done();
+    };
     // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
     app.addHook('preClose', async () => {
-      for (const envelope of envelopes ?? []) envelope.flush();
+      for (const envelope of envelopes ?? []) envelope.flush('shutdown');
     });
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
       const identity = request.identity;
@@ -106,7 +121,11 @@ export default fp(
       };
       await addDurably(
         app,
-        () => Promise.all([...byPartition].map(([partition, group]) => add(partition, group))),
+        () => {
+          const added = Promise.all([...byPartition].map(([partition, group]) => add(partition, group)));
+          if (enveloped) tracked.get(request)?.wait();
+          return added;
+        },
         derivedId !== undefined,
         [...byPartition.keys()],
       );
@@ -133,7 +152,7 @@ export default fp(
       }
       done(unavailable('The queue (its Redis replicas)', refusal));
     };
-    app.decorate('notifications', { enqueue, refuseUndurable });
+    app.decorate('notifications', { enqueue, refuseUndurable, track });
   },
   {
     name: 'notifications',

@@ -20,7 +20,12 @@ declare module 'fastify' {
 export default fp(
   async (app: FastifyInstance) => {
     const { config } = app;
-    const redis = producerConnection(app, 'redis', { lazyConnect: true }, { lazyConnect: true });
+    const redis = producerConnection(
+      app,
+      'redis',
+      { lazyConnect: true, enableAutoPipelining: true },
+      { lazyConnect: true },
+    );
     await redis.connect().catch((error: unknown) => {
       app.log.warn({ err: error }, 'redis not reachable at start; requests get 503 until it is');
     });

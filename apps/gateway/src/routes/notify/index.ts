@@ -57,7 +57,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify',
     {
-      onRequest: [app.authenticate, app.notifications.refuseUndurable],
+      onRequest: [app.notifications.track, app.authenticate, app.notifications.refuseUndurable],
       preValidation: [checkSend, app.idempotencyCheck],
       config: {
         rateLimit: app.notifyRateLimit((request) =>
@@ -94,7 +94,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify/batch',
     {
-      onRequest: [app.authenticate, app.notifications.refuseUndurable],
+      onRequest: [app.notifications.track, app.authenticate, app.notifications.refuseUndurable],
       preValidation: [app.idempotencyCheck, sortBatch],
       config: { rateLimit: app.notifyRateLimit(validItems) },
       schema: {

@@ -1,0 +1,106 @@
+import { randomUUID } from 'node:crypto';
+import { NOTIFY_ENVELOPE_JOB_NAME, type NotificationEnvelope } from '@herald/protocol';
+import { waitFor } from '@herald/testing';
+import type { Job } from 'bullmq';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { API_KEY, auth, everyPartition, testAppForFile } from './helpers.js';
+import { open, parseAnswer } from './raw-http.js';
+
+// A long window (the longest the Redis timeout allows), so that what sends an envelope early shows.
+const app = await testAppForFile({
+  HERALD_ENVELOPE_WINDOW_MS: '1000',
+  HERALD_REDIS_TIMEOUT_MS: '4000',
+  HERALD_RATE_LIMIT_BURST: '1000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '1000',
+});
+let port: number;
+beforeAll(async () => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  port = typeof address === 'object' && address ? address.port : 0;
+});
+
+/** herald_envelopes_total by reason, from /metrics. */
+async function flushes(): Promise<Record<string, number>> {
+  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  const counts: Record<string, number> = {};
+  for (const match of text.matchAll(/^herald_envelopes_total\{reason="(\w+)"\} (\d+)/gm))
+    counts[match[1] ?? ''] = Number(match[2]);
+  return counts;
+}
+
+/** Recipient decisions allowed so far (a request past them is in an envelope within the same turn). */
+async function allowed(): Promise<number> {
+  const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
+  return Number(
+    /herald_ratelimit_decisions_total\{policy="recipient",outcome="allowed"\} (\d+)/.exec(text)?.[1] ?? 0,
+  );
+}
+
+async function envelopeHolding(id: string): Promise<Job<NotificationEnvelope> | undefined> {
+  const jobs = (await everyPartition(app).getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+  return jobs.find(
+    (job) => job.name === NOTIFY_ENVELOPE_JOB_NAME && job.data.items.some((item) => item.id === id),
+  );
+}
+
+// In file order: the first test's sender is alone (the most requests held at once so far: one).
+describe('envelopes go when no other notification can be on its way', () => {
+  it('a sender that waits for each answer is not held for the window: each envelope goes as soon as its request waits (idle), none lingers', async () => {
+    for (let i = 0; i < 5; i++) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: auth,
+        payload: { userId: `alone-${randomUUID()}`, payload: { i } },
+      });
+      expect(response.statusCode).toBe(202);
+    }
+    const counts = await flushes();
+    expect(counts.idle).toBe(5);
+    expect(counts.linger ?? 0).toBe(0);
+  });
+
+  it('a request still on its way (its body not yet sent) holds the envelope: both ride in one', async () => {
+    const slowUser = `slow-${randomUUID()}`;
+    const slowBody = JSON.stringify({ userId: slowUser, payload: { slow: true } });
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    // The headers and half the body: the request is in flight, not yet waiting for an envelope.
+    const half = Math.floor(slowBody.length / 2);
+    socket.write(
+      `POST /notify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(slowBody)}\r\n\r\n${slowBody.slice(0, half)}`,
+    );
+    const before = await flushes();
+    const allowedBefore = await allowed();
+    const fast = app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: auth,
+      payload: { userId: `fast-${randomUUID()}`, payload: { fast: true } },
+    });
+    // The fast one waits in the envelope being gathered (nothing sent yet: the slow one is on its way).
+    await waitFor(async () => (await allowed()) > allowedBefore, {
+      timeoutMs: 5000,
+      what: 'the fast request to be past its limits',
+    });
+    // Waiting, not sent: the slow one is on its way.
+    expect(await flushes()).toEqual(before);
+    socket.write(slowBody.slice(half));
+    const fastAnswer = await fast;
+    expect(fastAnswer.statusCode).toBe(202);
+    await waitFor(() => parseAnswer(Buffer.concat(received).toString()) !== undefined, {
+      timeoutMs: 5000,
+      what: 'the slow request to be answered',
+    });
+    socket.destroy();
+    const slowAnswer = parseAnswer(Buffer.concat(received).toString());
+    expect(slowAnswer?.status).toBe(202);
+    const fastId = (fastAnswer.json() as { id: string }).id;
+    const slowId = (JSON.parse(slowAnswer?.body ?? '{}') as { id: string }).id;
+    const envelope = await envelopeHolding(fastId);
+    expect(envelope?.data.items.map((item) => item.id).sort()).toEqual([fastId, slowId].sort());
+  });
+});
