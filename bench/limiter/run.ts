@@ -2,7 +2,7 @@
 // (redis-benchmark running Herald's token-bucket script by EVALSHA), side by side in one run against one
 // Redis (REDIS_URL, else 127.0.0.1:6379), loopback only. Not a test: nothing here asserts.
 //
-//   pnpm --filter @herald/bench limiter      (BENCH_ROUNDS=5, BENCH_ROUND_SECONDS=1.8; whole run < 2 min)
+//   pnpm --filter @herald/bench limiter      (BENCH_ROUNDS=5, BENCH_ROUND_SECONDS=1.8; whole run about 2 min)
 //
 // The machine is shared and noisy, so every contender runs once per round, in a rotated order, for the
 // same time, and the ratios are the MEDIAN OF PER-ROUND RATIOS (two contenders of one round saw the same
