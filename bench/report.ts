@@ -5,21 +5,6 @@ import { readFileSync, writeFileSync } from 'node:fs';
 
 const README = new URL('./README.md', import.meta.url);
 
-/** A Mermaid bar chart (GitHub renders it) of `values` by `labels`. */
-export function barChart(title: string, axis: string, bars: { label: string; value: number }[]): string {
-  const shown = bars.filter((bar) => Number.isFinite(bar.value));
-  const top = Math.max(1, ...shown.map((bar) => bar.value));
-  return [
-    '```mermaid',
-    'xychart-beta',
-    `  title "${title}"`,
-    `  x-axis [${shown.map((bar) => `"${bar.label.replace(/"/g, "'")}"`).join(', ')}]`,
-    `  y-axis "${axis}" 0 --> ${Number((top * 1.15).toPrecision(2))}`,
-    `  bar [${shown.map((bar) => Number(bar.value.toPrecision(3))).join(', ')}]`,
-    '```',
-  ].join('\n');
-}
-
 /**
  * Replaces section `name` of bench/README.md with `markdown`, stamped with the command and the time.
  * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).

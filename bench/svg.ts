@@ -4,7 +4,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { scaleLinear } from 'd3-scale';
 
-/** One group of bars (a row label) and its value per series. */
+/**
+ * One group of bars (a row label) and its value per series, in the series' order; a group with fewer
+ * values than series (one measured by the first series only) takes the room of its own bars only.
+ */
 export interface BarGroup {
   label: string;
   values: (number | undefined)[];
@@ -30,8 +33,14 @@ const BOTTOM = 40;
 
 const xmlText = (text: string) =>
   text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+// Thousands separated (a limiter's 1,561,100 decisions/s), fewer decimals as values grow.
 const figure = (value: number) =>
-  value >= 100 ? value.toFixed(0) : value >= 10 ? value.toFixed(1) : value.toFixed(2);
+  value >= 100
+    ? Math.round(value).toLocaleString('en-US')
+    : value >= 10
+      ? value.toFixed(1)
+      : value.toFixed(2);
+const LEGEND_ROW = 18;
 
 /** The SVG of `chart`: a row per group, a bar per series, each with its value at its end. */
 export function barChartSvg(chart: BarChart): string {
@@ -40,35 +49,49 @@ export function barChartSvg(chart: BarChart): string {
     .domain([0, Math.max(1, ...values) * 1.12])
     .range([LABEL, WIDTH - 24])
     .nice();
-  const rowHeight = chart.series.length * BAR + GAP;
-  const height = TOP + chart.groups.length * rowHeight + BOTTOM;
+  // The legend wraps onto further rows (each series' swatch and name) rather than run off the right edge.
+  const legend: { x: number; row: number; name: string }[] = [];
+  let legendX = 16;
+  let legendRow = 0;
+  for (const name of chart.series) {
+    const width = 28 + name.length * 7;
+    if (legendX > 16 && legendX + width > WIDTH - 16) {
+      legendX = 16;
+      legendRow++;
+    }
+    legend.push({ x: legendX, row: legendRow, name });
+    legendX += width;
+  }
+  const top = TOP + legendRow * LEGEND_ROW;
+  const bars = (group: BarGroup) => Math.max(1, Math.min(chart.series.length, group.values.length));
+  const height = top + chart.groups.reduce((sum, group) => sum + bars(group) * BAR + GAP, 0) + BOTTOM;
   const parts: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" role="img" aria-label="${xmlText(chart.title)}" width="${WIDTH}" height="${height}" viewBox="0 0 ${WIDTH} ${height}" font-family="system-ui, sans-serif" font-size="12">`,
     `<title>${xmlText(chart.title)}</title>`,
     `<rect width="${WIDTH}" height="${height}" fill="#fff"/>`,
     `<text x="16" y="24" font-size="15" font-weight="600">${xmlText(chart.title)}</text>`,
   ];
-  // Legend.
-  let legendX = 16;
-  for (const [i, name] of chart.series.entries()) {
-    parts.push(`<rect x="${legendX}" y="36" width="12" height="12" fill="${COLOURS[i % COLOURS.length]}"/>`);
-    parts.push(`<text x="${legendX + 16}" y="46">${xmlText(name)}</text>`);
-    legendX += 28 + name.length * 7;
+  for (const [i, { x: lx, row, name }] of legend.entries()) {
+    const y = 36 + row * LEGEND_ROW;
+    parts.push(`<rect x="${lx}" y="${y}" width="12" height="12" fill="${COLOURS[i % COLOURS.length]}"/>`);
+    parts.push(`<text x="${lx + 16}" y="${y + 10}">${xmlText(name)}</text>`);
   }
   // Grid and ticks.
   const bottom = height - BOTTOM;
   for (const tick of x.ticks(6)) {
     const px = x(tick);
-    parts.push(`<line x1="${px}" y1="${TOP - 6}" x2="${px}" y2="${bottom}" stroke="#e5e5e5"/>`);
-    parts.push(`<text x="${px}" y="${bottom + 16}" text-anchor="middle" fill="#555">${tick}</text>`);
+    parts.push(`<line x1="${px}" y1="${top - 6}" x2="${px}" y2="${bottom}" stroke="#e5e5e5"/>`);
+    parts.push(
+      `<text x="${px}" y="${bottom + 16}" text-anchor="middle" fill="#555">${tick.toLocaleString('en-US')}</text>`,
+    );
   }
   parts.push(
     `<text x="${(LABEL + WIDTH) / 2}" y="${bottom + 32}" text-anchor="middle" fill="#555">${xmlText(chart.unit)}</text>`,
   );
-  for (const [row, group] of chart.groups.entries()) {
-    const y0 = TOP + row * rowHeight;
+  let y0 = top;
+  for (const group of chart.groups) {
     parts.push(
-      `<text x="${LABEL - 8}" y="${y0 + (chart.series.length * BAR) / 2 + 4}" text-anchor="end">${xmlText(group.label)}</text>`,
+      `<text x="${LABEL - 8}" y="${y0 + (bars(group) * BAR) / 2 + 4}" text-anchor="end">${xmlText(group.label)}</text>`,
     );
     for (const [i, value] of group.values.entries()) {
       if (value === undefined || !Number.isFinite(value)) continue;
@@ -79,6 +102,7 @@ export function barChartSvg(chart: BarChart): string {
       );
       parts.push(`<text x="${end + 4}" y="${y + BAR - 6}" fill="#333">${figure(value)}</text>`);
     }
+    y0 += bars(group) * BAR + GAP;
   }
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;

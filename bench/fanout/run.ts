@@ -15,7 +15,8 @@ import { Topics } from '@herald/inbox';
 import { startRedisServer, waitFor } from '@herald/testing';
 import { Redis } from 'ioredis';
 import { startPipeline } from '../delivery/pipeline.js';
-import { barChart, writeReport } from '../report.js';
+import { writeReport } from '../report.js';
+import { writeChart } from '../svg.js';
 
 const SIZES = (process.env.BENCH_SIZES ?? '10000,100000').split(',').map(Number);
 const SINGLES_PER_SECOND = Number(process.env.BENCH_SINGLES_PER_SECOND ?? 20);
@@ -115,8 +116,8 @@ async function main(): Promise<void> {
   async function singles(
     seconds: number,
     until: () => boolean,
-  ): Promise<{ latencies: number[]; refused: number }> {
-    const sends: Promise<{ id: string | undefined; at: number }>[] = [];
+  ): Promise<{ latencies: number[]; refused: string }> {
+    const sends: Promise<{ id: string | undefined; at: number; status: number }>[] = [];
     const from = performance.now();
     while (sends.length < seconds * SINGLES_PER_SECOND || !until()) {
       const at = performance.now();
@@ -151,6 +152,13 @@ async function main(): Promise<void> {
 
   const quiet = await singles(QUIET_SECONDS, () => true);
   const rows: string[][] = [];
+  /** Per topic size: recipients/s, Redis CPU µs per recipient and each command's µs per recipient. */
+  const measured: {
+    size: number;
+    perSecond: number;
+    cpuPerRecipient: number;
+    commands: Map<string, number>;
+  }[] = [];
   let isolation: string[] = [];
   try {
     for (const size of SIZES) {
@@ -179,7 +187,14 @@ async function main(): Promise<void> {
       const seconds = (Date.parse(status.sentAt as string) - Date.parse(status.createdAt as string)) / 1000;
       const cpuMicros = (await redisCpuMicros(redis)) - cpuBefore;
       const recipients = status.recipients as { reached: number };
-      const top = await topCommands(redis, 4);
+      const commands = await topCommands(redis, Number.POSITIVE_INFINITY);
+      const top = commands.slice(0, 4);
+      measured.push({
+        size,
+        perSecond: recipients.reached / seconds,
+        cpuPerRecipient: cpuMicros / recipients.reached,
+        commands: new Map(commands.map((c) => [c.name, c.usec / recipients.reached])),
+      });
       rows.push([
         size.toLocaleString('en'),
         recipients.reached.toLocaleString('en'),
@@ -222,14 +237,26 @@ async function main(): Promise<void> {
     ...isolation,
   ];
   process.stdout.write(`${lines.join('\n')}\n`);
-  writeReport(
-    'fanout',
-    `${lines.join('\n')}\n\n${barChart(
-      'recipients per second by topic size',
-      'recipients/s',
-      rows.map((row) => ({ label: row[0] ?? '', value: Number((row[3] ?? '').replace(/,/g, '')) })),
-    )}`,
-  );
+  const sizeLabel = (size: number) => `${size.toLocaleString('en')} subscribers`;
+  const rateChart = writeChart('fanout-rate', {
+    title: 'Topic fan-out: recipients per second by topic size (202 → sent)',
+    unit: 'recipients/s (reached ÷ (sentAt − createdAt))',
+    series: ['Herald topic send'],
+    groups: measured.map((m) => ({ label: sizeLabel(m.size), values: [m.perSecond] })),
+  });
+  // The commands of the largest send's top 4 (a script's µs include the commands it calls), beside
+  // Redis's whole CPU: whether the cost per recipient stays flat as the audience grows, and where it goes.
+  const commandNames = [...(measured.at(-1)?.commands.keys() ?? [])].slice(0, 4);
+  const redisChart = writeChart('fanout-redis', {
+    title: 'Topic fan-out: Redis µs per recipient by topic size',
+    unit: "µs per recipient (INFO cpu; INFO commandstats, a script's µs with the commands it calls)",
+    series: ['Redis CPU (user + sys)', ...commandNames],
+    groups: measured.map((m) => ({
+      label: sizeLabel(m.size),
+      values: [m.cpuPerRecipient, ...commandNames.map((name) => m.commands.get(name) ?? 0)],
+    })),
+  });
+  writeReport('fanout', `${lines.join('\n')}\n\n${rateChart}\n\n${redisChart}`);
 }
 
 await main();

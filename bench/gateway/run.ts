@@ -20,7 +20,8 @@ import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
-import { barChart, commitOf, writeReport } from '../report.js';
+import { commitOf, writeReport } from '../report.js';
+import { writeChart } from '../svg.js';
 
 const require = createRequire(import.meta.url);
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -235,7 +236,14 @@ if (BASELINE !== undefined) {
 for (const contender of contenders)
   await load(contender.port, contender.userId, contender.headers, WARMUP_SECONDS);
 
-type Sample = { rps: number; p50: number; p99: number; statuses: Record<string, number> };
+type Sample = {
+  rps: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  statuses: Record<string, number>;
+};
 const samples = new Map<string, Sample[]>(contenders.map((c) => [c.name, []]));
 /**
  * The order of one round: each round starts one contender later (as bench/limiter does), so no contender
@@ -261,7 +269,9 @@ for (let round = 1; round <= ROUNDS; round++) {
     samples.get(contender.name)?.push({
       rps: result.requests.average,
       p50: result.latency.p50,
+      p90: result.latency.p90,
       p99: result.latency.p99,
+      p999: result.latency.p99_9,
       statuses,
     });
     process.stderr.write(
@@ -313,6 +323,52 @@ console.table(rows);
 const method = `${ROUNDS} rounds × ${SECONDS} s × ${CONNECTIONS} connections per contender; Redis ${REDIS_URL}${BASELINE === undefined ? '' : `; baseline: the gateway of ${commitOf(BASELINE)}`}`;
 console.log(method);
 const columns = Object.keys(rows[0] ?? {});
+// The full gateway against the references it is held to, (a) and (b), and the baseline's gateway if
+// any: req/s round by round (the table has only the medians, and a ratio is only as good as its rounds'
+// agreement), then the latency distribution beyond the table's p50 and p99.
+const compared = [
+  'Herald full gateway',
+  REFERENCE_A,
+  REFERENCE_B,
+  ...(BASELINE === undefined ? [] : [BASELINE_OF['Herald full gateway'] as string]),
+];
+const series = [
+  'Herald full gateway',
+  '(a) bare Fastify + one BullMQ add',
+  '(b) Fastify + @fastify/rate-limit (Redis store) + BullMQ add',
+  ...(BASELINE === undefined ? [] : [`baseline ${commitOf(BASELINE)}: full gateway`]),
+];
+const of = (name: string) => samples.get(name) ?? [];
+const throughputChart = writeChart('gateway-throughput', {
+  title: 'POST /notify req/s: the full gateway and the references (a) and (b), round by round',
+  unit: `requests/s (autocannon, ${CONNECTIONS} connections, ${SECONDS} s per round)`,
+  series,
+  groups: [
+    ...Array.from({ length: ROUNDS }, (_, round) => ({
+      label: `round ${round + 1}`,
+      values: compared.map((name) => of(name)[round]?.rps),
+    })),
+    {
+      label: `median of ${ROUNDS} rounds`,
+      values: compared.map((name) => median(of(name).map((s) => s.rps))),
+    },
+  ],
+});
+const percentiles = [
+  ['p50', 'p50'],
+  ['p90', 'p90'],
+  ['p99', 'p99'],
+  ['p99.9', 'p999'],
+] as const;
+const latencyChart = writeChart('gateway-latency', {
+  title: 'POST /notify latency: the full gateway and the references (a) and (b)',
+  unit: `ms (autocannon, ${CONNECTIONS} connections; median of ${ROUNDS} rounds)`,
+  series,
+  groups: percentiles.map(([label, key]) => ({
+    label,
+    values: compared.map((name) => median(of(name).map((s) => s[key]))),
+  })),
+});
 writeReport(
   'gateway',
   [
@@ -322,14 +378,9 @@ writeReport(
     `| ${columns.map(() => '---').join(' | ')} |`,
     ...rows.map((row) => `| ${Object.values(row).join(' | ')} |`),
     '',
-    barChart(
-      'req/s vs bare Fastify (median of rounds)',
-      'ratio',
-      rows.map((row) => ({
-        label: row.contender,
-        value: Number.parseFloat(row['vs bare (median of rounds)']),
-      })),
-    ),
+    throughputChart,
+    '',
+    latencyChart,
   ].join('\n'),
 );
 
