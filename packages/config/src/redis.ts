@@ -101,8 +101,8 @@ export function clusterNodeOptions(url: string): RedisOptions {
 
 /**
  * A Redis (or Cluster) client for `role` (see {@link REDIS_ROLE_OPTIONS}), with `extra` options on top
- * (on Cluster: for every node, with `REDIS_URL`'s credentials, see {@link clusterNodeOptions}) and
- * `cluster`'s Cluster options.
+ * (on Cluster: for every node, with `REDIS_URL`'s credentials, see {@link clusterNodeOptions}, and
+ * without `enableAutoPipelining`) and `cluster`'s Cluster options.
  *
  * @example
  * ```ts
@@ -117,11 +117,15 @@ export function createRedis(
 ): Redis | Cluster {
   const options = { ...REDIS_ROLE_OPTIONS[role], ...extra };
   if (target.clusterNodes !== undefined) {
+    // Auto-pipelining stays off on a Cluster: ioredis 5 picks a command's slot from its first argument
+    // there (an EVALSHA's SHA), so pipelined scripts of different slots fail with "All keys in the
+    // pipeline should belong to the same slots allocation group" (redis/ioredis#2109), and an envelope
+    // whose notifications failed so went back one by one, out of their users' order (worker tests on a
+    // Cluster).
+    const { enableAutoPipelining: _off, ...nodeOptions } = options;
     return new Cluster(target.clusterNodes, {
-      // Auto-pipelining is the Cluster's own option (it pipelines per node), not a node's.
-      ...(options.enableAutoPipelining ? { enableAutoPipelining: true } : {}),
       ...cluster,
-      redisOptions: { ...clusterNodeOptions(target.url), ...options },
+      redisOptions: { ...clusterNodeOptions(target.url), ...nodeOptions },
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
     });
   }
