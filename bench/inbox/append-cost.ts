@@ -1,9 +1,9 @@
 // Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
 // script before the append-slim change (append-n.before.lua beside this file, kept for this comparison
-// only), side by side on one private redis-server: INFO commandstats usec of EVALSHA over the
+// only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO commandstats usec of EVALSHA over the
 // notifications appended, for K notifications per call over USERS users with a ~300-byte JSON payload.
 // Two inbox states: "growing" (below maxLength: nothing trimmed) and "full" (at maxLength: every append
-// trims the oldest entry). The scripts take turns ROUNDS times; the table shows the median of the rounds
+// trims the oldest entry). The table shows the median of ROUNDS runs
 // and the ratio new / before. Prints a table; writes no README section.
 //
 //   cd bench && npx tsx inbox/append-cost.ts   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~1 min)
@@ -27,6 +27,7 @@ const scripts = {
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
 type Version = keyof typeof scripts;
+const VERSIONS = ['before', 'new'] as const;
 
 /** A notification as the worker stores it: ~300 bytes of JSON. */
 function notification(userId: string) {
@@ -79,10 +80,15 @@ function call(prefix: string, userId: string, maxLength: number): { keys: string
   };
 }
 
-async function append(redis: Redis, sha: string, calls: { keys: string[]; args: string[] }[]) {
+interface Server {
+  redis: Redis;
+  sha: string;
+}
+
+async function append(server: Server, calls: { keys: string[]; args: string[] }[]) {
   const keys = calls.flatMap((c) => c.keys);
   const args = calls.flatMap((c) => c.args);
-  await redis.evalsha(sha, keys.length, ...keys, calls.length, '', ...args);
+  await server.redis.evalsha(server.sha, keys.length, ...keys, calls.length, '', ...args);
 }
 
 async function evalshaUsec(redis: Redis): Promise<number> {
@@ -91,46 +97,61 @@ async function evalshaUsec(redis: Redis): Promise<number> {
   return Number(/usec=(\d+)/.exec(line ?? '')?.[1] ?? 0);
 }
 
-/** µs of Redis per notification for one script, state and K, on fresh keys. */
-async function measure(redis: Redis, sha: string, state: 'growing' | 'full', k: number): Promise<number> {
+/**
+ * µs of Redis per notification of each script for one state and K, on fresh keys: each script on its own
+ * redis-server, taking turns every 16 calls (16 in flight), so that whatever else the machine does slows
+ * both alike.
+ */
+async function measure(servers: Record<Version, Server>, state: 'growing' | 'full', k: number) {
   const prefix = `bench:${randomUUID().slice(0, 8)}:`;
   const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
   const maxLength = state === 'full' ? PREFILL : 100_000;
+  const both = (work: (server: Server) => Promise<unknown>) =>
+    Promise.all(VERSIONS.map((name) => work(servers[name])));
   // Prefill with the script being measured (its own cached state, as after a deploy has settled).
   for (let i = 0; i < PREFILL; i++) {
     for (let u = 0; u < USERS; u += 20) {
-      await append(
-        redis,
-        sha,
-        users.slice(u, u + 20).map((user) => call(prefix, user, maxLength)),
+      const group = users.slice(u, u + 20);
+      await both((s) =>
+        append(
+          s,
+          group.map((user) => call(prefix, user, maxLength)),
+        ),
       );
     }
   }
-  await redis.config('RESETSTAT');
-  const pending: Promise<void>[] = [];
-  for (let sent = 0; sent < NOTIFICATIONS; sent += k) {
-    const batch = Array.from({ length: k }, () =>
-      call(prefix, users[Math.floor(Math.random() * USERS)] ?? 'user-0', maxLength),
+  await both((s) => s.redis.config('RESETSTAT'));
+  for (let sent = 0; sent < NOTIFICATIONS; sent += 16 * k) {
+    const batches = Array.from({ length: 16 }, () =>
+      Array.from({ length: k }, () => users[Math.floor(Math.random() * USERS)] ?? 'user-0'),
     );
-    pending.push(append(redis, sha, batch));
-    if (pending.length >= 16) await Promise.all(pending.splice(0));
+    await both((s) =>
+      Promise.all(
+        batches.map((b) =>
+          append(
+            s,
+            b.map((user) => call(prefix, user, maxLength)),
+          ),
+        ),
+      ),
+    );
   }
-  await Promise.all(pending);
-  const usec = await evalshaUsec(redis);
-  await redis.flushall();
-  return usec / (Math.ceil(NOTIFICATIONS / k) * k);
+  const notifications = Math.ceil(NOTIFICATIONS / (16 * k)) * 16 * k;
+  const usec = await Promise.all(VERSIONS.map((name) => evalshaUsec(servers[name].redis)));
+  await both((s) => s.redis.flushall());
+  return { before: (usec[0] ?? 0) / notifications, new: (usec[1] ?? 0) / notifications };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
-const server = await startRedisServer();
-const redis = new Redis(server.url);
+const handles = await Promise.all(VERSIONS.map(() => startRedisServer()));
+const servers = {} as Record<Version, Server>;
 try {
-  const version = (await redis.info('server')).match(/redis_version:(\S+)/)?.[1];
-  const shas = {} as Record<Version, string>;
-  for (const name of Object.keys(scripts) as Version[]) {
-    shas[name] = (await redis.script('LOAD', scripts[name])) as string;
+  for (const [i, name] of VERSIONS.entries()) {
+    const redis = new Redis(handles[i]?.url ?? '');
+    servers[name] = { redis, sha: (await redis.script('LOAD', scripts[name])) as string };
   }
+  const version = (await servers.new.redis.info('server')).match(/redis_version:(\S+)/)?.[1];
   console.log(
     `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
       `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
@@ -140,9 +161,9 @@ try {
     for (const k of BATCHES) {
       const samples: Record<Version, number[]> = { before: [], new: [] };
       for (let round = 0; round < ROUNDS; round++) {
-        for (const name of round % 2 === 0 ? (['before', 'new'] as const) : (['new', 'before'] as const)) {
-          samples[name].push(await measure(redis, shas[name], state, k));
-        }
+        const sample = await measure(servers, state, k);
+        samples.before.push(sample.before);
+        samples.new.push(sample.new);
       }
       const before = median(samples.before);
       const after = median(samples.new);
@@ -156,6 +177,6 @@ try {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows) console.log(line(row));
 } finally {
-  redis.disconnect();
-  await server.dispose();
+  for (const server of Object.values(servers)) server.redis.disconnect();
+  await Promise.all(handles.map((handle) => handle.dispose()));
 }
