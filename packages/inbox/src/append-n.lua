@@ -11,10 +11,12 @@
   The top offset, the length and a lower bound of the head entry's ms are kept in the meta hash, so that
   an append reads neither the top entry (XREVRANGE copies its JSON: the dearest command of the old
   script) nor, while the head is younger than maxAgeMs, the head. They are trusted only when `n` equals
-  XLEN: a meta without them (written before they existed, or recreated by read-3.lua's HINCRBY after it
-  expired) or out of step with the stream (a key deleted, evicted or changed by hand) is read again from
-  the stream; an XADD refused because the cached top is behind the stream's is retried after XREVRANGE.
-  Only this script changes the stream, so only it writes them.
+  XLEN and the stream holds no entry after the cached top: a meta without them (written before they
+  existed, or recreated by read-3.lua's HINCRBY after it expired) or out of step with the stream (a key
+  deleted, evicted, or changed by hand) is read again from the stream. Only this script changes the
+  stream, so only it writes them. Not detected: a stream replaced by an older copy of the same length
+  behind an intact meta (a partial restore): the numbering then continues from the meta's top, so
+  offsets still only grow, with a hole where the lost entries were.
 
   One call reads a user's meta (HMGET, XLEN, SCARD) once, at that user's first notification, and writes
   it (HSET, PEXPIRE of stream, meta and unread) once, after that user's last one; the replies are those
@@ -94,7 +96,10 @@ local function load(k)
   local n = guarded('XLEN', stream)
   u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
     count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, dirty = false }
-  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n then
+  -- Trusted when the length is the stream's and no entry comes after the cached top (an empty XRANGE
+  -- copies no JSON, unlike XREVRANGE); else read from the stream when appending.
+  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n
+    and #redis.call('XRANGE', stream, '(' .. meta[2] .. '-' .. meta[3], '+', 'COUNT', 1) == 0 then
     u.tm, u.ts, u.hm = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
   end
   users[stream] = u
@@ -192,15 +197,7 @@ for i = 1, count do
       local ms, seq = now, u.ts + 1
       if u.tm > ms then ms = u.tm end
       local offset = string.format('%d-%d', ms, seq)
-      local added = redis.pcall('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
-      if type(added) == 'table' and added.err then
-        -- The cached top is behind the stream's (changed behind this script's back): read it.
-        readTop(u)
-        ms, seq = now, u.ts + 1
-        if u.tm > ms then ms = u.tm end
-        offset = string.format('%d-%d', ms, seq)
-        redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
-      end
+      redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
       if u.n == 0 then u.hm = ms end
       u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
       retentionOf[stream] = retention
