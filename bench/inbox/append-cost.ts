@@ -6,19 +6,25 @@
 // trims the oldest entry). The table shows the median of ROUNDS runs
 // and the ratio new / before. Prints a table; writes no README section.
 //
-//   cd bench && npx tsx inbox/append-cost.ts   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~1 min)
+//   cd bench && npx tsx inbox/append-cost.ts   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~2 min)
+// BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
+// a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~5 min).
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { inboxKeys, notificationIndexKey } from '@herald/inbox';
-import { startRedisServer } from '@herald/testing';
+import { type RedisServerHandle, startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
-const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? 3000);
+const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
+const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
 const USERS = 300;
 const BATCHES = [1, 5, 20] as const;
 /** Entries each user's inbox holds before a run (the "full" state keeps exactly this many). */
-const PREFILL = 50;
+const PREFILL = CALLGRIND ? 20 : 50;
 const RETENTION_MS = 31 * 24 * 3600 * 1000;
 const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
 
@@ -83,6 +89,24 @@ function call(prefix: string, userId: string, maxLength: number): { keys: string
 interface Server {
   redis: Redis;
   sha: string;
+  handle: RedisServerHandle;
+  /** BENCH_CALLGRIND=1: callgrind's output folder. */
+  out?: string;
+}
+
+/** callgrind_control `option` on the server's valgrind process. */
+function control(server: Server, option: string): void {
+  execFileSync('callgrind_control', [option, String(server.handle.process.pid)], { stdio: 'pipe' });
+}
+
+/** Instructions of the server's main thread since its last `-z` (callgrind's last dump). */
+function instructions(server: Server): number {
+  control(server, '-d');
+  const dumps = readdirSync(server.out ?? '')
+    .filter((file) => /^cg\.\d+\.\d+$/.test(file))
+    .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
+  const totals = /^totals: (\d+)/m.exec(readFileSync(join(server.out ?? '', dumps.at(-1) ?? ''), 'utf8'));
+  return Number(totals?.[1] ?? Number.NaN);
 }
 
 async function append(server: Server, calls: { keys: string[]; args: string[] }[]) {
@@ -121,6 +145,7 @@ async function measure(servers: Record<Version, Server>, state: 'growing' | 'ful
     }
   }
   await both((s) => s.redis.config('RESETSTAT'));
+  if (CALLGRIND) for (const name of VERSIONS) control(servers[name], '-z');
   for (let sent = 0; sent < NOTIFICATIONS; sent += 16 * k) {
     const batches = Array.from({ length: 16 }, () =>
       Array.from({ length: k }, () => users[Math.floor(Math.random() * USERS)] ?? 'user-0'),
@@ -137,24 +162,46 @@ async function measure(servers: Record<Version, Server>, state: 'growing' | 'ful
     );
   }
   const notifications = Math.ceil(NOTIFICATIONS / (16 * k)) * 16 * k;
-  const usec = await Promise.all(VERSIONS.map((name) => evalshaUsec(servers[name].redis)));
+  const usec = CALLGRIND
+    ? VERSIONS.map((name) => instructions(servers[name]))
+    : await Promise.all(VERSIONS.map((name) => evalshaUsec(servers[name].redis)));
   await both((s) => s.redis.flushall());
   return { before: (usec[0] ?? 0) / notifications, new: (usec[1] ?? 0) / notifications };
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
-const handles = await Promise.all(VERSIONS.map(() => startRedisServer()));
+const outs = VERSIONS.map(() =>
+  CALLGRIND ? mkdtempSync(join(tmpdir(), 'herald-bench-callgrind-')) : undefined,
+);
+const handles = await Promise.all(
+  outs.map((out) =>
+    startRedisServer(
+      out === undefined
+        ? {}
+        : {
+            wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`],
+            startTimeoutMs: 120_000,
+          },
+    ),
+  ),
+);
 const servers = {} as Record<Version, Server>;
 try {
   for (const [i, name] of VERSIONS.entries()) {
-    const redis = new Redis(handles[i]?.url ?? '');
-    servers[name] = { redis, sha: (await redis.script('LOAD', scripts[name])) as string };
+    const handle = handles[i] as RedisServerHandle;
+    const redis = new Redis(handle.url);
+    const sha = (await redis.script('LOAD', scripts[name])) as string;
+    servers[name] = { redis, sha, handle, ...(outs[i] === undefined ? {} : { out: outs[i] }) };
   }
   const version = (await servers.new.redis.info('server')).match(/redis_version:(\S+)/)?.[1];
+  const unit = CALLGRIND ? 'instructions' : 'µs';
   console.log(
-    `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
-      `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
+    CALLGRIND
+      ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
+          `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run`
+      : `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
+          `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
   );
   const rows: string[][] = [];
   for (const state of ['growing', 'full'] as const) {
@@ -167,10 +214,17 @@ try {
       }
       const before = median(samples.before);
       const after = median(samples.new);
-      rows.push([state, String(k), before.toFixed(1), after.toFixed(1), `${(after / before).toFixed(2)}x`]);
+      const digits = CALLGRIND ? 0 : 1;
+      rows.push([
+        state,
+        String(k),
+        before.toFixed(digits),
+        after.toFixed(digits),
+        `${(after / before).toFixed(2)}x`,
+      ]);
     }
   }
-  const header = ['inbox', 'K per call', 'before µs', 'new µs', 'new / before'];
+  const header = ['inbox', 'K per call', `before ${unit}`, `new ${unit}`, 'new / before'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
   console.log(line(header));
@@ -179,4 +233,5 @@ try {
 } finally {
   for (const server of Object.values(servers)) server.redis.disconnect();
   await Promise.all(handles.map((handle) => handle.dispose()));
+  for (const out of outs) if (out !== undefined) rmSync(out, { recursive: true, force: true });
 }
