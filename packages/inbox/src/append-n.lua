@@ -11,12 +11,13 @@
   The top offset, the length and a lower bound of the head entry's ms are kept in the meta hash, so that
   an append reads neither the top entry (XREVRANGE copies its JSON: the dearest command of the old
   script) nor, while the head is younger than maxAgeMs, the head. They are trusted only when `n` equals
-  XLEN and the stream holds no entry after the cached top: a meta without them (written before they
-  existed, or recreated by read-3.lua's HINCRBY after it expired) or out of step with the stream (a key
-  deleted, evicted, or changed by hand) is read again from the stream. Only this script changes the
-  stream, so only it writes them. Not detected: a stream replaced by an older copy of the same length
-  behind an intact meta (a partial restore): the numbering then continues from the meta's top, so
-  offsets still only grow, with a hole where the lost entries were.
+  XLEN: a meta without them (written before they existed, or recreated by read-3.lua's HINCRBY after it
+  expired) or out of step with the stream (a key deleted, evicted, or entries added or removed by hand)
+  is read again from the stream, and an XADD refused because the cached top is behind the stream's is
+  retried after reading it. Only this script changes the stream, so only it writes them. Not detected
+  (a check after the top, even an empty XREVRANGE, cost 6 % of the script): a meta and a stream of the
+  same length but different tops, which takes a partial restore (one of the two keys from another
+  time) or a hand edit of both; the numbering then goes on from the meta's top.
 
   One call reads a user's meta (HMGET, XLEN, SCARD) once, at that user's first notification, and writes
   it (HSET, PEXPIRE of stream, meta and unread) once, after that user's last one; the replies are those
@@ -61,12 +62,16 @@
           the inbox; detail is the first notification's id for code 4, the mute (`topic:<name>` or
           `type:<name>`) for code 6, else "".
 ]]
-local now
+-- Numbers given to redis.call are written with "%.17g" (about 1 µs each): the arguments go as strings.
+local now, nowText
 if ARGV[2] == '' then
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local ms = math.floor(tonumber(time[2]) / 1000)
+  now = tonumber(time[1]) * 1000 + ms
+  nowText = time[1] .. string.format('%03d', ms)
 else
   now = tonumber(ARGV[2])
+  nowText = string.format('%d', now)
 end
 local count = tonumber(ARGV[1])
 local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5, muted = 6 }
@@ -79,7 +84,7 @@ end
 
 -- The user's state, by stream key, from the user's first notification in this call to the flush after
 -- the last one: uv, unread count (SCARD, then what SADD and SREM answer), top (tm, ts) once known, n,
--- hm, whether anything was appended (dirty), whether the user has mutes (nil until asked).
+-- hm, whether anything was appended (dirty), whether the user has mutes (0 until asked, then 1 or -1).
 local users = {}
 local last = {}
 for i = 1, count do last[KEYS[7 * (i - 1) + 1]] = i end
@@ -94,12 +99,12 @@ local function load(k)
   if u then return u end
   local meta = guarded('HMGET', KEYS[k + 2], 'uv', 'tm', 'ts', 'n', 'hm')
   local n = guarded('XLEN', stream)
+  -- Every field in the constructor: a field added later would resize the table.
   u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
-    count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, dirty = false }
-  -- Trusted when the length is the stream's and no entry comes after the cached top (an empty XRANGE
-  -- copies no JSON, unlike XREVRANGE); else read from the stream when appending.
-  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n
-    and #redis.call('XRANGE', stream, '(' .. meta[2] .. '-' .. meta[3], '+', 'COUNT', 1) == 0 then
+    count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
+    retention = '' }
+  -- Trusted when the length is the stream's; else read from the stream when appending.
+  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n then
     u.tm, u.ts, u.hm = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
   end
   users[stream] = u
@@ -112,12 +117,12 @@ local function readTop(u)
   if top then u.tm, u.ts = split(top[1]) else u.tm, u.ts = 0, 0 end
 end
 
-local retentionOf = {}
 local function flush(u)
   if u.dirty then
-    redis.call('HSET', u.meta, 'uv', u.uv, 'tm', string.format('%d', u.tm), 'ts', u.ts, 'n', u.n,
-      'hm', string.format('%d', u.hm))
-    local retention = retentionOf[u.stream]
+    local format = string.format
+    redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
+      'n', format('%d', u.n), 'hm', format('%d', u.hm))
+    local retention = u.retention
     redis.call('PEXPIRE', u.stream, retention)
     redis.call('PEXPIRE', u.meta, retention)
     redis.call('PEXPIRE', u.unread, retention)
@@ -154,7 +159,7 @@ end
 for i = 1, count do
   local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
   local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
-  local retention = tonumber(ARGV[a + 7])
+  local retention = ARGV[a + 7]
   -- The index first: it says whose notification this is whatever the append records.
   if ARGV[a + 11] ~= '' then redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention) end
   local u = load(k)
@@ -175,8 +180,8 @@ for i = 1, count do
     -- muted notification does not hold its dedupe key against a later one. Most users mute nothing: one
     -- SCARD per user and call spares them the lookups.
     local topic, kind = ARGV[a + 9], ARGV[a + 10]
-    if (topic ~= '' or kind ~= '') and u.mutes == nil then u.mutes = guarded('SCARD', KEYS[k + 6]) > 0 end
-    if u.mutes then
+    if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = guarded('SCARD', KEYS[k + 6]) > 0 and 1 or -1 end
+    if u.mutes == 1 then
       if topic ~= '' and redis.call('SISMEMBER', KEYS[k + 6], topic) == 1 then
         state, field, detail = 'muted', 'mutedBy', topic
       elseif kind ~= '' and redis.call('SISMEMBER', KEYS[k + 6], kind) == 1 then
@@ -197,11 +202,18 @@ for i = 1, count do
       local ms, seq = now, u.ts + 1
       if u.tm > ms then ms = u.tm end
       local offset = string.format('%d-%d', ms, seq)
-      redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
+      if type(redis.pcall('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])) == 'table' then
+        -- Refused (an error table): the cached top is behind the stream's, at this ms. Read it.
+        readTop(u)
+        ms, seq = now, u.ts + 1
+        if u.tm > ms then ms = u.tm end
+        offset = string.format('%d-%d', ms, seq)
+        redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
+      end
       if u.n == 0 then u.hm = ms end
       u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
-      retentionOf[stream] = retention
-      mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', now)
+      u.retention = retention
+      mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', nowText)
       redis.call('PEXPIRE', marker, retention)
       u.count = u.count + redis.call('SADD', u.unread, id)
       -- The new unread version, as the reply gives it (trimming below does not change it).
@@ -244,9 +256,9 @@ for i = 1, count do
   end
   if state then
     if field then
-      mark(marker, tenant, 'state', state, 'at', now, field, detail)
+      mark(marker, tenant, 'state', state, 'at', nowText, field, detail)
     else
-      mark(marker, tenant, 'state', state, 'at', now)
+      mark(marker, tenant, 'state', state, 'at', nowText)
     end
     redis.call('PEXPIRE', marker, retention)
     answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')
