@@ -1,10 +1,12 @@
 // Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
 // script before the append-slim change (append-n.before.lua beside this file, kept for this comparison
-// only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO commandstats usec of EVALSHA over the
-// notifications appended, for K notifications per call over USERS users with a ~300-byte JSON payload.
-// Two inbox states: "growing" (below maxLength: nothing trimmed) and "full" (at maxLength: every append
-// trims the oldest entry). The table shows the median of ROUNDS runs
-// and the ratio new / before. Prints a table; writes no README section.
+// only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
+// commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
+// users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
+// "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
+// drawn at random; "one user" (growing, the K notifications of a call all for one user: a burst, or an
+// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before. Prints a
+// table; writes no README section.
 //
 //   cd bench && npx tsx inbox/append-cost.ts   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~2 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
@@ -33,6 +35,9 @@ const scripts = {
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
 type Version = keyof typeof scripts;
+/** growing: below maxLength; full: at it (every append trims one); one user: growing, a call's K all one user's. */
+const STATES = ['growing', 'full', 'one user'] as const;
+type State = (typeof STATES)[number];
 const VERSIONS = ['before', 'new'] as const;
 
 /** A notification as the worker stores it: ~300 bytes of JSON. */
@@ -126,7 +131,7 @@ async function evalshaUsec(redis: Redis): Promise<number> {
  * redis-server, taking turns every 16 calls (16 in flight), so that whatever else the machine does slows
  * both alike.
  */
-async function measure(servers: Record<Version, Server>, state: 'growing' | 'full', k: number) {
+async function measure(servers: Record<Version, Server>, state: State, k: number) {
   const prefix = `bench:${randomUUID().slice(0, 8)}:`;
   const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
   const maxLength = state === 'full' ? PREFILL : 100_000;
@@ -147,9 +152,12 @@ async function measure(servers: Record<Version, Server>, state: 'growing' | 'ful
   await both((s) => s.redis.config('RESETSTAT'));
   if (CALLGRIND) for (const name of VERSIONS) control(servers[name], '-z');
   for (let sent = 0; sent < NOTIFICATIONS; sent += 16 * k) {
-    const batches = Array.from({ length: 16 }, () =>
-      Array.from({ length: k }, () => users[Math.floor(Math.random() * USERS)] ?? 'user-0'),
-    );
+    const batches = Array.from({ length: 16 }, () => {
+      const one = users[Math.floor(Math.random() * USERS)] ?? 'user-0';
+      return Array.from({ length: k }, () =>
+        state === 'one user' ? one : (users[Math.floor(Math.random() * USERS)] ?? 'user-0'),
+      );
+    });
     await both((s) =>
       Promise.all(
         batches.map((b) =>
@@ -204,7 +212,7 @@ try {
           `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
   );
   const rows: string[][] = [];
-  for (const state of ['growing', 'full'] as const) {
+  for (const state of STATES) {
     for (const k of BATCHES) {
       const samples: Record<Version, number[]> = { before: [], new: [] };
       for (let round = 0; round < ROUNDS; round++) {
