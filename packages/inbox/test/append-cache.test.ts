@@ -190,10 +190,14 @@ describe('append-n.lua cached top, length and head', () => {
             ([, fields]) => fields[1] === upTo.id,
           )?.[0];
           const ids = model.entries.filter((e) => e.seq <= upTo.seq).map((e) => e.id);
-          expect((await inbox.markRead(user, { all: true, upTo: offset ?? '' })).changed, label).toBe(model.read(ids));
+          expect((await inbox.markRead(user, { all: true, upTo: offset ?? '' })).changed, label).toBe(
+            model.read(ids),
+          );
         }
       } else if (roll < 0.73) {
-        expect((await inbox.markRead(user, { all: true })).changed, label).toBe(model.read([...model.unread]));
+        expect((await inbox.markRead(user, { all: true })).changed, label).toBe(
+          model.read([...model.unread]),
+        );
       } else if (roll < 0.8) {
         await inbox.ack(user, model.entries.map((e) => e.id).slice(0, 3), 'test');
       } else if (roll < 0.84) {
