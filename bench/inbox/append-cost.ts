@@ -8,9 +8,9 @@
 // envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before. Prints a
 // table; writes no README section.
 //
-//   cd bench && npx tsx inbox/append-cost.ts   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~2 min)
+//   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~3 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
-// a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~5 min).
+// a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~8 min).
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
