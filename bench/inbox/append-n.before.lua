@@ -1,3 +1,5 @@
+-- A copy of packages/inbox/src/append-n.lua at 527fc01, before the meta cache: the "before" of
+-- bench/inbox/append-cost.ts only (nothing else loads it).
 --[[
   Appends notifications to their users' inboxes, idempotently, and trims each inbox exactly: K of them
   in one call (the worker gathers the appends of one event-loop turn, so that an envelope of many
