@@ -8,12 +8,30 @@
   Trimming removes entries from the head only, so a reader that sees seq n followed by seq m > n + 1
   knows that the entries in between were trimmed.
 
+  The top offset, the length and a lower bound of the head entry's ms are kept in the meta hash, so that
+  an append reads neither the top entry (XREVRANGE copies its JSON: the dearest command of the old
+  script) nor, while the head is younger than maxAgeMs, the head. They are trusted only when `n` equals
+  XLEN: a meta without them (written before they existed, or recreated by read-3.lua's HINCRBY after it
+  expired) or out of step with the stream (a key deleted, evicted, or entries added or removed by hand)
+  is read again from the stream, and an XADD refused because the cached top is behind the stream's is
+  retried after reading it. Only this script changes the stream, so only it writes them. Not detected
+  (a check after the top, even an empty XREVRANGE, cost 6 % of the script): a meta and a stream of the
+  same length but different tops, which takes a partial restore (one of the two keys from another
+  time) or a hand edit of both; the numbering then goes on from the meta's top.
+
+  One call reads a user's meta (HMGET, XLEN, SCARD) once, at that user's first notification, and writes
+  it (HSET, PEXPIRE of stream, meta and unread) once, after that user's last one; the replies are those
+  of the notifications run one after another. A call that fails (a key of the wrong type) first writes
+  the meta of the users it changed, so the data it leaves is as complete as the old script's.
+
   Every key of one notification shares its user's hash tag; on Redis Cluster one call carries only
   notifications whose users share a slot (and no index key: the caller writes those beside the call).
 
   KEYS, 7 per notification i (k = 7 * (i - 1)):
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
-  KEYS[k+2]  meta     hash: `uv` = unread version, incremented on every change of the unread set
+  KEYS[k+2]  meta     hash: `uv` = unread version, incremented on every change of the unread set (also by
+                      read-3.lua); written by this script only: `tm`, `ts` = the top entry's ms and seq,
+                      `n` = XLEN, `hm` = ms, at most that of the head entry (0 when unknown)
   KEYS[k+3]  unread   set of the ids of unread notifications still in the stream
   KEYS[k+4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
                       at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker
@@ -44,129 +62,207 @@
           the inbox; detail is the first notification's id for code 4, the mute (`topic:<name>` or
           `type:<name>`) for code 6, else "".
 ]]
-local now
+-- Numbers given to redis.call are written with "%.17g" (about 1 µs each): the arguments go as strings.
+local now, nowText
 if ARGV[2] == '' then
   local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local ms = math.floor(tonumber(time[2]) / 1000)
+  now = tonumber(time[1]) * 1000 + ms
+  nowText = time[1] .. string.format('%03d', ms)
 else
   now = tonumber(ARGV[2])
+  nowText = string.format('%d', now)
+end
+local count = tonumber(ARGV[1])
+local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5, muted = 6 }
+
+-- The ms and seq of a stream id.
+local function split(id)
+  local dash = string.find(id, '-', 1, true)
+  return tonumber(string.sub(id, 1, dash - 1)), tonumber(string.sub(id, dash + 1))
 end
 
--- One notification: K = its 7 keys, A = its 11 arguments (1-based tables).
-local function append(K, A)
-  local id = A[1]
-  local retention = tonumber(A[7])
-  -- HSET of the marker's fields, with the sender's tenant when there is one (one command, not two).
-  local function mark(...)
-    if A[8] ~= '' then
-      redis.call('HSET', K[4], 'tenantId', A[8], ...)
-    else
-      redis.call('HSET', K[4], ...)
-    end
-  end
+-- The user's state, by stream key, from the user's first notification in this call to the flush after
+-- the last one: uv, unread count (SCARD, then what SADD and SREM answer), top (tm, ts) once known, n,
+-- hm, whether anything was appended (dirty), whether the user has mutes (0 until asked, then 1 or -1).
+local users = {}
+local last = {}
+for i = 1, count do last[KEYS[7 * (i - 1) + 1]] = i end
 
-  local function unread()
-    return redis.call('SCARD', K[3]), tonumber(redis.call('HGET', K[2], 'uv') or '0')
-  end
+-- A command that may fail on a key of the wrong type: on failure, the users changed so far are written
+-- first (flush), then the error is raised.
+local guarded
 
-  -- Records a state that stores nothing (expired, deduplicated, muted), with its detail field if any,
-  -- and answers it.
-  local function settle(code, state, field, detail)
-    if field then
-      mark('state', state, 'at', now, field, detail)
-    else
-      mark('state', state, 'at', now)
-    end
-    redis.call('PEXPIRE', K[4], retention)
-    local count, version = unread()
-    return { code, '', count, version, detail or '' }
+local function load(k)
+  local stream = KEYS[k + 1]
+  local u = users[stream]
+  if u then return u end
+  local meta = guarded('HMGET', KEYS[k + 2], 'uv', 'tm', 'ts', 'n', 'hm')
+  local n = guarded('XLEN', stream)
+  -- Every field in the constructor: a field added later would resize the table.
+  u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
+    count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
+    retention = '' }
+  -- Trusted when the length is the stream's; else read from the stream when appending.
+  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n then
+    u.tm, u.ts, u.hm = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
   end
+  users[stream] = u
+  return u
+end
+
+-- The top offset from the stream itself (meta without it or out of step).
+local function readTop(u)
+  local top = redis.call('XREVRANGE', u.stream, '+', '-', 'COUNT', 1)[1]
+  if top then u.tm, u.ts = split(top[1]) else u.tm, u.ts = 0, 0 end
+end
+
+local function flush(u)
+  if u.dirty then
+    local format = string.format
+    redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
+      'n', format('%d', u.n), 'hm', format('%d', u.hm))
+    local retention = u.retention
+    redis.call('PEXPIRE', u.stream, retention)
+    redis.call('PEXPIRE', u.meta, retention)
+    redis.call('PEXPIRE', u.unread, retention)
+    u.dirty = false
+  end
+end
+
+guarded = function(...)
+  local reply = redis.pcall(...)
+  if type(reply) == 'table' and reply.err then
+    for _, u in pairs(users) do flush(u) end
+    error(reply)
+  end
+  return reply
+end
+
+local replies = {}
+local r = 0
+local function answer(code, offset, u, detail)
+  replies[r + 1], replies[r + 2], replies[r + 3], replies[r + 4], replies[r + 5] =
+    code, offset, u.count, u.uv, detail
+  r = r + 5
+end
+
+-- HSET of a marker, with the sender's tenant when there is one (one command, not two).
+local function mark(marker, tenant, ...)
+  if tenant ~= '' then
+    redis.call('HSET', marker, 'tenantId', tenant, ...)
+  else
+    redis.call('HSET', marker, ...)
+  end
+end
+
+for i = 1, count do
+  local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
+  local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
+  local retention = ARGV[a + 7]
+  -- The index first: it says whose notification this is whatever the append records.
+  if ARGV[a + 11] ~= '' then redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention) end
+  local u = load(k)
 
   -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
   -- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
   -- meanwhile does not store it on a retry).
-  local previous = redis.call('HMGET', K[4], 'state', 'offset', 'duplicateOf', 'mutedBy')
+  local previous = guarded('HMGET', marker, 'state', 'offset', 'duplicateOf', 'mutedBy')
+  local deadline = tonumber(ARGV[a + 3])
+  local state, field, detail
   if previous[1] then
-    local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5, muted = 6 }
-    local count, version = unread()
-    return { codes[previous[1]] or 2, previous[2] or '', count, version, previous[3] or previous[4] or '' }
-  end
-
-  local deadline = tonumber(A[3])
-  if deadline > 0 and now > deadline then return settle(3, 'expired') end
-
-  -- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless offset
-  -- makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a muted
-  -- notification does not hold its dedupe key against a later one.
-  local mutedBy = nil
-  if A[9] ~= '' and redis.call('SISMEMBER', K[6], A[9]) == 1 then
-    mutedBy = A[9]
-  elseif A[10] ~= '' and redis.call('SISMEMBER', K[6], A[10]) == 1 then
-    mutedBy = A[10]
-  end
-  if mutedBy then return settle(6, 'muted', 'mutedBy', mutedBy) end
-
-  if A[4] == '1' then
-    local first = redis.call('GET', K[5])
-    if first and first ~= id then return settle(4, 'deduplicated', 'duplicateOf', first) end
-    redis.call('SET', K[5], id, 'PX', retention)
-  end
-
-  local ms, seq = now, 1
-  local top = redis.call('XREVRANGE', K[1], '+', '-', 'COUNT', 1)[1]
-  if top then
-    local dash = string.find(top[1], '-', 1, true)
-    local topMs, topSeq = tonumber(string.sub(top[1], 1, dash - 1)), tonumber(string.sub(top[1], dash + 1))
-    if topMs > ms then ms = topMs end
-    seq = topSeq + 1
-  end
-  local offset = string.format('%d-%d', ms, seq)
-  redis.call('XADD', K[1], offset, 'id', id, 'n', A[2])
-  mark('state', 'inbox', 'offset', offset, 'at', now)
-  redis.call('SADD', K[3], id)
-  -- The new unread version, as the reply gives it (trimming below does not change it).
-  local version = redis.call('HINCRBY', K[2], 'uv', 1)
-
-  -- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head prefixes,
-  -- so the longer of the two is removed). At most 1000 per call keeps one call short; the next append
-  -- continues. Unread ids of trimmed entries leave the unread set, so the count stays exact.
-  local maxLength, maxAge = tonumber(A[5]), tonumber(A[6])
-  local remove = redis.call('XLEN', K[1]) - maxLength
-  if remove > 1000 then remove = 1000 end
-  local minMs = now - maxAge
-  if minMs > 0 and remove < 1000 then
-    local old = redis.call('XRANGE', K[1], '-', '(' .. string.format('%d', minMs) .. '-0', 'COUNT', 1000)
-    if #old > remove then remove = #old end
-  end
-  if remove > 0 then
-    local head = redis.call('XRANGE', K[1], '-', '+', 'COUNT', remove)
-    local ids = {}
-    for i, entry in ipairs(head) do
-      ids[i] = entry[1]
-      local fields = entry[2]
-      for f = 1, #fields, 2 do
-        if fields[f] == 'id' then redis.call('SREM', K[3], fields[f + 1]) end
+    answer(codes[previous[1]] or 2, previous[2] or '', u, previous[3] or previous[4] or '')
+  elseif deadline > 0 and now > deadline then
+    state = 'expired'
+  else
+    -- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless
+    -- offset makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a
+    -- muted notification does not hold its dedupe key against a later one. Most users mute nothing: one
+    -- SCARD per user and call spares them the lookups.
+    local topic, kind = ARGV[a + 9], ARGV[a + 10]
+    if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = guarded('SCARD', KEYS[k + 6]) > 0 and 1 or -1 end
+    if u.mutes == 1 then
+      if topic ~= '' and redis.call('SISMEMBER', KEYS[k + 6], topic) == 1 then
+        state, field, detail = 'muted', 'mutedBy', topic
+      elseif kind ~= '' and redis.call('SISMEMBER', KEYS[k + 6], kind) == 1 then
+        state, field, detail = 'muted', 'mutedBy', kind
       end
     end
-    redis.call('XDEL', K[1], unpack(ids))
+    if not state and ARGV[a + 4] == '1' then
+      local first = guarded('GET', KEYS[k + 5])
+      if first and first ~= id then
+        state, field, detail = 'deduplicated', 'duplicateOf', first
+      else
+        redis.call('SET', KEYS[k + 5], id, 'PX', retention)
+      end
+    end
+    if not state then
+      local stream = u.stream
+      if not u.tm then readTop(u) end
+      local ms, seq = now, u.ts + 1
+      if u.tm > ms then ms = u.tm end
+      local offset = string.format('%d-%d', ms, seq)
+      if type(redis.pcall('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])) == 'table' then
+        -- Refused (an error table): the cached top is behind the stream's, at this ms. Read it.
+        readTop(u)
+        ms, seq = now, u.ts + 1
+        if u.tm > ms then ms = u.tm end
+        offset = string.format('%d-%d', ms, seq)
+        redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
+      end
+      if u.n == 0 then u.hm = ms end
+      u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
+      u.retention = retention
+      mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', nowText)
+      redis.call('PEXPIRE', marker, retention)
+      u.count = u.count + redis.call('SADD', u.unread, id)
+      -- The new unread version, as the reply gives it (trimming below does not change it).
+      u.uv = u.uv + 1
+
+      -- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head
+      -- prefixes, so the longer of the two is removed). At most 1000 per call keeps one call short; the
+      -- next append continues. Unread ids of trimmed entries leave the unread set, so the count stays
+      -- exact. `hm` (at most the head's ms) spares the age XRANGE while no entry can be that old.
+      local remove = u.n - tonumber(ARGV[a + 5])
+      if remove > 1000 then remove = 1000 end
+      local minMs = now - tonumber(ARGV[a + 6])
+      local old
+      if minMs > 0 and remove < 1000 and u.hm < minMs then
+        old = redis.call('XRANGE', stream, '-', '(' .. string.format('%d', minMs) .. '-0', 'COUNT', 1000)
+        if #old > remove then remove = #old end
+      end
+      if remove > 0 then
+        local head = old
+        if not head or #head < remove then head = redis.call('XRANGE', stream, '-', '+', 'COUNT', remove) end
+        local ids, members = {}, {}
+        for e = 1, remove do
+          local entry = head[e]
+          ids[e] = entry[1]
+          local fields = entry[2]
+          for f = 1, #fields, 2 do
+            if fields[f] == 'id' then members[#members + 1] = fields[f + 1] end
+          end
+        end
+        u.n = u.n - redis.call('XDEL', stream, unpack(ids))
+        if #members > 0 then u.count = u.count - redis.call('SREM', u.unread, unpack(members)) end
+        -- What remains is at least as young as the last entry removed.
+        local lastMs = split(ids[remove])
+        if lastMs > u.hm then u.hm = lastMs end
+      end
+      -- Every entry older than minMs was in `old` (fewer than 1000) and is gone now.
+      if old and #old < 1000 and minMs > u.hm then u.hm = minMs end
+      answer(1, offset, u, '')
+    end
   end
-
-  redis.call('PEXPIRE', K[1], retention)
-  redis.call('PEXPIRE', K[2], retention)
-  redis.call('PEXPIRE', K[3], retention)
-  redis.call('PEXPIRE', K[4], retention)
-  return { 1, offset, redis.call('SCARD', K[3]), version, '' }
-end
-
-local replies = {}
-for i = 1, tonumber(ARGV[1]) do
-  local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
-  local K, A = {}, {}
-  for j = 1, 7 do K[j] = KEYS[k + j] end
-  for j = 1, 11 do A[j] = ARGV[a + j] end
-  -- The index first: it says whose notification this is whatever the append records.
-  if A[11] ~= '' then redis.call('SET', K[7], A[11], 'PX', tonumber(A[7])) end
-  local reply = append(K, A)
-  for j = 1, 5 do replies[#replies + 1] = reply[j] end
+  if state then
+    if field then
+      mark(marker, tenant, 'state', state, 'at', nowText, field, detail)
+    else
+      mark(marker, tenant, 'state', state, 'at', nowText)
+    end
+    redis.call('PEXPIRE', marker, retention)
+    answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')
+  end
+  if last[u.stream] == i then flush(u) end
 end
 return replies

@@ -32,7 +32,11 @@ export function escapeTag(id: string): string {
 export interface InboxKeys {
   /** The stream of notifications. */
   stream: string;
-  /** Hash: `uv`, the unread version. */
+  /**
+   * Hash: `uv`, the unread version; and what `append-n.lua` keeps of the stream so as not to read it on
+   * every append: `tm`/`ts` the top offset's ms and seq, `n` the length, `hm` at most the head's ms.
+   * Those are trusted only while `n` equals the stream's length (else read from the stream again).
+   */
   meta: string;
   /** Set of unread notification ids. */
   unread: string;

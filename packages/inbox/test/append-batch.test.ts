@@ -93,6 +93,31 @@ describe('appends of one event-loop turn', () => {
     expect((await inbox.read(later)).entries.map((e) => e.id)).toEqual(['n-3']);
     expect(String((results[1] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
   });
+
+  it('a call that fails after storing some of a user’s notifications leaves that user’s meta and TTLs written', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(redis, { prefix });
+    const [user, broken] = [randomId('user'), randomId('broken')];
+    await redis.set(inbox.keys(broken).stream, 'not a stream');
+    // One call: user's n-1, then broken's (fails on XLEN), then user's n-3 (never reached by that call).
+    const results = await Promise.allSettled([
+      inbox.append(notification(user, 1)),
+      inbox.append(notification(broken, 2)),
+      inbox.append(notification(user, 3)),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+    expect(results[0]).toMatchObject({
+      value: { outcome: 'already-appended', unread: { count: 1, version: 1 } },
+    });
+    expect(results[2]).toMatchObject({ value: { outcome: 'appended', unread: { count: 2, version: 2 } } });
+    const keys = inbox.keys(user);
+    for (const key of [keys.stream, keys.meta, keys.unread, keys.marker('n-1'), keys.marker('n-3')]) {
+      expect(await redis.pttl(key), key).toBeGreaterThan(0);
+    }
+    const next = await inbox.append(notification(user, 4));
+    expect(next).toMatchObject({ outcome: 'appended', unread: { count: 3, version: 3 } });
+    expect((await inbox.read(user)).entries.map((e) => offsetSeq(e.offset))).toEqual([1, 2, 3]);
+  });
 });
 
 describe('appends of one turn on Redis Cluster', () => {

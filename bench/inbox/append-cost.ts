@@ -1,0 +1,245 @@
+// Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
+// script before the append-slim change (append-n.before.lua beside this file, kept for this comparison
+// only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
+// commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
+// users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
+// "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
+// drawn at random; "one user" (growing, the K notifications of a call all for one user: a burst, or an
+// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before. Prints a
+// table; writes no README section.
+//
+//   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~3 min)
+// BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
+// a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~8 min).
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inboxKeys, notificationIndexKey } from '@herald/inbox';
+import { type RedisServerHandle, startRedisServer } from '@herald/testing';
+import { Redis } from 'ioredis';
+
+const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
+const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
+const USERS = 300;
+const BATCHES = [1, 5, 20] as const;
+/** Entries each user's inbox holds before a run (the "full" state keeps exactly this many). */
+const PREFILL = CALLGRIND ? 20 : 50;
+const RETENTION_MS = 31 * 24 * 3600 * 1000;
+const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
+
+const scripts = {
+  before: readFileSync(new URL('./append-n.before.lua', import.meta.url), 'utf8'),
+  new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
+};
+type Version = keyof typeof scripts;
+/** growing: below maxLength; full: at it (every append trims one); one user: growing, a call's K all one user's. */
+const STATES = ['growing', 'full', 'one user'] as const;
+type State = (typeof STATES)[number];
+const VERSIONS = ['before', 'new'] as const;
+
+/** A notification as the worker stores it: ~300 bytes of JSON. */
+function notification(userId: string) {
+  const id = randomUUID();
+  return {
+    id,
+    json: JSON.stringify({
+      id,
+      userId,
+      tenantId: 'acme',
+      type: 'comment',
+      topic: 'project-42',
+      payload: {
+        title: 'Ada commented on "Quarterly plan"',
+        body: 'Looks good to me, but can we move the review to Thursday? The numbers for March are not in yet.',
+        url: 'https://app.example.com/projects/42/docs/7#comment-1234',
+      },
+      createdAt: new Date().toISOString(),
+    }),
+  };
+}
+
+/** KEYS and ARGV (after count and now) of one notification, as Inbox.append builds them. */
+function call(prefix: string, userId: string, maxLength: number): { keys: string[]; args: string[] } {
+  const keys = inboxKeys(prefix, userId);
+  const { id, json } = notification(userId);
+  return {
+    keys: [
+      keys.stream,
+      keys.meta,
+      keys.unread,
+      keys.marker(id),
+      keys.dedupe(''),
+      keys.mutes,
+      notificationIndexKey(prefix, id),
+    ],
+    args: [
+      id,
+      json,
+      '0',
+      '0',
+      String(maxLength),
+      String(MAX_AGE_MS),
+      String(RETENTION_MS),
+      'acme',
+      'topic:project-42',
+      'type:comment',
+      userId,
+    ],
+  };
+}
+
+interface Server {
+  redis: Redis;
+  sha: string;
+  handle: RedisServerHandle;
+  /** BENCH_CALLGRIND=1: callgrind's output folder. */
+  out?: string;
+}
+
+/** callgrind_control `option` on the server's valgrind process. */
+function control(server: Server, option: string): void {
+  execFileSync('callgrind_control', [option, String(server.handle.process.pid)], { stdio: 'pipe' });
+}
+
+/** Instructions of the server's main thread since its last `-z` (callgrind's last dump). */
+function instructions(server: Server): number {
+  control(server, '-d');
+  const dumps = readdirSync(server.out ?? '')
+    .filter((file) => /^cg\.\d+\.\d+$/.test(file))
+    .sort((a, b) => Number(a.split('.').pop()) - Number(b.split('.').pop()));
+  const totals = /^totals: (\d+)/m.exec(readFileSync(join(server.out ?? '', dumps.at(-1) ?? ''), 'utf8'));
+  return Number(totals?.[1] ?? Number.NaN);
+}
+
+async function append(server: Server, calls: { keys: string[]; args: string[] }[]) {
+  const keys = calls.flatMap((c) => c.keys);
+  const args = calls.flatMap((c) => c.args);
+  await server.redis.evalsha(server.sha, keys.length, ...keys, calls.length, '', ...args);
+}
+
+async function evalshaUsec(redis: Redis): Promise<number> {
+  const info = await redis.info('commandstats');
+  const line = info.split('\r\n').find((l) => l.startsWith('cmdstat_evalsha:'));
+  return Number(/usec=(\d+)/.exec(line ?? '')?.[1] ?? 0);
+}
+
+/**
+ * µs of Redis per notification of each script for one state and K, on fresh keys: each script on its own
+ * redis-server, taking turns every 16 calls (16 in flight), so that whatever else the machine does slows
+ * both alike.
+ */
+async function measure(servers: Record<Version, Server>, state: State, k: number) {
+  const prefix = `bench:${randomUUID().slice(0, 8)}:`;
+  const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
+  const maxLength = state === 'full' ? PREFILL : 100_000;
+  const both = (work: (server: Server) => Promise<unknown>) =>
+    Promise.all(VERSIONS.map((name) => work(servers[name])));
+  // Prefill with the script being measured (its own cached state, as after a deploy has settled).
+  for (let i = 0; i < PREFILL; i++) {
+    for (let u = 0; u < USERS; u += 20) {
+      const group = users.slice(u, u + 20);
+      await both((s) =>
+        append(
+          s,
+          group.map((user) => call(prefix, user, maxLength)),
+        ),
+      );
+    }
+  }
+  await both((s) => s.redis.config('RESETSTAT'));
+  if (CALLGRIND) for (const name of VERSIONS) control(servers[name], '-z');
+  for (let sent = 0; sent < NOTIFICATIONS; sent += 16 * k) {
+    const batches = Array.from({ length: 16 }, () => {
+      const one = users[Math.floor(Math.random() * USERS)] ?? 'user-0';
+      return Array.from({ length: k }, () =>
+        state === 'one user' ? one : (users[Math.floor(Math.random() * USERS)] ?? 'user-0'),
+      );
+    });
+    await both((s) =>
+      Promise.all(
+        batches.map((b) =>
+          append(
+            s,
+            b.map((user) => call(prefix, user, maxLength)),
+          ),
+        ),
+      ),
+    );
+  }
+  const notifications = Math.ceil(NOTIFICATIONS / (16 * k)) * 16 * k;
+  const usec = CALLGRIND
+    ? VERSIONS.map((name) => instructions(servers[name]))
+    : await Promise.all(VERSIONS.map((name) => evalshaUsec(servers[name].redis)));
+  await both((s) => s.redis.flushall());
+  return { before: (usec[0] ?? 0) / notifications, new: (usec[1] ?? 0) / notifications };
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+
+const outs = VERSIONS.map(() =>
+  CALLGRIND ? mkdtempSync(join(tmpdir(), 'herald-bench-callgrind-')) : undefined,
+);
+const handles = await Promise.all(
+  outs.map((out) =>
+    startRedisServer(
+      out === undefined
+        ? {}
+        : {
+            wrapper: ['valgrind', '--tool=callgrind', `--callgrind-out-file=${out}/cg.%p`],
+            startTimeoutMs: 120_000,
+          },
+    ),
+  ),
+);
+const servers = {} as Record<Version, Server>;
+try {
+  for (const [i, name] of VERSIONS.entries()) {
+    const handle = handles[i] as RedisServerHandle;
+    const redis = new Redis(handle.url);
+    const sha = (await redis.script('LOAD', scripts[name])) as string;
+    servers[name] = { redis, sha, handle, ...(outs[i] === undefined ? {} : { out: outs[i] }) };
+  }
+  const version = (await servers.new.redis.info('server')).match(/redis_version:(\S+)/)?.[1];
+  const unit = CALLGRIND ? 'instructions' : 'µs';
+  console.log(
+    CALLGRIND
+      ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
+          `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run`
+      : `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
+          `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
+  );
+  const rows: string[][] = [];
+  for (const state of STATES) {
+    for (const k of BATCHES) {
+      const samples: Record<Version, number[]> = { before: [], new: [] };
+      for (let round = 0; round < ROUNDS; round++) {
+        const sample = await measure(servers, state, k);
+        samples.before.push(sample.before);
+        samples.new.push(sample.new);
+      }
+      const before = median(samples.before);
+      const after = median(samples.new);
+      const digits = CALLGRIND ? 0 : 1;
+      rows.push([
+        state,
+        String(k),
+        before.toFixed(digits),
+        after.toFixed(digits),
+        `${(after / before).toFixed(2)}x`,
+      ]);
+    }
+  }
+  const header = ['inbox', 'K per call', `before ${unit}`, `new ${unit}`, 'new / before'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+} finally {
+  for (const server of Object.values(servers)) server.redis.disconnect();
+  await Promise.all(handles.map((handle) => handle.dispose()));
+  for (const out of outs) if (out !== undefined) rmSync(out, { recursive: true, force: true });
+}
