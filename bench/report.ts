@@ -10,7 +10,16 @@ const README = new URL('./README.md', import.meta.url);
  * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).
  */
 export function writeReport(
-  name: 'limiter' | 'gateway' | 'delivery' | 'soak' | 'memory' | 'fanout' | 'cost' | 'cluster',
+  name:
+    | 'limiter'
+    | 'gateway'
+    | 'delivery'
+    | 'soak'
+    | 'memory'
+    | 'fanout'
+    | 'cost'
+    | 'cluster'
+    | 'inbox-append',
   markdown: string,
 ): void {
   if (process.env.BENCH_WRITE_README === '0') return;

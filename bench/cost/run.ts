@@ -9,7 +9,8 @@
 // Usage: pnpm --filter @herald/bench cost   (after `pnpm build`)
 // Env:   BENCH_RATE (1000), BENCH_SECONDS (10), BENCH_USERS (300), BENCH_ROUNDS (3),
 //        BENCH_BASELINE (a built checkout of an older commit: its pipeline in the same rounds),
-//        BENCH_CPU_PROF (a folder: each app writes a V8 CPU profile into <folder>/herald or /baseline).
+//        BENCH_CPU_PROF (a folder: each app writes a V8 CPU profile into <folder>/herald or /baseline),
+//        BENCH_TOP (8: the commands listed in the by-command table).
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:http';

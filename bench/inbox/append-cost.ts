@@ -5,8 +5,8 @@
 // users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
 // "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
 // drawn at random; "one user" (growing, the K notifications of a call all for one user: a burst, or an
-// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before. Prints a
-// table; writes no README section.
+// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before; printed,
+// and written to bench/README.md's inbox-append section (timings; the callgrind count only prints).
 //
 //   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~3 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { inboxKeys, notificationIndexKey } from '@herald/inbox';
 import { type RedisServerHandle, startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
+import { writeReport } from '../report.js';
 
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
@@ -204,13 +205,12 @@ try {
   }
   const version = (await servers.new.redis.info('server')).match(/redis_version:(\S+)/)?.[1];
   const unit = CALLGRIND ? 'instructions' : 'µs';
-  console.log(
-    CALLGRIND
-      ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
-          `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run`
-      : `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
-          `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`,
-  );
+  const title = CALLGRIND
+    ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
+      `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run`
+    : `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
+      `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`;
+  console.log(title);
   const rows: string[][] = [];
   for (const state of STATES) {
     for (const k of BATCHES) {
@@ -235,9 +235,13 @@ try {
   const header = ['inbox', 'K per call', `before ${unit}`, `new ${unit}`, 'new / before'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
-  console.log(line(header));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of rows) console.log(line(row));
+  const table = [
+    line(header),
+    `|${widths.map((w, i) => (i < 2 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`,
+    ...rows.map(line),
+  ];
+  console.log(table.join('\n'));
+  if (!CALLGRIND) writeReport('inbox-append', `${title}.\n\n${table.join('\n')}`);
 } finally {
   for (const server of Object.values(servers)) server.redis.disconnect();
   await Promise.all(handles.map((handle) => handle.dispose()));
