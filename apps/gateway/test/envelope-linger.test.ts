@@ -68,11 +68,19 @@ describe('envelopes go when no other notification can be on its way', () => {
     const received: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => received.push(chunk));
     socket.on('error', () => {});
-    // The headers and half the body: the request is in flight, not yet waiting for an envelope.
+    // The headers and half the body: the request is in flight, not yet waiting for an envelope. The fast
+    // one goes only once the gateway has the slow one (its `request` event has run Fastify's hooks).
+    let slowArrived = false;
+    const onRequest = (request: { headers: Record<string, unknown> }) => {
+      if (request.headers['x-test'] === 'slow') slowArrived = true;
+    };
+    app.server.on('request', onRequest);
     const half = Math.floor(slowBody.length / 2);
     socket.write(
-      `POST /notify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(slowBody)}\r\n\r\n${slowBody.slice(0, half)}`,
+      `POST /notify HTTP/1.1\r\nHost: x\r\nX-Test: slow\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(slowBody)}\r\n\r\n${slowBody.slice(0, half)}`,
     );
+    await waitFor(() => slowArrived, { timeoutMs: 5000, what: 'the gateway to have the slow request' });
+    app.server.off('request', onRequest);
     const before = await flushes();
     const allowedBefore = await allowed();
     const fast = app.inject({
