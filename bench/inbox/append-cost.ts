@@ -1,5 +1,5 @@
 // Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
-// script before the append-slim change (append-n.before.lua beside this file, kept for this comparison
+// script before the append-slim change (read from git at 527fc01 for this comparison
 // only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
 // commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
 // users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
@@ -32,7 +32,8 @@ const RETENTION_MS = 31 * 24 * 3600 * 1000;
 const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
 
 const scripts = {
-  before: readFileSync(new URL('./append-n.before.lua', import.meta.url), 'utf8'),
+  // The script before the meta cache, from git (527fc01), not a committed copy.
+  before: execFileSync('git', ['show', '527fc01:packages/inbox/src/append-n.lua'], { encoding: 'utf8' }),
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
 type Version = keyof typeof scripts;
