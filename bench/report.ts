@@ -1,39 +1,214 @@
-// Writes a benchmark's figures into bench/README.md, between `<!-- bench:<name> -->` and
-// `<!-- /bench:<name> -->`: the README is the report the benchmarks write (its history is git's).
+// Writes bench/README.md, the report the benchmarks write. The whole file is rendered from here: a
+// header (machine, versions, commit), then one section per benchmark (command, a few lines of method,
+// then the figures its last run wrote). A run replaces its own figures and re-renders the rest around
+// them; `pnpm bench` first clears every section (`tsx report.ts --fresh`), so a full run writes the
+// file afresh. The file's history is git's.
 import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 
 const README = new URL('./README.md', import.meta.url);
 
-/**
- * Replaces section `name` of bench/README.md with `markdown`, stamped with the command and the time.
- * `BENCH_WRITE_README=0` leaves the README alone (a run to look at, not to report).
- */
-export function writeReport(
+type Section = {
   name:
     | 'limiter'
     | 'gateway'
     | 'delivery'
-    | 'soak'
+    | 'cost'
+    | 'inbox-append'
+    | 'cluster'
     | 'memory'
     | 'fanout'
-    | 'cost'
-    | 'cluster'
-    | 'inbox-append',
-  markdown: string,
-): void {
+    | 'soak';
+  title: string;
+  file: string;
+  commands: string;
+  method: string;
+};
+
+/** Every benchmark's section, in the order `pnpm bench` runs them. */
+const SECTIONS: readonly Section[] = [
+  {
+    name: 'limiter',
+    title: 'Rate limiter',
+    file: 'limiter/run.ts',
+    commands: `npx pnpm@12.4.2 bench:limiter    # about 2 minutes; BENCH_ROUNDS=5 BENCH_ROUND_SECONDS=1.8 REDIS_URL=redis://127.0.0.1:6379
+npx pnpm@12.4.2 bench:limiter-scripts    # Lua cost against another revision (BENCH_BASE=main; BENCH_CALLGRIND=1 for instructions); prints only`,
+    method: `Decisions/s with 50 calls in flight against rate-limiter-flexible's \`RateLimiterRedis\` and
+\`redis-benchmark\` running the same token bucket, contenders in a rotated order each round, ratios the
+median of per-round ratios; then Redis µs per decision of each script on a private \`redis-server\`.`,
+  },
+  {
+    name: 'gateway',
+    title: 'Gateway',
+    file: 'gateway/run.ts',
+    commands: `npx pnpm@12.4.2 bench:gateway    # about 3.5 minutes; BENCH_ROUNDS=5 BENCH_SECONDS=5 BENCH_CONNECTIONS=50
+BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:gateway    # and an older built checkout's gateway`,
+    method: `\`POST /notify\` under autocannon, every server its own process on one Redis: bare Fastify, Herald's
+limiter alone, the full gateway, and the references it is held to: (a) bare Fastify + one BullMQ
+\`add\`, (b) Fastify + \`@fastify/rate-limit\` (Redis store) + one \`add\`. 2 s warm-up each, then rounds
+in a rotated order; ratios are medians of per-round ratios. Targets: full gateway ≥ 1.0× (a), ≥ 1.5× (b).`,
+  },
+  {
+    name: 'delivery',
+    title: 'Delivery',
+    file: 'delivery/run.ts',
+    commands: `npx pnpm@12.4.2 bench:delivery    # about 3 minutes; BENCH_SECONDS=10 BENCH_HOLD_SECONDS=30 BENCH_USERS=1000 BENCH_RATES=500,1000,2000
+BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:delivery    # side by side with an older commit, about 13 minutes`,
+    method: `\`POST /notify\` to the \`notification\` event of a socket.io-client, open loop, per pipeline its own
+\`redis-server\`, a gateway, a worker, two realtime instances and 1,000 users. Peer: bare Socket.IO with
+\`@socket.io/redis-adapter\` and an emitter. Highest rate held: p99 < 100 ms for 30 s. Server CPU per
+notification: gateway + worker + realtime + Redis (\`/proc\`) ÷ rate; with a baseline, medians of 5
+rounds each. Memory per idle connection at 5,000 against a bare Socket.IO server.`,
+  },
+  {
+    name: 'cost',
+    title: 'Cost per notification',
+    file: 'cost/run.ts',
+    commands: `npx pnpm@12.4.2 bench:cost    # about 2 minutes; BENCH_RATE=1000 BENCH_SECONDS=10 BENCH_USERS=300 BENCH_ROUNDS=3 BENCH_TOP=8
+BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:cost    # an older built checkout beside it`,
+    method: `CPU µs per notification of each process (\`/proc\`) and of Redis (\`INFO cpu\`), end to end at
+\`BENCH_RATE\` to \`BENCH_USERS\` connected users, each pipeline on its own \`redis-server\`, rounds taking
+turns, medians. One more round logs every command (\`SLOWLOG\`, threshold 0) for the breakdown by script.`,
+  },
+  {
+    name: 'inbox-append',
+    title: 'Inbox append script',
+    file: 'inbox/append-cost.ts',
+    commands: `npx pnpm@12.4.2 bench:inbox-append    # about 3 minutes; BENCH_ROUNDS=5 BENCH_NOTIFICATIONS=3000
+BENCH_CALLGRIND=1 npx pnpm@12.4.2 bench:inbox-append    # instructions under valgrind (~8 min; prints only)`,
+    method: `Redis µs per notification (\`INFO commandstats\`) of \`packages/inbox/src/append-n.lua\` against the
+script before its meta cache (527fc01, read from git), each on its own \`redis-server\`, taking turns
+every 16 calls, over 300 users: inboxes growing, full, or a call's notifications all for one user.`,
+  },
+  {
+    name: 'cluster',
+    title: 'Redis Cluster spread',
+    file: 'cluster/run.ts',
+    commands: `npx pnpm@12.4.2 bench:cluster    # about 2 minutes; BENCH_RATE=1000 BENCH_SECONDS=10 BENCH_USERS=300 BENCH_ROUNDS=2 BENCH_PARTITIONS=3`,
+    method: `The same pipeline on a local 3-master Redis Cluster (\`HERALD_QUEUE_PARTITIONS=3\`, sharded pub/sub)
+and on one \`redis-server\`, rounds alternating: each master's Redis CPU per notification and its share of
+the mean (goal ±15 %), and the Cluster's cost against one node.`,
+  },
+  {
+    name: 'memory',
+    title: 'Redis memory',
+    file: 'memory/run.ts',
+    commands: `npx pnpm@12.4.2 bench:memory    # about a minute; BENCH_USERS=500 BENCH_PER_USER=20`,
+    method: `What Herald keeps in Redis after \`BENCH_PER_USER\` notifications to each of \`BENCH_USERS\` connected
+users, every key weighed with \`MEMORY USAGE … SAMPLES 0\` and grouped by shape; the peer is the payload
+the sender posted.`,
+  },
+  {
+    name: 'fanout',
+    title: 'Fan-out',
+    file: 'fanout/run.ts',
+    commands: `npx pnpm@12.4.2 bench:fanout    # about a minute; BENCH_SIZES=10000,100000 BENCH_SINGLES_PER_SECOND=20`,
+    method: `A topic send to 10,000 and 100,000 offline subscribers through the whole pipeline: recipients/s
+(202 → the status's \`sentAt\`) and Redis µs per recipient; during the larger one, another tenant's
+single sends to a live socket, against the same sends with nothing else running.`,
+  },
+  {
+    name: 'soak',
+    title: 'Soak',
+    file: 'soak/run.ts',
+    commands: `npx pnpm@12.4.2 bench:soak    # about 11 minutes; SOAK_PER_SECOND=750 SOAK_MS=600000 SOAK_USERS=200`,
+    method: `Ten minutes through the chaos suite's stack and ledger (append-only Redis, retries with the same
+\`Idempotency-Key\`): each process's RSS and live heap, Redis memory and keys sampled every 10 s; flat
+means the last 3 samples within 10 % of the first 3 after a 2-minute warm-up; the ledger must be exact.`,
+  },
+];
+
+type Name = Section['name'];
+
+const marks = (name: Name) => [`<!-- bench:${name} -->`, `<!-- /bench:${name} -->`] as const;
+
+/** The figures each section holds now (what its last run wrote), by name. */
+function currentFigures(text: string): Map<Name, string> {
+  const figures = new Map<Name, string>();
+  for (const { name } of SECTIONS) {
+    const [open, close] = marks(name);
+    const start = text.indexOf(open);
+    const end = text.indexOf(close);
+    if (start >= 0 && end > start) {
+      const body = text.slice(start + open.length, end).trim();
+      if (body !== '' && !body.startsWith('_Not run')) figures.set(name, body);
+    }
+  }
+  return figures;
+}
+
+function quiet(file: string, args: string[]): string {
+  try {
+    return execFileSync(file, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+function versions(): string {
+  // bench/package.json pins its peers exactly: the versions every contender ran.
+  const { dependencies } = JSON.parse(readFileSync(new URL('./package.json', import.meta.url), 'utf8')) as {
+    dependencies: Record<string, string>;
+  };
+  const pinned = (pkg: string) => dependencies[pkg] ?? '?';
+  const redis = quiet('redis-server', ['--version']).match(/v=(\S+)/)?.[1] ?? 'unknown';
+  return [
+    `Node ${process.version}`,
+    `redis-server ${redis}`,
+    ...['fastify', 'bullmq', 'ioredis', 'socket.io'].map((pkg) => `${pkg} ${pinned(pkg)}`),
+  ].join(', ');
+}
+
+function render(figures: Map<Name, string>): string {
+  const cpu = cpus();
+  const head = [
+    '# Benchmarks',
+    '',
+    '_This file is written by the benchmarks (`bench/report.ts`): do not edit it by hand. `npx pnpm@12.4.2 bench`',
+    'runs them all (about an hour) and writes it afresh; each `bench:<name>` replaces its own section. Earlier',
+    'figures are in git._',
+    '',
+    `Machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB; ${versions()};`,
+    `commit ${quiet('git', ['log', '-1', '--format=%h'])}. Every figure compares Herald with a peer in the same run, on loopback: this`,
+    'machine is shared and noisy, so absolute rates move between runs and same-run ratios much less; none is an',
+    'assertion in the test suite. With `BENCH_BASELINE`, an older commit runs beside this one, built with',
+    '`git worktree add /tmp/herald-old <commit> && (cd /tmp/herald-old && npx pnpm@12.4.2 install && npx pnpm@12.4.2 build)`.',
+    '',
+  ];
+  const body = SECTIONS.flatMap((section) => {
+    const [open, close] = marks(section.name);
+    return [
+      `## ${section.title} (\`${section.file}\`)`,
+      '',
+      '```sh',
+      section.commands,
+      '```',
+      '',
+      section.method,
+      '',
+      open,
+      figures.get(section.name) ?? `_Not run yet: \`npx pnpm@12.4.2 bench:${section.name}\`._`,
+      close,
+      '',
+    ];
+  });
+  return [...head, ...body].join('\n');
+}
+
+/**
+ * Replaces section `name` of bench/README.md with `markdown`, stamped with the command, the commit and
+ * the time, and renders the rest of the file around it. `BENCH_WRITE_README=0` leaves the README alone
+ * (a run to look at, not to report).
+ */
+export function writeReport(name: Name, markdown: string): void {
   if (process.env.BENCH_WRITE_README === '0') return;
-  const open = `<!-- bench:${name} -->`;
-  const close = `<!-- /bench:${name} -->`;
-  const text = readFileSync(README, 'utf8');
-  const start = text.indexOf(open);
-  const end = text.indexOf(close);
-  if (start < 0 || end < start) throw new Error(`bench/README.md has no ${open} … ${close} section`);
-  const stamp = `_Written by \`npx pnpm@12.4.2 bench:${name}\` on ${new Date().toISOString()}._`;
-  writeFileSync(
-    README,
-    `${text.slice(0, start + open.length)}\n${stamp}\n\n${markdown.trim()}\n${text.slice(end)}`,
-  );
+  const figures = currentFigures(readFileSync(README, 'utf8'));
+  const stamp = `_Written by \`npx pnpm@12.4.2 bench:${name}\` at ${quiet('git', ['log', '-1', '--format=%h'])} on ${new Date().toISOString()}._`;
+  figures.set(name, `${stamp}\n\n${markdown.trim()}`);
+  writeFileSync(README, render(figures));
 }
 
 /** The short commit of a checkout (a `BENCH_BASELINE`), for a report. */
@@ -43,4 +218,11 @@ export function commitOf(dir: string): string {
   } catch {
     return dir;
   }
+}
+
+// `tsx report.ts --fresh`: every section empty (the start of `pnpm bench`); `tsx report.ts`: the file
+// re-rendered around the figures it holds.
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) {
+  const fresh = process.argv.includes('--fresh');
+  writeFileSync(README, render(fresh ? new Map() : currentFigures(readFileSync(README, 'utf8'))));
 }
