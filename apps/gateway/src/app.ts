@@ -83,10 +83,10 @@ export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> 
   await app.register(apiKeys);
   await app.register(idempotency);
   await app.register(admin);
+  await app.register(notifications);
   await app.register(limits);
   await app.register(inbox);
   await app.register(live);
-  await app.register(notifications);
   await app.register(webhooks);
   await app.register(fanout);
 

@@ -107,8 +107,9 @@ export interface GatewayConfig extends ServerConfig {
    * `HERALD_ENVELOPE_WINDOW_MS`: the gateway gathers the notifications it accepts without delay or
    * priority into one queue job (an envelope, one BullMQ job for many notifications: a fraction of the
    * Redis work) for at most this long after the first joins (less at higher rates, none when every
-   * request held is waiting: see Envelopes), at most `HERALD_ENVELOPE_MAX_ITEMS` per envelope. 0: one
-   * job per notification.
+   * request held is waiting: see Envelopes), at most `HERALD_ENVELOPE_MAX_ITEMS` per envelope; on one
+   * Redis server before their limiter decisions, one call per envelope (see Gathering). 0: one job per
+   * notification.
    */
   envelopeWindowMs: number;
   envelopeMaxItems: number;

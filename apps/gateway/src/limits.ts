@@ -38,14 +38,21 @@ export class Limits {
   readonly #onDecision: ((result: RateLimitResult) => void) | undefined;
   /** On Redis Cluster: the `sender` + `recipient` limiters are one per tenant, tagged by it. */
   readonly #cluster: boolean;
+  /** The `batchSchedule` of the sender + recipient limiters (the gateway's gathering), if any. */
+  readonly #schedule: ((send: () => void) => void) | undefined;
 
-  /** `onDecision` sees every decision of every limiter (the admin API's per-second tally). */
+  /**
+   * `onDecision` sees every decision of every limiter (the admin API's per-second tally); `schedule`
+   * is the sender + recipient limiters' `batchSchedule` (when their decisions go: see Gathering).
+   */
   constructor(
     redis: Redis | Cluster,
     config: GatewayConfig,
     log: FastifyBaseLogger,
     onDecision?: (result: RateLimitResult) => void,
+    schedule?: (send: () => void) => void,
   ) {
+    this.#schedule = schedule;
     this.#redis = redis;
     this.#config = config;
     this.#log = log;
@@ -173,6 +180,7 @@ export class Limits {
           },
         ],
         tenant,
+        this.#schedule,
       );
       this.#limiters.set(id, limiter);
     }
@@ -180,7 +188,11 @@ export class Limits {
   }
 
   /** A limiter of `policies` with the gateway's failure mode, logger and decision tally (and `hashTag`). */
-  #limiter(policies: PolicyOptions[], hashTag?: string): RateLimiter {
+  #limiter(
+    policies: PolicyOptions[],
+    hashTag?: string,
+    batchSchedule?: (send: () => void) => void,
+  ): RateLimiter {
     const defaults = this.#config.rateLimit;
     return new RateLimiter({
       redis: this.#redis,
@@ -192,6 +204,7 @@ export class Limits {
       },
       logger: this.#log,
       ...(hashTag === undefined ? {} : { hashTag }),
+      ...(batchSchedule === undefined ? {} : { batchSchedule }),
       ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
     });
   }

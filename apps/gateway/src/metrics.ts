@@ -1,6 +1,6 @@
 import { queueDepthGauge } from '@herald/config/metrics';
 import type { PolicyCounters } from '@herald/rate-limiter';
-import { Counter, collectDefaultMetrics, type Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /**
  * Requests answered, counted in plain numbers per (method, route, status) and handed to prom-client on
@@ -35,6 +35,8 @@ export interface GatewayMetrics {
    * policy (set by the app once its limits exist; nothing is counted twice per request).
    */
   decisionTotals: () => Readonly<Record<string, PolicyCounters>>;
+  /** Where `herald_envelope_waiting_requests` reads on scrape (set once the envelopes exist). */
+  envelopeWaiting: () => number;
 }
 
 const OUTCOMES = [
@@ -55,6 +57,7 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
     registry,
     requests,
     decisionTotals: () => ({}),
+    envelopeWaiting: () => 0,
     enqueueSeconds: new Histogram({
       name: 'herald_enqueue_duration_seconds',
       help: 'Time to put notifications durably into the queue',
@@ -69,6 +72,14 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
     }),
     queueDepth: queueDepthGauge(registry, queueCounts),
   };
+  new Gauge({
+    name: 'herald_envelope_waiting_requests',
+    help: 'Requests to enqueue held by the gateway while their limiter decision or their envelope is gathered, until answered',
+    registers: [registry],
+    collect() {
+      this.set(metrics.envelopeWaiting());
+    },
+  });
   new Counter({
     name: 'herald_http_requests_total',
     help: 'HTTP requests answered, by route and status',

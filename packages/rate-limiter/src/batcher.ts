@@ -38,8 +38,10 @@ export class Batcher {
   readonly #options: ResolvedOptions;
   readonly #scripts: BatchScripts;
   #pending: PendingCall[] = [];
-  /** Whether a `setImmediate` flush is already scheduled. */
-  #flushScheduled = false;
+  /** The batch being gathered, counted: a scheduled send of a batch that has already left does nothing. */
+  #batch = 0;
+  /** Whether the batch being gathered has its send scheduled. */
+  #scheduled = false;
 
   constructor(options: ResolvedOptions, scripts: BatchScripts) {
     this.#options = options;
@@ -47,11 +49,12 @@ export class Batcher {
   }
 
   /**
-   * Queues a call for this turn's batch; resolves with the N-key script's reply for that call. The
-   * batch leaves in `setImmediate`, not `process.nextTick`: Node drains the nextTick queue after every
-   * I/O callback, and each HTTP request is its own callback, so under 50 concurrent requests every
-   * nextTick batch held one call (82,683 of 82,683 in bench/gateway's limiter server); setImmediate runs
-   * once the callbacks already due in this turn have run (there, batches of up to 50, ~20–30 typical).
+   * Queues a call for the batch being gathered; resolves with the N-key script's reply for that call.
+   * By default the batch leaves in `setImmediate`, not `process.nextTick`: Node drains the nextTick
+   * queue after every I/O callback, and each HTTP request is its own callback, so under 50 concurrent
+   * requests every nextTick batch held one call (82,683 of 82,683 in bench/gateway's limiter server);
+   * setImmediate runs once the callbacks already due in this turn have run (there, batches of up to 50,
+   * ~20–30 typical). `batchSchedule` may hold it longer.
    */
   enqueue(call: PreparedCall): Promise<number[]> {
     return new Promise<number[]>((resolve, reject) => {
@@ -59,17 +62,15 @@ export class Batcher {
       if (this.#pending.length >= this.#options.flushAt) {
         // Full: it leaves now, and Redis works on it while this turn prepares the next one.
         this.#flush();
-      } else if (!this.#flushScheduled) {
-        this.#flushScheduled = true;
-        setImmediate(this.#flushImmediate);
+      } else if (!this.#scheduled) {
+        this.#scheduled = true;
+        const batch = this.#batch;
+        this.#options.schedule(() => {
+          if (batch === this.#batch) this.#flush();
+        });
       }
     });
   }
-
-  readonly #flushImmediate = (): void => {
-    this.#flushScheduled = false;
-    this.#flush();
-  };
 
   /**
    * Sends the calls queued in this turn, in call order: one script call per MAX_BATCH_CALLS calls or
@@ -78,6 +79,8 @@ export class Batcher {
   readonly #flush = (): void => {
     const pending = this.#pending;
     this.#pending = [];
+    this.#batch += 1;
+    this.#scheduled = false;
     const now = nowArg(this.#options.clock);
     let corked = false;
     for (let from = 0; from < pending.length; ) {

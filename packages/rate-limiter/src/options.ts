@@ -156,6 +156,20 @@ export interface RateLimiterOptions {
    * Default 16.
    */
   batchFlushAt?: number;
+  /**
+   * With `batchCalls`: when a batch leaves, instead of `setImmediate`. Called with the batch's `send`
+   * when its first call is queued; the batch leaves when `send` is called (a `send` of a batch that has
+   * already left, full at `batchFlushAt`, does nothing), so an app can gather the calls of a longer
+   * moment than one turn into one script call. Herald's gateway sends them when its envelope of
+   * notifications would go (apps/gateway/src/envelopes.ts): one decision call per envelope. The
+   * `failure.timeoutMs` still runs from when the batch leaves.
+   *
+   * @example
+   * ```ts
+   * new RateLimiter({ redis, policies, batchSchedule: (send) => setTimeout(send, 2) });
+   * ```
+   */
+  batchSchedule?: (send: () => void) => void;
   /** Tests only: a clock in milliseconds, sent to the script instead of Redis `TIME`. */
   clock?: () => number;
   logger?: RateLimiterLogger;
@@ -180,6 +194,8 @@ export interface ResolvedOptions {
   /** `batchCalls`, off on Cluster. */
   readonly batchCalls: boolean;
   readonly flushAt: number;
+  /** `batchSchedule`, else `setImmediate`. */
+  readonly schedule: (send: () => void) => void;
   readonly mode: FailureMode;
   readonly timeoutMs: number;
   readonly instances: number;
@@ -254,6 +270,7 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
     coalesceWrites: options.coalesceWrites !== false && !isCluster,
     batchCalls: options.batchCalls !== false && !isCluster,
     flushAt: Math.min(MAX_BATCH_CALLS, Math.max(1, Math.floor(options.batchFlushAt ?? DEFAULT_FLUSH_AT))),
+    schedule: options.batchSchedule ?? setImmediate,
     mode: options.failure?.mode ?? 'closed',
     timeoutMs,
     instances,

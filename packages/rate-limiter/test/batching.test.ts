@@ -188,6 +188,47 @@ describe('batchCalls: multi-bucket calls of one tick', () => {
     expect(batches.map((r) => r.remaining)).toEqual([9, 8, 7]);
   });
 
+  it('batchSchedule: calls of several turns go in one EVALSHA when the app sends them; a send of a batch already gone full does nothing', async () => {
+    const sends: (() => void)[] = [];
+    // The warm-up's calls are sent in the next turn; from then on the test sends.
+    let warming = true;
+    const limiter = await gatewayLimiter({
+      batchFlushAt: 4,
+      batchSchedule: (send) => (warming ? setImmediate(send) : sends.push(send)),
+    });
+    warming = false;
+    const sender = randomId('sender');
+    await admin.config('RESETSTAT');
+    let answered = 0;
+    const first = [0, 1, 2].map((i) => {
+      const decision = limiter.consume({ sender, recipient: `user-${i}` });
+      void decision.then(() => answered++);
+      return decision;
+    });
+    // Turns go by, Redis answers other clients: nothing is decided until the batch is sent.
+    for (let turn = 0; turn < 5; turn++) await new Promise((resolve) => setImmediate(resolve));
+    expect(await admin.ping()).toBe('PONG');
+    expect(answered).toBe(0);
+    expect(sends).toHaveLength(1);
+    sends[0]?.();
+    const results = await Promise.all(first);
+    expect((await commandCalls()).evalsha).toBe(1);
+    expect(results.map((r) => r.policies[0]!.remaining)).toEqual([999, 998, 997]);
+
+    // A batch that fills (batchFlushAt 4) leaves at once; its scheduled send, called later, sends
+    // nothing, and the next batch has a send of its own.
+    await admin.config('RESETSTAT');
+    const full = [3, 4, 5, 6].map((i) => limiter.consume({ sender, recipient: `user-${i}` }));
+    expect((await Promise.all(full)).every((r) => r.allowed && r.source === 'redis')).toBe(true);
+    expect(sends).toHaveLength(2);
+    sends[1]?.();
+    const next = limiter.consume({ sender, recipient: 'user-7' });
+    expect(sends).toHaveLength(3);
+    sends[2]?.();
+    expect((await next).policies[0]!.remaining).toBe(992);
+    expect((await commandCalls()).evalsha).toBe(2);
+  });
+
   it('a batch that times out gives each of its calls the failure mode, in call order, counted per call', async () => {
     const limiter = await gatewayLimiter({
       policies: [

@@ -72,7 +72,13 @@ function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): Lim
 export default fp(
   async (app: FastifyInstance) => {
     // Every decision is also counted for the admin API (in memory; written once per second).
-    const limits = new Limits(app.redis, app.config, app.log, (result) => app.traffic.record(result));
+    const limits = new Limits(
+      app.redis,
+      app.config,
+      app.log,
+      (result) => app.traffic.record(result),
+      app.notifications.gathering?.schedule,
+    );
     app.metrics.decisionTotals = () => limits.totals();
     app.decorate('limits', limits);
 
@@ -99,12 +105,23 @@ export default fp(
         // Before the body is read (`precheck`) a request is any send: the sender's bucket is the same.
         limiter: (request) => (isFanoutSend(request.body) ? senderOnlyOf(request) : limiterOf(request)),
         precheck: senderOf,
-        key: (request) => callOf(request).key,
+        // Asked right before its decision is queued: from here a notification waits for its gathering
+        // (its decision, then its envelope), unless it fans out (no envelope, no gathering).
+        key: (request) => {
+          const call = callOf(request);
+          if (!isFanoutSend(request.body))
+            app.notifications.waiting(request, call.cost[SENDER_POLICY] as number);
+          return call.key;
+        },
         cost: (request) => callOf(request).cost,
       } satisfies RateLimitRouteConfig;
     });
 
     await app.register(heraldRateLimit, { limiter: limits.defaults(), onDenied: sendRateLimited });
   },
-  { name: 'limits', dependencies: ['config', 'redis', 'metrics', 'api-keys', 'admin'], fastify: '5.x' },
+  {
+    name: 'limits',
+    dependencies: ['config', 'redis', 'metrics', 'api-keys', 'admin', 'notifications'],
+    fastify: '5.x',
+  },
 );

@@ -9,7 +9,7 @@ import type { JobsOptions } from 'bullmq';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
-import { EnvelopeSenders, Envelopes } from '../../envelopes.js';
+import { EnvelopeSenders, Envelopes, Gathering } from '../../envelopes.js';
 import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -36,6 +36,16 @@ declare module 'fastify' {
        * {@link EnvelopeSenders}).
        */
       track(request: FastifyRequest, reply: FastifyReply, done: () => void): void;
+      /**
+       * Where the notifications of the envelopes linger before their limiter decisions (one Redis
+       * server, envelopes on): the `batchSchedule` of the `/notify` limiters (see {@link Gathering}).
+       */
+      gathering: Gathering | undefined;
+      /**
+       * Marks `request` (tracked) as waiting, its `count` notifications come: their limiter decision or
+       * their envelope is being gathered.
+       */
+      waiting(request: FastifyRequest, count: number): void;
     };
   }
 }
@@ -46,8 +56,20 @@ export default fp(
     const { config } = app;
     // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
     let enqueued = 0;
+    // On one Redis server the limiter batches its decisions: the notifications linger before them, in
+    // one gathering for every partition (lingering for each partition's envelope to get its share), and
+    // each envelope goes once they are decided. On a Cluster (a decision per call)
+    // each envelope lingers on its own.
+    const gathering: Gathering | undefined =
+      config.envelopeWindowMs > 0 && config.redisClusterNodes === undefined
+        ? new Gathering({
+            windowMs: config.envelopeWindowMs,
+            partitions: app.queues.length,
+            onJoin: () => senders.check(),
+          })
+        : undefined;
     // One envelope being gathered per partition (an envelope is a job of one queue).
-    const envelopes =
+    const envelopes: Envelopes[] | undefined =
       config.envelopeWindowMs > 0
         ? app.queues.map(
             (queue) =>
@@ -56,19 +78,27 @@ export default fp(
                 maxItems: config.envelopeMaxItems,
                 retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
                 onFlush: (reason) => app.metrics.envelopes.inc({ reason }),
+                ...(gathering === undefined ? {} : { gathered: gathering }),
               }),
           )
         : undefined;
     const senders = new EnvelopeSenders(() => {
+      gathering?.go('idle');
       for (const envelope of envelopes ?? []) envelope.flush('idle');
     });
+    app.metrics.envelopeWaiting = () => senders.waiting;
     const tracked = new WeakMap<FastifyRequest, { wait(): void }>();
     const track = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
       if (envelopes !== undefined) tracked.set(request, senders.enter(reply.raw));
       done();
     };
+    const waiting = (request: FastifyRequest, count: number) => {
+      gathering?.arrived(count);
+      tracked.get(request)?.wait();
+    };
     // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
     app.addHook('preClose', async () => {
+      gathering?.go('shutdown');
       for (const envelope of envelopes ?? []) envelope.flush('shutdown');
     });
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
@@ -152,7 +182,7 @@ export default fp(
       }
       done(unavailable('The queue (its Redis replicas)', refusal));
     };
-    app.decorate('notifications', { enqueue, refuseUndurable, track });
+    app.decorate('notifications', { enqueue, refuseUndurable, track, gathering, waiting });
   },
   {
     name: 'notifications',
