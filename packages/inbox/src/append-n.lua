@@ -20,7 +20,8 @@
   time) or a hand edit of both; the numbering then goes on from the meta's top.
 
   One call reads a user's meta (HMGET, XLEN, SCARD) once, at that user's first notification, and writes
-  it (HSET, PEXPIRE of stream, meta and unread) once, after that user's last one; the replies are those
+  it (HSET, and PEXPIRE of stream, meta and unread when their expiry is due: see flush) once, after that
+  user's last one; the replies are those
   of the notifications run one after another. A call that fails (a key of the wrong type) first writes
   the meta of the users it changed, so the data it leaves is as complete as the old script's.
 
@@ -31,7 +32,8 @@
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
   KEYS[k+2]  meta     hash: `uv` = unread version, incremented on every change of the unread set (also by
                       read-3.lua); written by this script only: `tm`, `ts` = the top entry's ms and seq,
-                      `n` = XLEN, `hm` = ms, at most that of the head entry (0 when unknown)
+                      `n` = XLEN, `hm` = ms, at most that of the head entry (0 when unknown),
+                      `xa` = ms at which stream, meta and unread expire (their last PEXPIRE)
   KEYS[k+3]  unread   set of the ids of unread notifications still in the stream
   KEYS[k+4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
                       at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker
@@ -49,7 +51,8 @@
   ARGV[a+4]  hasDedupe     1 when KEYS[k+5] is a real dedupe key, else 0
   ARGV[a+5]  maxLength     entries kept per inbox, >= 1
   ARGV[a+6]  maxAgeMs      entries older than this (by offset ms) are trimmed, ms, >= 1
-  ARGV[a+7]  retentionMs   TTL of every key touched (inbox, markers, dedupe keys, index), ms, >= maxAgeMs
+  ARGV[a+7]  retentionMs   TTL of every key touched (markers, dedupe keys, index), ms, >= maxAgeMs; the
+                          stream, meta and unread set get between it and it + 1 % (see flush)
   ARGV[a+8]  tenantId      sender's tenant, kept in the marker ("" = none)
   ARGV[a+9]  topicMute     `topic:<the notification's topic>`, or "" when it has none
   ARGV[a+10] typeMute      `type:<the notification's type>`, or "" when it has none
@@ -97,15 +100,18 @@ local function load(k)
   local stream = KEYS[k + 1]
   local u = users[stream]
   if u then return u end
-  local meta = guarded('HMGET', KEYS[k + 2], 'uv', 'tm', 'ts', 'n', 'hm')
+  local meta = guarded('HMGET', KEYS[k + 2], 'uv', 'tm', 'ts', 'n', 'hm', 'xa')
   local n = guarded('XLEN', stream)
   -- Every field in the constructor: a field added later would resize the table.
   u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
     count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
-    retention = '' }
+    retention = '', xa = false }
   -- Trusted when the length is the stream's; else read from the stream when appending.
   if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n then
     u.tm, u.ts, u.hm = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
+    -- The expiry the three keys were given, trusted only when none of them can have been made since
+    -- without one: the stream not empty, the unread set there (read-3.lua deletes it when all is read).
+    if meta[6] and n > 0 and u.count > 0 then u.xa = tonumber(meta[6]) end
   end
   users[stream] = u
   return u
@@ -117,15 +123,27 @@ local function readTop(u)
   if top then u.tm, u.ts = split(top[1]) else u.tm, u.ts = 0, 0 end
 end
 
+-- The stream, the meta and the unread set expire together, between retention and retention + 1 % after
+-- the user's last append: their PEXPIREs (3 of a user's ~13 commands per call) are sent only when the
+-- expiry they were given (`xa`, in the meta) is less than retention away, or more than retention + 1 %.
 local function flush(u)
   if u.dirty then
     local format = string.format
-    redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
-      'n', format('%d', u.n), 'hm', format('%d', u.hm))
-    local retention = u.retention
-    redis.call('PEXPIRE', u.stream, retention)
-    redis.call('PEXPIRE', u.meta, retention)
-    redis.call('PEXPIRE', u.unread, retention)
+    local retention = tonumber(u.retention)
+    local xa = u.xa
+    if xa and xa - now >= retention and xa - now <= retention + math.floor(retention / 100) then
+      redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
+        'n', format('%d', u.n), 'hm', format('%d', u.hm))
+    else
+      local ttl = retention + math.floor(retention / 100)
+      local ttlText = format('%d', ttl)
+      redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
+        'n', format('%d', u.n), 'hm', format('%d', u.hm), 'xa', format('%d', now + ttl))
+      redis.call('PEXPIRE', u.stream, ttlText)
+      redis.call('PEXPIRE', u.meta, ttlText)
+      redis.call('PEXPIRE', u.unread, ttlText)
+      u.xa = now + ttl
+    end
     u.dirty = false
   end
 end

@@ -305,4 +305,42 @@ describe('append-n.lua cached top, length and head', () => {
     expect(again).toMatchObject({ outcome: 'appended', unread: { count: 3, version: 10 } });
     expect(offsetSeq((again as { offset: string }).offset)).toBe(8);
   });
+
+  it('gives stream, meta and unread set an expiry between retention and retention + 1 % after the last append, sent only when due', async () => {
+    // Retention 200 s (maxAgeMs + recordGraceMs): the three keys expire 200–202 s after the last append.
+    const inbox = new Inbox(redis, {
+      prefix: `${randomId('expiry')}:`,
+      maxAgeMs: 100_000,
+      recordGraceMs: 100_000,
+    });
+    const user = randomId('u');
+    const keys = inbox.keys(user);
+    const three = [keys.stream, keys.meta, keys.unread];
+    const ttls = async () => Promise.all(three.map((key) => redis.pttl(key)));
+    const t0 = Date.now();
+    await inbox.append(notification(user, 'a'), { nowMs: t0 });
+    for (const ttl of await ttls()) {
+      expect(ttl).toBeGreaterThan(200_000 - 5_000);
+      expect(ttl).toBeLessThanOrEqual(202_000);
+    }
+    // Longer expiries set by hand show which appends send PEXPIRE (they would bring them back to ~202 s).
+    const mark = async () => Promise.all(three.map((key) => redis.pexpire(key, 500_000)));
+    await mark();
+    // 1 s later: still at least 200 s away (202 - 1), nothing sent.
+    await inbox.append(notification(user, 'b'), { nowMs: t0 + 1_000 });
+    for (const ttl of await ttls()) expect(ttl).toBeGreaterThan(400_000);
+    // 2.5 s after the first: less than 200 s away, all three renewed.
+    await inbox.append(notification(user, 'c'), { nowMs: t0 + 2_500 });
+    for (const ttl of await ttls()) expect(ttl).toBeLessThanOrEqual(202_000);
+    await mark();
+    // All read: read-3.lua deletes the unread set; the next append makes it again, and renews all three.
+    await inbox.markRead(user, { all: true });
+    expect(await redis.exists(keys.unread)).toBe(0);
+    await inbox.append(notification(user, 'd'), { nowMs: t0 + 2_600 });
+    for (const ttl of await ttls()) {
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(202_000);
+    }
+    expect(await inbox.unread(user)).toMatchObject({ count: 1 });
+  });
 });
