@@ -4,8 +4,7 @@
   (all or nothing over its own buckets; gcra-1.lua's for one bucket), taken in order on one Redis TIME,
   so the batch decides as those calls would one after the other at one instant: a key may appear in
   several calls, and each call sees the previous ones' writes. One EVALSHA, one TIME and one reply for
-  M calls instead of M of each; a bucket in several calls is read once and written once per batch
-  (buckets-m.lua). Same layout as token-bucket-m.lua.
+  M calls instead of M of each. Same layout as token-bucket-m.lua.
 
   Code: fragments/buckets-m.lua, as token-bucket-m.lua's, with gcra-one.lua, gcra-decide.lua and
   gcra-take.lua; lua.ts puts it in place before SCRIPT LOAD (batchScriptSource('gcra')).

@@ -5,7 +5,6 @@
   bucket), taken in order on one Redis TIME, so the batch decides as those calls would one after the
   other at one instant: a key may appear in several calls, and each call sees the previous ones' writes.
   One EVALSHA, one TIME and one reply for M calls instead of M of each.
-  A bucket in several calls (the sender's) is read once and written once per batch (buckets-m.lua).
 
   Code: fragments/buckets-m.lua, the same for gcra-m.lua, with token-bucket-one.lua (a call of one bucket)
   and token-bucket-decide.lua / -take.lua; lua.ts puts it in place (batchScriptSource('token-bucket')).

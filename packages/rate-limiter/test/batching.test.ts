@@ -229,46 +229,6 @@ describe('batchCalls: multi-bucket calls of one tick', () => {
     expect((await commandCalls()).evalsha).toBe(2);
   });
 
-  it('a bucket in several calls of a batch is read once and written once, and ends as the calls one after another leave it (value and TTL)', async () => {
-    const now = Date.now();
-    const make = (batchCalls: boolean) =>
-      gatewayLimiter({
-        keyPrefix: randomPrefix(),
-        batchCalls,
-        batchFlushAt: 100,
-        clock: () => now,
-        denyCache: false,
-      });
-    const batched = await make(true);
-    const oneByOne = await make(false);
-    const sender = randomId('sender');
-    const calls = Array.from({ length: 40 }, (_, i) => ({ sender, recipient: `user-${i % 3}` }));
-    await admin.config('RESETSTAT');
-    const together = await Promise.all(calls.map((call) => batched.consume(call)));
-    const stats = await commandCalls();
-    // 4 buckets (the sender, 3 recipients): 4 GETs and 4 SETs for 40 calls of 2 buckets each.
-    expect({ evalsha: stats.evalsha, get: stats.get, set: stats.set }).toEqual({
-      evalsha: 1,
-      get: 4,
-      set: 4,
-    });
-    const apart: Awaited<ReturnType<RateLimiter['consume']>>[] = [];
-    for (const call of calls) apart.push(await oneByOne.consume(call));
-    const view = (r: (typeof together)[number]) => [r.allowed, ...r.policies.map((p) => p.remaining)];
-    expect(together.map(view)).toEqual(apart.map(view));
-    // The recipients (capacity 10) ran out: some calls were denied, all or nothing.
-    expect(together.filter((r) => !r.allowed).length).toBeGreaterThan(0);
-    for (const id of [`sender`, 'user-0', 'user-1', 'user-2']) {
-      const policy = id === 'sender' ? 'sender' : 'recipient';
-      const value = id === 'sender' ? sender : id;
-      const [a, b] = [batched, oneByOne].map((limiter) => limiter.keyOf(policy, value));
-      expect(await admin.getBuffer(a!)).toEqual(await admin.getBuffer(b!));
-      const [ttlA, ttlB] = [await admin.pttl(a!), await admin.pttl(b!)];
-      expect(ttlA).toBeGreaterThan(0);
-      expect(Math.abs(ttlA - ttlB)).toBeLessThan(2000);
-    }
-  });
-
   it('a batch that times out gives each of its calls the failure mode, in call order, counted per call', async () => {
     const limiter = await gatewayLimiter({
       policies: [

@@ -5,44 +5,6 @@
 --   $one      the algorithm's one-bucket fragment (token-bucket-one.lua, gcra-one.lua)
 --   $decide   the algorithm's first-pass fragment
 --   $take     the algorithm's second-pass fragment
-
--- Each bucket is read at most once and written at most once per batch: a key in several calls (the
--- sender's bucket, in every call of its API key) is read from and written to `cached` in between, and
--- its last write goes to Redis after the last call. The fragments call `redis.call` as the -1 and -n
--- scripts do; this local `redis` answers their GET and SET, and passes the rest (TIME) on. A write that
--- set an expiry (PX) keeps it when a later write of the batch keeps the TTL (its value carries that
--- expiry), so the one SET sent is what the writes in turn would have left. A script error (a bucket key
--- of another type) then writes nothing, where one write per call left the earlier calls charged though
--- every call of the batch got the failure mode.
-local redisCall = redis.call
-local cached, writes, written = {}, {}, {}
-local redis = {
-  error_reply = redis.error_reply,
-  call = function(command, ...)
-    if command == 'TIME' then return redisCall('TIME') end
-    local key, value, mode, px = ...
-    if command == 'GET' then
-      local stored = cached[key]
-      if stored == nil then
-        stored = redisCall('GET', key)
-        cached[key] = stored
-      end
-      return stored
-    elseif command == 'SET' then
-      cached[key] = value
-      local write = writes[key]
-      if write == nil then
-        written[#written + 1] = key
-        writes[key] = { value, mode, px }
-      else
-        write[1] = value
-        if mode ~= 'KEEPTTL' then write[2], write[3] = mode, px end
-      end
-      return true
-    end
-    return redisCall(command, ...)
-  end,
-}
 --#include clock.lua
 
 -- Checked before any write, so a malformed batch changes nothing.
@@ -102,14 +64,5 @@ while a <= #ARGV do
   k0 = k0 + n
   a = a + 1 + 3 * n
   o = o + 2 + 4 * n
-end
-for w = 1, #written do
-  local key = written[w]
-  local write = writes[key]
-  if write[2] == 'KEEPTTL' then
-    redisCall('SET', key, write[1], 'KEEPTTL')
-  else
-    redisCall('SET', key, write[1], write[2], write[3])
-  end
 end
 return reply
