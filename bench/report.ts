@@ -80,7 +80,7 @@ turns, medians. One more round logs every command (\`SLOWLOG\`, threshold 0) for
     commands: `npx pnpm@12.4.2 bench:inbox-append    # about 3 minutes; BENCH_ROUNDS=5 BENCH_NOTIFICATIONS=3000
 BENCH_CALLGRIND=1 npx pnpm@12.4.2 bench:inbox-append    # instructions under valgrind (~8 min; prints only)`,
     method: `Redis µs per notification (\`INFO commandstats\`) of \`packages/inbox/src/append-n.lua\` against the
-script before its meta cache (527fc01, read from git), each on its own \`redis-server\`, taking turns
+script at \`BENCH_BASE\` (default 527fc01, before its meta cache; read from git), each on its own \`redis-server\`, taking turns
 every 16 calls, over 300 users: inboxes growing, full, or a call's notifications all for one user.`,
   },
   {

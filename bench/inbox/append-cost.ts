@@ -1,6 +1,5 @@
 // Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
-// script before the append-slim change (read from git at 527fc01 for this comparison
-// only), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
+// script at BENCH_BASE (default 527fc01, before the meta cache; read from git), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
 // commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
 // users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
 // "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
@@ -22,6 +21,7 @@ import { Redis } from 'ioredis';
 import { writeReport } from '../report.js';
 
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
+const BASE = process.env.BENCH_BASE ?? '527fc01';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
 const USERS = 300;
@@ -32,8 +32,8 @@ const RETENTION_MS = 31 * 24 * 3600 * 1000;
 const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
 
 const scripts = {
-  // The script before the meta cache, from git (527fc01), not a committed copy.
-  before: execFileSync('git', ['show', '527fc01:packages/inbox/src/append-n.lua'], { encoding: 'utf8' }),
+  // The script at BENCH_BASE (527fc01: before the meta cache), from git, not a committed copy.
+  before: execFileSync('git', ['show', `${BASE}:packages/inbox/src/append-n.lua`], { encoding: 'utf8' }),
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
 type Version = keyof typeof scripts;
@@ -208,9 +208,9 @@ try {
   const unit = CALLGRIND ? 'instructions' : 'µs';
   const title = CALLGRIND
     ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
-      `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run`
+      `answering the calls included), Redis ${version}, ${USERS} users, ${NOTIFICATIONS} notifications per run; before = the script at ${BASE}`
     : `Inbox append, Redis µs per notification (EVALSHA usec / notifications), Redis ${version}, ` +
-      `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds`;
+      `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds; before = the script at ${BASE}`;
   console.log(title);
   const rows: string[][] = [];
   for (const state of STATES) {
