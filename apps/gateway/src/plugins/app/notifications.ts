@@ -42,8 +42,8 @@ declare module 'fastify' {
        */
       gathering: Gathering | undefined;
       /**
-       * Marks `request` (tracked) as waiting, its `count` notifications come: their limiter decision or
-       * their envelope is being gathered.
+       * With a gathering: marks `request` (tracked) as waiting, its `count` notifications come, for
+       * their limiter decision to be gathered (without one it waits from its envelope on).
        */
       waiting(request: FastifyRequest, count: number): void;
     };
@@ -82,9 +82,11 @@ export default fp(
               }),
           )
         : undefined;
+    // Gathered, the envelopes go in the turn after their decisions: only the gathering goes early (an
+    // envelope sent as its first request is added would leave the others of its gathering behind).
     const senders = new EnvelopeSenders(() => {
-      gathering?.go('idle');
-      for (const envelope of envelopes ?? []) envelope.flush('idle');
+      if (gathering !== undefined) gathering.go('idle');
+      else for (const envelope of envelopes ?? []) envelope.flush('idle');
     });
     app.metrics.envelopeWaiting = () => senders.waiting;
     const tracked = new WeakMap<FastifyRequest, { wait(): void }>();
@@ -92,8 +94,10 @@ export default fp(
       if (envelopes !== undefined) tracked.set(request, senders.enter(reply.raw));
       done();
     };
+    // Gathered, a request waits from its decision on; else from its envelope on (`enqueue`).
     const waiting = (request: FastifyRequest, count: number) => {
-      gathering?.arrived(count);
+      if (gathering === undefined) return;
+      gathering.arrived(count);
       tracked.get(request)?.wait();
     };
     // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
