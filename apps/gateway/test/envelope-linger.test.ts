@@ -14,6 +14,14 @@ const app = await testAppForFile({
   HERALD_RATE_LIMIT_BURST: '1000',
   HERALD_SENDER_RATE_LIMIT_BURST: '1000',
 });
+/** A new user id on `userId`'s queue partition (an envelope carries one partition's notifications). */
+function samePartition(userId: string, name: string): string {
+  for (;;) {
+    const candidate = `${name}-${randomUUID()}`;
+    if (app.partitionOf('default', candidate) === app.partitionOf('default', userId)) return candidate;
+  }
+}
+
 /** One Redis server: the limiter decisions gather with the envelopes (see Gathering). */
 const gathered = app.notifications.gathering !== undefined;
 let port: number;
@@ -96,7 +104,7 @@ describe('envelopes go when no other notification can be on its way', () => {
       method: 'POST',
       url: '/notify',
       headers: auth,
-      payload: { userId: `fast-${randomUUID()}`, payload: { fast: true } },
+      payload: { userId: samePartition(slowUser, 'fast'), payload: { fast: true } },
     });
     // The fast one waits (nothing sent yet: the slow one is on its way): on one Redis server before its
     // limiter decision, which gathers too; on a Cluster (a decision per request) in its envelope.
@@ -143,7 +151,7 @@ describe('on one Redis server the notifications gather before their limiter deci
       const sends = 10;
       // Each request's headers and half its body first (all in flight), then the rest of every body.
       const bodies = Array.from({ length: sends }, (_, i) =>
-        JSON.stringify({ userId: `together-${i}-${randomUUID()}`, payload: { i } }),
+        JSON.stringify({ userId: samePartition('together', `together-${i}`), payload: { i } }),
       );
       let arrived = 0;
       const onRequest = (request: { headers: Record<string, unknown> }) => {
