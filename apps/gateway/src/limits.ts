@@ -204,7 +204,9 @@ export class Limits {
       },
       logger: this.#log,
       ...(hashTag === undefined ? {} : { hashTag }),
-      ...(batchSchedule === undefined ? {} : { batchSchedule }),
+      // Gathered, a batch goes whole when its gathering goes: a pool of 50 waiting requests is then one
+      // decision call and one envelope, not a batch every 16 (the default) and an envelope per batch.
+      ...(batchSchedule === undefined ? {} : { batchSchedule, batchFlushAt: 100 }),
       ...(this.#onDecision ? { onDecision: this.#onDecision } : {}),
     });
   }

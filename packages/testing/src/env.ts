@@ -32,7 +32,7 @@ export function isolatedEnv(redisUrl: string = inject('redisUrl')): Record<strin
  * partition per master.
  */
 export function redisEnv(redisUrl: string = inject('redisUrl')): Record<string, string> {
-  const cluster = redisUrl === inject('redisUrl') ? inject('redisCluster') : '';
+  const cluster = redisUrl === provided('redisUrl') ? inject('redisCluster') : '';
   if (!cluster) return { REDIS_URL: redisUrl };
   return {
     REDIS_URL: redisUrl,
@@ -40,4 +40,16 @@ export function redisEnv(redisUrl: string = inject('redisUrl')): Record<string, 
     HERALD_PUBSUB_MODE: 'sharded',
     HERALD_QUEUE_PARTITIONS: String(CLUSTER_QUEUE_PARTITIONS),
   };
+}
+
+/**
+ * What the test run's global setup provided for `key`; undefined outside a Vitest run (a benchmark,
+ * bench/soak, builds its stack with an explicit Redis URL and no Cluster).
+ */
+function provided(key: 'redisUrl'): string | undefined {
+  try {
+    return inject(key);
+  } catch {
+    return undefined;
+  }
 }
