@@ -117,7 +117,7 @@ single sends to a live socket, against the same sends with nothing else running.
     commands: `npx pnpm@12.4.2 bench:soak    # about 11 minutes; SOAK_PER_SECOND=750 SOAK_MS=600000 SOAK_USERS=200`,
     method: `Ten minutes through the chaos suite's stack and ledger (append-only Redis, retries with the same
 \`Idempotency-Key\`): each process's RSS and live heap, Redis memory and keys sampled every 10 s; flat
-means the last 3 samples within 10 % of the first 3 after a 2-minute warm-up; the ledger must be exact.`,
+means the last 3 samples within 10 % of the first 3 after a 4-minute warm-up; the ledger must be exact.`,
   },
 ];
 
