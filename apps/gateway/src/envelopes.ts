@@ -90,7 +90,8 @@ export class ArrivalRate {
 export class Envelopes {
   #pending: Pending | undefined;
   readonly #index: string;
-  readonly #arrivals: ArrivalRate;
+  /** The recent arrival rate, when not gathered (a gathering keeps its own). */
+  readonly #arrivals: ArrivalRate | undefined;
 
   constructor(
     private readonly queue: Queue,
@@ -109,7 +110,7 @@ export class Envelopes {
     },
   ) {
     this.#index = envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name });
-    this.#arrivals = new ArrivalRate(options.windowMs);
+    this.#arrivals = options.gathered === undefined ? new ArrivalRate(options.windowMs) : undefined;
   }
 
   /**
@@ -117,13 +118,13 @@ export class Envelopes {
    * recent rate, between a tenth of the window (at least 1 ms) and the window.
    */
   lingerMs(): number {
-    return this.#arrivals.lingerMs();
+    return (this.options.gathered ?? this.#arrivals)?.lingerMs() ?? this.options.windowMs;
   }
 
   /** Puts `items` (in send order) in the next envelope; resolves once that envelope is in Redis. */
   add(items: readonly NotificationJob[]): Promise<void> {
     // Gathered: counted as they came, before their decisions (here they come a gathering at a time).
-    if (this.options.gathered === undefined) this.#arrivals.arrived(items.length);
+    this.#arrivals?.arrived(items.length);
     const open = this.#pending;
     if (open !== undefined && open.items.length + items.length > this.options.maxItems) this.flush('full');
     const pending = this.#pending ?? this.#open();

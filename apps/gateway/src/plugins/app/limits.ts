@@ -35,22 +35,28 @@ export function isFanoutSend(body: unknown): body is Omit<NotifyItem, 'userId'> 
   );
 }
 
-/** The ids and costs of one decision: the sender pays for every item, each recipient for its own. */
+/**
+ * The ids and costs of one decision: the sender pays for every item, each recipient for its own;
+ * `notifications` is how many the request sends (0 for a fan-out send).
+ */
 type LimitCall = {
   key: Record<string, string | string[]>;
   cost: Record<string, number | number[]>;
+  notifications: number;
 };
 
 function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): LimitCall {
   // A single notification to one recipient: no map, no arrays.
   // The recipient's bucket is its tenant's user's (`<tenant>/<user>`): another tenant cannot drain it.
   const { id: sender, tenantId } = request.identity;
-  if (items.length === 0) return { key: { [SENDER_POLICY]: sender }, cost: { [SENDER_POLICY]: 1 } };
+  if (items.length === 0)
+    return { key: { [SENDER_POLICY]: sender }, cost: { [SENDER_POLICY]: 1 }, notifications: 0 };
   const only = items.length === 1 ? items[0] : undefined;
   if (only) {
     return {
       key: { [SENDER_POLICY]: sender, [RECIPIENT_POLICY]: userKey(tenantId, only.userId) },
       cost: { [SENDER_POLICY]: 1, [RECIPIENT_POLICY]: 1 },
+      notifications: 1,
     };
   }
   const perRecipient = new Map<string, number>();
@@ -61,6 +67,7 @@ function limitCallOf(request: FastifyRequest, items: readonly NotifyItem[]): Lim
   return {
     key: { [SENDER_POLICY]: sender, [RECIPIENT_POLICY]: [...perRecipient.keys()] },
     cost: { [SENDER_POLICY]: items.length, [RECIPIENT_POLICY]: [...perRecipient.values()] },
+    notifications: items.length,
   };
 }
 
@@ -109,8 +116,7 @@ export default fp(
         // (its decision, then its envelope), unless it fans out (no envelope, no gathering).
         key: (request) => {
           const call = callOf(request);
-          if (!isFanoutSend(request.body))
-            app.notifications.waiting(request, call.cost[SENDER_POLICY] as number);
+          if (!isFanoutSend(request.body)) app.notifications.waiting(request, call.notifications);
           return call.key;
         },
         cost: (request) => callOf(request).cost,
