@@ -10,7 +10,11 @@
 // Env:   BENCH_RATE (1000), BENCH_SECONDS (10), BENCH_USERS (300), BENCH_ROUNDS (3),
 //        BENCH_BASELINE (a built checkout of an older commit: its pipeline in the same rounds),
 //        BENCH_CPU_PROF (a folder: each app writes a V8 CPU profile into <folder>/herald or /baseline),
-//        BENCH_TOP (8: the commands listed in the by-command table).
+//        BENCH_TOP (8: the commands listed in the by-command table),
+//        BENCH_ENVELOPES ("30:30": more pipelines of this checkout, one per `<window ms>:<target items>`
+//        given, HERALD_ENVELOPE_WINDOW_MS and HERALD_ENVELOPE_TARGET_ITEMS, each on its own redis-server
+//        in the same rounds; "" for none): what fuller envelopes save Redis, and what they add to the
+//        latency (POST → socket, p50 / p99, also in the table).
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
@@ -31,6 +35,13 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const USERS = Number(process.env.BENCH_USERS ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const BASELINE = process.env.BENCH_BASELINE;
+const ENVELOPES = (process.env.BENCH_ENVELOPES ?? '30:30')
+  .split(',')
+  .filter((pair) => pair.trim() !== '')
+  .map((pair) => {
+    const [windowMs, targetItems] = pair.split(':').map(Number);
+    return { windowMs: windowMs ?? 10, targetItems: targetItems ?? 10 };
+  });
 const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const HERE = fileURLToPath(new URL('..', import.meta.url));
@@ -40,18 +51,26 @@ const require = createRequire(import.meta.url);
 const GROUPS = ['gateway', 'worker', 'realtime A+B', 'Redis'] as const;
 
 interface Contender {
+  /** `pipeline.label`, with its envelope settings when not the defaults. */
+  label: string;
+  /** The pipeline of `BENCH_BASELINE`. */
+  baseline: boolean;
   pipeline: Pipeline;
   redis: RedisServerHandle;
   admin: Redis;
   /** Script SHA1 → a name (BullMQ's scripts, Herald's Lua files of its checkout). */
   scripts: Map<string, string>;
   received: number;
+  /** POST → socket ms of every notification of the measured rounds (undefined: not recording). */
+  latencies: number[] | undefined;
   rounds: number[][];
   breakdown?: { name: string; calls: number; usec: number }[];
   /** INFO commandstats summed over the measured rounds: command → calls, µs. */
   commandstats: Map<string, { calls: number; usec: number }>;
   /** Notifications accepted in the measured rounds. */
   accepted: number;
+  /** POST → socket ms over the measured rounds. */
+  measuredLatencies: number[];
 }
 
 async function main(): Promise<void> {
@@ -70,7 +89,12 @@ async function main(): Promise<void> {
   const contenders: Contender[] = [];
   const sockets: Socket[] = [];
   try {
-    for (const root of BASELINE === undefined ? [undefined] : [undefined, BASELINE]) {
+    const runs: { root?: string; envelope?: { windowMs: number; targetItems: number } }[] = [
+      {},
+      ...(BASELINE === undefined ? [] : [{ root: BASELINE }]),
+      ...ENVELOPES.map((envelope) => ({ envelope })),
+    ];
+    for (const { root, envelope } of runs) {
       const redis = await startRedisServer({ args: ['--appendonly', 'no', '--slowlog-max-len', '1000000'] });
       // BENCH_CPU_PROF=<dir>: every app of the pipeline writes a V8 CPU profile there when it stops.
       const profileDir =
@@ -84,24 +108,43 @@ async function main(): Promise<void> {
         : {};
       const pipeline = await startPipeline({
         redis,
-        env: { ...env, ...profile },
+        env: {
+          ...env,
+          ...profile,
+          ...(envelope === undefined
+            ? {}
+            : {
+                HERALD_ENVELOPE_WINDOW_MS: String(envelope.windowMs),
+                HERALD_ENVELOPE_TARGET_ITEMS: String(envelope.targetItems),
+              }),
+        },
         secret: SECRET,
         ...(root ? { root } : {}),
       });
       const contender: Contender = {
+        label:
+          envelope === undefined
+            ? pipeline.label
+            : `${pipeline.label}, window ${envelope.windowMs} ms, target ${envelope.targetItems}`,
+        baseline: root !== undefined,
         pipeline,
         redis,
         admin: new Redis(redis.url),
         scripts: await scriptNames(root ?? join(HERE, '..')),
         received: 0,
+        latencies: undefined,
         rounds: [],
         commandstats: new Map(),
         accepted: 0,
+        measuredLatencies: [],
       };
       contenders.push(contender);
       for (let i = 0; i < USERS; i++) {
         const socket = await pipeline.connect(pipeline.realtimeUrls[i % 2] ?? '', `user-${i}`);
-        socket.on('notification', () => contender.received++);
+        socket.on('notification', (event: { payload: { t: number } }) => {
+          contender.received++;
+          contender.latencies?.push(Date.now() - event.payload.t);
+        });
         sockets.push(socket);
       }
     }
@@ -146,10 +189,14 @@ async function round(
   const before = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   const statsBefore = await commandstats(c.admin);
   const receivedBefore = c.received;
+  if (measured) c.latencies ??= [];
   const accepted = await openLoop(RATE, seconds, (n) =>
     postNotify(agent, c.pipeline.gatewayUrl, API_KEY, `user-${n % USERS}`, { t: Date.now() }),
   );
   await waitFor(() => c.received - receivedBefore >= accepted, { timeoutMs: 120_000, intervalMs: 50 });
+  const latencies = c.latencies;
+  c.latencies = undefined;
+  if (measured && latencies) c.measuredLatencies.push(...latencies);
   if (slowlog) await c.admin.config('SET', 'slowlog-log-slower-than', '-1');
   const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   if (measured) {
@@ -217,23 +264,34 @@ async function scriptNames(root: string): Promise<Map<string, string>> {
 }
 
 function report(contenders: Contender[], elapsedMs: number): void {
-  const [herald, baseline] = contenders;
-  const label = (c: Contender) => c.pipeline.label;
+  const [herald] = contenders;
+  const baseline = contenders.find((c) => c.baseline);
+  const label = (c: Contender) => c.label;
   const cell = (c: Contender, i: number) => median(c.rounds.map((r) => r[i] ?? 0));
   const total = (c: Contender) => GROUPS.reduce((sum, _, i) => sum + cell(c, i), 0);
+  // Every pipeline of this checkout against the baseline's, group by group.
+  const compared = baseline ? contenders.filter((c) => c !== baseline) : [];
+  const latency = (c: Contender) => {
+    const sorted = [...c.measuredLatencies].sort((a, b) => a - b);
+    const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+    return `${at(0.5).toFixed(0)} / ${at(0.99).toFixed(0)}`;
+  };
   const lines = [
     `machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, node ${process.version}, load average ${loadavg()
       .map((l) => l.toFixed(1))
       .join(' ')}`,
     `run: ${RATE} notifications/s for ${SECONDS} s per round, ${ROUNDS} rounds per pipeline (medians), ${USERS} connected users over 2 realtime instances, 1 gateway, 1 worker, each pipeline on its own redis-server; ${Math.round(elapsedMs / 1000)} s in all`,
     '',
-    `| CPU µs per notification | ${contenders.map(label).join(' | ')}${baseline ? ` | ${label(herald as Contender)} ÷ ${label(baseline)} |` : ' |'}`,
-    `| --- | ${contenders.map(() => '--:').join(' | ')}${baseline ? ' | --: |' : ' |'}`,
+    `| CPU µs per notification | ${[...contenders.map(label), ...compared.map((c) => `${label(c)} ÷ ${label(baseline as Contender)}`)].join(' | ')} |`,
+    `| --- | ${[...contenders, ...compared].map(() => '--:').join(' | ')} |`,
     ...[...GROUPS, 'all'].map((group, i) => {
-      const values = contenders.map((c) => (group === 'all' ? total(c) : cell(c, i)));
-      const ratio = baseline && values[1] ? ` | ${((values[0] ?? 0) / values[1]).toFixed(2)}× |` : ' |';
-      return `| ${group} | ${values.map((v) => v.toFixed(0)).join(' | ')}${ratio}`;
+      const value = (c: Contender) => (group === 'all' ? total(c) : cell(c, i));
+      const ratios = compared.map(
+        (c) => `${(value(c) / Math.max(1e-9, value(baseline as Contender))).toFixed(2)}×`,
+      );
+      return `| ${group} | ${[...contenders.map((c) => value(c).toFixed(0)), ...ratios].join(' | ')} |`;
     }),
+    `| POST → socket p50 / p99 ms | ${[...contenders.map(latency), ...compared.map(() => '')].join(' | ')} |`,
     '',
     writeChart('cost-by-process', {
       title: `CPU µs per notification at ${RATE}/s, by process`,
@@ -248,7 +306,7 @@ function report(contenders: Contender[], elapsedMs: number): void {
     writeChart('cost-redis-by-script', redisByScript(contenders)),
     '',
     ...commandstatsTable(
-      contenders.map((c) => ({ label: c.pipeline.label, stats: c.commandstats, accepted: c.accepted })),
+      contenders.map((c) => ({ label: c.label, stats: c.commandstats, accepted: c.accepted })),
       8,
     ),
   ];
@@ -296,7 +354,7 @@ function redisByScript(contenders: Contender[]): Parameters<typeof writeChart>[1
   return {
     title: 'Redis µs per notification by script (SLOWLOG of every command, one round)',
     unit: 'Redis µs per notification (a script with the commands it calls)',
-    series: contenders.map((c) => c.pipeline.label),
+    series: contenders.map((c) => c.label),
     groups: [...rows]
       .sort((a, b) => (b[1][0] ?? 0) - (a[1][0] ?? 0))
       .filter(([, values]) => values.some((value) => (value ?? 0) >= 0.5))

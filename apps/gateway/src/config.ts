@@ -41,6 +41,7 @@ export const EnvSchema = Type.Object({
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
   HERALD_ENVELOPE_WINDOW_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 10 }),
   HERALD_ENVELOPE_MAX_ITEMS: Type.Integer({ minimum: 1, maximum: 1000, default: 200 }),
+  HERALD_ENVELOPE_TARGET_ITEMS: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
 });
@@ -113,6 +114,12 @@ export interface GatewayConfig extends ServerConfig {
    */
   envelopeWindowMs: number;
   envelopeMaxItems: number;
+  /**
+   * `HERALD_ENVELOPE_TARGET_ITEMS`: an envelope lingers for as long as the recent arrival rate takes to
+   * bring this many notifications (within the window): more, fewer jobs and less Redis work per
+   * notification at a given rate, for a longer wait (see ArrivalRate).
+   */
+  envelopeTargetItems: number;
   /** Where the inbox lives; must match the worker's and the realtime servers'. */
   inbox: ReturnType<typeof inboxSettings>;
   /** Pub/sub to the realtime servers (unread counts after a REST read); must match theirs. */
@@ -142,6 +149,11 @@ export function loadConfig(
   if (parsed.HERALD_ENVELOPE_WINDOW_MS * 4 > parsed.HERALD_REDIS_TIMEOUT_MS) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_ENVELOPE_WINDOW_MS (${parsed.HERALD_ENVELOPE_WINDOW_MS}) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request waits for its envelope, then for Redis, within that timeout.`,
+    );
+  }
+  if (parsed.HERALD_ENVELOPE_TARGET_ITEMS > parsed.HERALD_ENVELOPE_MAX_ITEMS) {
+    throw new ConfigError(
+      `Invalid gateway configuration: HERALD_ENVELOPE_TARGET_ITEMS (${parsed.HERALD_ENVELOPE_TARGET_ITEMS}) must be at most HERALD_ENVELOPE_MAX_ITEMS (${parsed.HERALD_ENVELOPE_MAX_ITEMS}): an envelope goes when full.`,
     );
   }
   return Object.freeze({
@@ -184,6 +196,7 @@ export function loadConfig(
     jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
     envelopeWindowMs: parsed.HERALD_ENVELOPE_WINDOW_MS,
     envelopeMaxItems: parsed.HERALD_ENVELOPE_MAX_ITEMS,
+    envelopeTargetItems: parsed.HERALD_ENVELOPE_TARGET_ITEMS,
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
   });

@@ -22,13 +22,17 @@ interface Pending {
 /** What sent an envelope: full, its linger was up, every request held was waiting (idle), shutdown. */
 export type EnvelopeFlush = 'full' | 'linger' | 'idle' | 'shutdown';
 
-/** Notifications an envelope should gather at the recent arrival rate (see {@link lingerMs}). */
+/**
+ * Notifications an envelope should gather at the recent arrival rate, by default
+ * (`HERALD_ENVELOPE_TARGET_ITEMS`; see {@link ArrivalRate}).
+ */
 export const ENVELOPE_TARGET_ITEMS = 10;
 
 /**
  * The recent arrival rate of notifications, as an exponentially weighted mean of the gaps between them
- * (a batch's notifications share theirs), and the linger it gives: what {@link ENVELOPE_TARGET_ITEMS}
- * notifications take at that rate, between a tenth of `windowMs` (at least 1 ms) and `windowMs`.
+ * (a batch's notifications share theirs), and the linger it gives: what `targetItems`
+ * ({@link ENVELOPE_TARGET_ITEMS} by default) notifications take at that rate, between a tenth of
+ * `windowMs` (at least 1 ms) and `windowMs`.
  */
 export class ArrivalRate {
   /** Mean gap between notifications, ms; starts at the window (a quiet gateway). */
@@ -36,7 +40,10 @@ export class ArrivalRate {
   /** When the last notification came (`performance.now()`). */
   #lastAt: number | undefined;
 
-  constructor(private readonly windowMs: number) {
+  constructor(
+    private readonly windowMs: number,
+    private readonly targetItems = ENVELOPE_TARGET_ITEMS,
+  ) {
     this.#gapMs = windowMs;
   }
 
@@ -52,10 +59,10 @@ export class ArrivalRate {
     this.#lastAt = now;
   }
 
-  /** The linger for {@link ENVELOPE_TARGET_ITEMS} notifications when a `share` of them count (a partition's). */
+  /** The linger for `targetItems` notifications when a `share` of them count (a partition's). */
   lingerMs(share = 1): number {
     const { windowMs } = this;
-    return Math.min(windowMs, Math.max(1, windowMs / 10, (ENVELOPE_TARGET_ITEMS * this.#gapMs) / share));
+    return Math.min(windowMs, Math.max(1, windowMs / 10, (this.targetItems * this.#gapMs) / share));
   }
 }
 
@@ -98,6 +105,8 @@ export class Envelopes {
     private readonly connection: Redis | Cluster,
     private readonly options: {
       windowMs: number;
+      /** Notifications to gather at the recent rate ({@link ENVELOPE_TARGET_ITEMS} when not given). */
+      targetItems?: number;
       maxItems: number;
       retry: RetryPolicy;
       /** Told of every envelope sent, with what sent it. */
@@ -110,7 +119,8 @@ export class Envelopes {
     },
   ) {
     this.#index = envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name });
-    this.#arrivals = options.gathered === undefined ? new ArrivalRate(options.windowMs) : undefined;
+    this.#arrivals =
+      options.gathered === undefined ? new ArrivalRate(options.windowMs, options.targetItems) : undefined;
   }
 
   /**
@@ -210,12 +220,14 @@ export class Gathering {
 
   constructor(options: {
     windowMs: number;
+    /** Notifications to gather at the recent rate ({@link ENVELOPE_TARGET_ITEMS} when not given). */
+    targetItems?: number;
     /** Envelopes it fills at once (one per queue partition): it lingers for each to get its share. */
     partitions: number;
     /** Asked after each batch joins: may send the gathering at once (`go('idle')`). */
     onJoin?: () => void;
   }) {
-    this.#arrivals = new ArrivalRate(options.windowMs);
+    this.#arrivals = new ArrivalRate(options.windowMs, options.targetItems);
     this.#share = 1 / options.partitions;
     this.#onJoin = options.onJoin ?? (() => {});
   }

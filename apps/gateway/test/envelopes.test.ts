@@ -7,8 +7,9 @@ import {
 import { waitFor } from '@herald/testing';
 import type { Job } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
+import { ArrivalRate, ENVELOPE_TARGET_ITEMS } from '../src/envelopes.js';
 import { auth, everyPartition, testAppForFile, testEnv, workerOnEveryPartition } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
@@ -179,5 +180,44 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     ).toThrow(
       /HERALD_ENVELOPE_WINDOW_MS \(300\) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS \(800\)/,
     );
+  });
+
+  it('a target larger than the envelope is refused at start, naming both; the default is 10', () => {
+    expect(() =>
+      loadConfig(testEnv({ HERALD_ENVELOPE_TARGET_ITEMS: '300', HERALD_ENVELOPE_MAX_ITEMS: '200' })),
+    ).toThrow(/HERALD_ENVELOPE_TARGET_ITEMS \(300\) must be at most HERALD_ENVELOPE_MAX_ITEMS \(200\)/);
+    expect(() => loadConfig(testEnv({ HERALD_ENVELOPE_TARGET_ITEMS: '0' }))).toThrow(
+      /HERALD_ENVELOPE_TARGET_ITEMS/,
+    );
+    expect(loadConfig(testEnv({})).envelopeTargetItems).toBe(ENVELOPE_TARGET_ITEMS);
+    expect(loadConfig(testEnv({ HERALD_ENVELOPE_TARGET_ITEMS: '30' })).envelopeTargetItems).toBe(30);
+  });
+});
+
+describe('the linger (ArrivalRate)', () => {
+  /** The linger after 500 notifications arriving one every `gapMs` (a clock moved by hand). */
+  function lingerAfterSteady(rate: ArrivalRate, gapMs: number, share = 1): number {
+    let now = 1000;
+    const clock = vi.spyOn(performance, 'now').mockImplementation(() => now);
+    try {
+      for (let i = 0; i < 500; i++) {
+        rate.arrived(1);
+        now += gapMs;
+      }
+      return rate.lingerMs(share);
+    } finally {
+      clock.mockRestore();
+    }
+  }
+
+  it('is what the target takes at the recent rate, within a tenth of the window and the window', () => {
+    // 1,000/s: the default target of 10 takes 10 ms; a target of 30 takes 30 ms.
+    expect(lingerAfterSteady(new ArrivalRate(100), 1)).toBeCloseTo(10, 5);
+    expect(lingerAfterSteady(new ArrivalRate(100, 30), 1)).toBeCloseTo(30, 5);
+    // Capped by the window, and at least a tenth of it (10,000/s with a 100 ms window: 10 ms, not 1).
+    expect(lingerAfterSteady(new ArrivalRate(20, 30), 1)).toBe(20);
+    expect(lingerAfterSteady(new ArrivalRate(100, 10), 0.1)).toBe(10);
+    // A partition's share of the notifications: its envelope waits for its own target.
+    expect(lingerAfterSteady(new ArrivalRate(100, 10), 1, 1 / 4)).toBeCloseTo(40, 5);
   });
 });

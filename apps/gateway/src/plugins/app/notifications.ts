@@ -64,6 +64,7 @@ export default fp(
       config.envelopeWindowMs > 0 && config.redisClusterNodes === undefined
         ? new Gathering({
             windowMs: config.envelopeWindowMs,
+            targetItems: config.envelopeTargetItems,
             partitions: app.queues.length,
             onJoin: () => senders.check(),
           })
@@ -75,6 +76,7 @@ export default fp(
             (queue) =>
               new Envelopes(queue, app.queueConnection, {
                 windowMs: config.envelopeWindowMs,
+                targetItems: config.envelopeTargetItems,
                 maxItems: config.envelopeMaxItems,
                 retry: { attempts: config.jobAttempts, backoffMs: config.jobBackoffMs, jitter: 0.5 },
                 onFlush: (reason) => app.metrics.envelopes.inc({ reason }),
