@@ -174,8 +174,8 @@ function render(figures: Map<Name, string>): string {
     'runs them all (about an hour) and writes it afresh; each `bench:<name>` replaces its own section. Earlier',
     'figures are in git._',
     '',
-    `Machine: ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB; ${versions()};`,
-    `commit ${quiet('git', ['log', '-1', '--format=%h'])}. Every figure compares Herald with a peer in the same run, on loopback: this`,
+    `Last written on ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(totalmem() / 2 ** 30)} GiB; ${versions()};`,
+    `commit ${quiet('git', ['log', '-1', '--format=%h'])} (each section's stamp names its own commit and machine). Every figure compares Herald with a peer in the same run, on loopback: a`,
     'machine is shared and noisy, so absolute rates move between runs and same-run ratios much less; none is an',
     'assertion in the test suite. With `BENCH_BASELINE`, an older commit runs beside this one, built with',
     '`git worktree add /tmp/herald-old <commit> && (cd /tmp/herald-old && npx pnpm@12.4.2 install && npx pnpm@12.4.2 build)`.',
@@ -209,7 +209,8 @@ function render(figures: Map<Name, string>): string {
 export function writeReport(name: Name, markdown: string): void {
   if (process.env.BENCH_WRITE_README === '0') return;
   const figures = currentFigures(readFileSync(README, 'utf8'));
-  const stamp = `_Written by \`npx pnpm@12.4.2 bench:${name}\` at ${quiet('git', ['log', '-1', '--format=%h'])} on ${new Date().toISOString()}._`;
+  const cpu = cpus();
+  const stamp = `_Written by \`npx pnpm@12.4.2 bench:${name}\` at ${quiet('git', ['log', '-1', '--format=%h'])} on ${new Date().toISOString()}, on ${cpu.length} × ${cpu[0]?.model.trim() ?? 'unknown CPU'}._`;
   figures.set(name, `${stamp}\n\n${markdown.trim()}`);
   writeFileSync(README, render(figures));
 }
