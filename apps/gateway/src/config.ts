@@ -116,8 +116,8 @@ export interface GatewayConfig extends ServerConfig {
   envelopeMaxItems: number;
   /**
    * `HERALD_ENVELOPE_TARGET_ITEMS`: an envelope lingers for as long as the recent arrival rate takes to
-   * bring this many notifications (within the window): more, fewer jobs and less Redis work per
-   * notification at a given rate, for a longer wait (see ArrivalRate).
+   * bring this many notifications (within the window). A larger target: fewer jobs and less Redis work
+   * per notification at a given rate, for a longer wait (see ArrivalRate).
    */
   envelopeTargetItems: number;
   /** Where the inbox lives; must match the worker's and the realtime servers'. */

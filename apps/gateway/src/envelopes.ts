@@ -124,8 +124,8 @@ export class Envelopes {
   }
 
   /**
-   * How long the next envelope lingers: what {@link ENVELOPE_TARGET_ITEMS} notifications take at the
-   * recent rate, between a tenth of the window (at least 1 ms) and the window.
+   * How long the next envelope lingers: what its target (`targetItems`) of notifications takes at the
+   * recent rate, between a tenth of the window (at least 1 ms) and the window; gathered, the gathering's.
    */
   lingerMs(): number {
     return (this.options.gathered ?? this.#arrivals)?.lingerMs() ?? this.options.windowMs;
