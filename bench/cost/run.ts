@@ -310,7 +310,8 @@ function report(contenders: Contender[], elapsedMs: number): void {
       8,
     ),
   ];
-  // The report holds this checkout's breakdown; the baseline's goes to the terminal only.
+  // The report holds this checkout's breakdown by script; its breakdown by command and key, and the
+  // other pipelines', go to the terminal only.
   const breakdowns: string[] = [];
   for (const c of contenders) {
     const all = c.breakdown ?? [];
@@ -325,6 +326,8 @@ function report(contenders: Contender[], elapsedMs: number): void {
         (r) => `| ${r.name.replace(/^evalsha /, '')} | ${r.calls.toFixed(2)} | ${r.usec.toFixed(1)} |`,
       ),
       '',
+    );
+    breakdowns.push(
       `Redis by command, ${label(c)} (the same round; from clients and from inside scripts, by key; the top 8):`,
       '',
       '| command, key | calls per notification | µs per notification |',
