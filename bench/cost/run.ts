@@ -61,7 +61,7 @@ interface Contender {
   /** Script SHA1 → a name (BullMQ's scripts, Herald's Lua files of its checkout). */
   scripts: Map<string, string>;
   received: number;
-  /** POST → socket ms of every notification of the measured rounds (undefined: not recording). */
+  /** Where POST → socket ms go: `measuredLatencies` during a measured round, else nowhere. */
   latencies: number[] | undefined;
   rounds: number[][];
   breakdown?: { name: string; calls: number; usec: number }[];
@@ -189,14 +189,12 @@ async function round(
   const before = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   const statsBefore = await commandstats(c.admin);
   const receivedBefore = c.received;
-  if (measured) c.latencies ??= [];
+  c.latencies = measured ? c.measuredLatencies : undefined;
   const accepted = await openLoop(RATE, seconds, (n) =>
     postNotify(agent, c.pipeline.gatewayUrl, API_KEY, `user-${n % USERS}`, { t: Date.now() }),
   );
   await waitFor(() => c.received - receivedBefore >= accepted, { timeoutMs: 120_000, intervalMs: 50 });
-  const latencies = c.latencies;
   c.latencies = undefined;
-  if (measured && latencies) c.measuredLatencies.push(...latencies);
   if (slowlog) await c.admin.config('SET', 'slowlog-log-slower-than', '-1');
   const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   if (measured) {

@@ -7,7 +7,7 @@
 // (at least 95 % of the offered rate accepted after warm-up: else what grows is a backlog, not a leak).
 //
 // Usage: pnpm bench:soak   (root; builds the apps first)
-// Env:   SOAK_PER_SECOND (750), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (240000),
+// Env:   SOAK_PER_SECOND (500), SOAK_MS (600000), SOAK_SAMPLE_MS (10000), SOAK_WARMUP_MS (240000),
 //        SOAK_USERS (200); BENCH_WRITE_README=0 leaves bench/README.md alone.
 import { readFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -51,7 +51,7 @@ const SOAK_ENV: Record<string, string> = {
   // 500/s, reached after 90 s.
   HERALD_INBOX_RECORD_GRACE_MS: '60000',
   // Idempotency records live 60 s (the least the gateway takes; default a day): 30,000 at 500/s, reached
-  // after 60 s. BullMQ keeps the last 10,000 completed jobs (notificationJobOptions): reached after 14 s.
+  // after 60 s. BullMQ keeps the last 10,000 completed jobs (envelopes: see WARMUP_MS): ~100 s.
   HERALD_IDEMPOTENCY_TTL_SECONDS: '60',
 };
 
