@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { configDefaults, defineConfig, type ViteUserConfig } from 'vitest/config';
 import { clusterRunSetting } from './redis-cluster.js';
@@ -27,6 +28,10 @@ export function heraldTestConfig(options: { notOnCluster?: readonly string[] } =
       globalSetup: [redisGlobalSetup],
       testTimeout: 60_000,
       hookTimeout: 60_000,
+      // Vitest's default is one worker per core but one: a single worker on a 2-core CI machine, so every
+      // file of a package ran after the other. Herald's test files wait mostly on processes, sockets and
+      // timers rather than CPU, and each has its own key prefix, queues and ports, so two run side by side.
+      maxWorkers: Math.max(2, availableParallelism() - 1),
     },
   });
 }
