@@ -34,7 +34,12 @@ export async function startApp(options: {
 }): Promise<AppProcess> {
   const command = options.command ?? process.execPath;
   const args = options.command ? (options.args ?? []) : [options.entry, ...(options.args ?? [])];
+  // Under a wrapper command (e.g. `faketime`, which forks), the app is the wrapper's child: a signal to
+  // the wrapper alone left it running (a chaos run left a gateway behind). The wrapper and the app get a
+  // process group of their own, and `stop` signals the whole group.
+  const wrapped = options.command !== undefined;
   const child = spawn(command, args, {
+    detached: wrapped,
     env: {
       ...process.env,
       PORT: String(options.port ?? 0),
@@ -43,13 +48,30 @@ export async function startApp(options: {
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      if (wrapped && child.pid !== undefined) process.kill(-child.pid, name);
+      else child.kill(name);
+    } catch {
+      // already gone
+    }
+  };
+  const groupAlive = () => {
+    if (child.pid === undefined) return false;
+    try {
+      process.kill(-child.pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
   const lines: string[] = [];
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   const ready = new Promise<number | undefined>((resolve, reject) => {
     const timer = setTimeout(() => {
       // Not left running: nobody holds a handle to stop it.
-      child.kill('SIGKILL');
+      signal('SIGKILL');
       reject(new Error(`${options.name} did not start in time. Output:\n${lines.join('\n')}`));
     }, options.timeoutMs ?? 20_000);
     const onLine = (line: string) => {
@@ -89,12 +111,21 @@ export async function startApp(options: {
     port,
     url: `http://127.0.0.1:${port ?? 0}`,
     lines,
-    async stop(signal = 'SIGTERM', graceMs = 10_000) {
-      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
-      child.kill(signal);
-      const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    async stop(name = 'SIGTERM', graceMs = 10_000) {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        // A wrapper gone (killed alone by a test): what it started goes too.
+        if (wrapped) signal('SIGKILL');
+        return child.exitCode;
+      }
+      signal(name);
+      const deadline = Date.now() + graceMs;
+      const timer = setTimeout(() => signal('SIGKILL'), graceMs);
       const code = await exited;
+      // The wrapper may end before what it started (faketime dies of the signal its child handles):
+      // the app has the rest of the grace to finish, then goes.
+      while (wrapped && groupAlive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       clearTimeout(timer);
+      if (wrapped) signal('SIGKILL');
       return code;
     },
   };
