@@ -262,7 +262,6 @@ async function scriptNames(root: string): Promise<Map<string, string>> {
 }
 
 function report(contenders: Contender[], elapsedMs: number): void {
-  const [herald] = contenders;
   const baseline = contenders.find((c) => c.baseline);
   const label = (c: Contender) => c.label;
   const cell = (c: Contender, i: number) => median(c.rounds.map((r) => r[i] ?? 0));
@@ -308,14 +307,14 @@ function report(contenders: Contender[], elapsedMs: number): void {
       8,
     ),
   ];
-  // The report holds this checkout's breakdown by script; its breakdown by command and key, and the
-  // other pipelines', go to the terminal only.
+  // The breakdowns by script (the chart above draws this checkout's) and by command and key go to the
+  // terminal only.
   const breakdowns: string[] = [];
   for (const c of contenders) {
     const all = c.breakdown ?? [];
     const scripts = all.filter((r) => r.name.startsWith('evalsha') || r.name.startsWith('fcall'));
     const commands = all.filter((r) => !scripts.includes(r)).slice(0, Number(process.env.BENCH_TOP ?? 8));
-    (c === herald ? lines : breakdowns).push(
+    breakdowns.push(
       `Redis by script, ${label(c)} (SLOWLOG of every command, one more round; a script's time includes the commands it calls):`,
       '',
       '| script | calls per notification | µs per notification |',

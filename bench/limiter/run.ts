@@ -344,7 +344,7 @@ async function main(): Promise<void> {
   const rlfUs = cpu.find((c) => c.name.startsWith('rate-limiter-flexible'))?.usPerCall ?? Number.NaN;
   const report = [
     '',
-    `Herald rate limiter benchmark — ${new Date().toISOString()}`,
+    // The date and commit are in the report's stamp (writeReport).
     `node ${process.version}, redis ${redisVersion} at ${new URL(REDIS_URL).host}, ${CONCURRENCY} calls in flight, ${ROUNDS} rounds x ${ROUND_SECONDS} s per contender (rotated order); decisions/s = median of rounds; ratios = median of per-round ratios`,
     '',
     ...table,

@@ -163,8 +163,14 @@ async function main(): Promise<void> {
     const title = soakTitle({ perSecond: PER_SECOND, ms: SOAK_MS, users: USERS, at: new Date() });
     await writePlot(plotSvg(samples, { warmupS: WARMUP_MS / 1000, title }), files);
     process.stderr.write(`[soak] samples: ${files.samples}; plot: ${files.svg}, ${files.png}\n`);
-    const report = markdown({ samples, result, requests, errors, elapsedMs: Date.now() - startedAt });
-    process.stdout.write(`${report}\n`);
+    const { report, detail } = markdown({
+      samples,
+      result,
+      requests,
+      errors,
+      elapsedMs: Date.now() - startedAt,
+    });
+    process.stdout.write(`${report}\n\n${detail}\n`);
     writeReport('soak', report);
     const bad =
       result.missing + result.duplicates + result.outOfOrder + result.unexpected + requests.refused > 0 ||
@@ -367,7 +373,7 @@ function markdown(options: {
   requests: { sent: number; abandoned: number; refused: number; requestTimeouts: number };
   errors: ReturnType<typeof logLevels>[];
   elapsedMs: number;
-}): string {
+}): { report: string; detail: string } {
   const { samples, result, requests, errors } = options;
   const growths = series(samples);
   const format = (g: Growth, value: number) =>
@@ -412,10 +418,14 @@ function markdown(options: {
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',
     `| soak | ${result.accepted} | ${result.shown} | ${result.missing} | ${result.duplicates} | ${result.outOfOrder} | ${result.unexpected} | ${requests.refused} | ${result.unavailable} | ${result.inFlight} | ${requests.requestTimeouts} | ${result.connectionErrors} |`,
     '',
-    `requests sent ${requests.sent}, given up after the 60 s stop deadline ${requests.abandoned}, longest 202 wait ${result.maxAcceptMs} ms${result.refusals.length > 0 ? `; refused (first ${result.refusals.length}): ${result.refusals.join('; ')}` : ''}${result.missing > 0 ? `; first missing: ${result.missingIds.join(', ')}` : ''}`,
-    '',
     `errors logged (pino level ≥ 50): ${errors.map((e) => `${e.name} ${e.errors}`).join(', ')}; warnings (40): ${errors.map((e) => `${e.name} ${e.warnings}`).join(', ')}`,
     ...errors.flatMap((e) => e.first.map((text) => `    ${e.name}: ${text}`)),
+    '',
+    '![RSS per process, Redis memory and keys over the soak](../docs/soak.svg)',
+  ];
+  // To the terminal only: the requests' totals (the ledger above counts what matters) and each warning.
+  const detail = [
+    `requests sent ${requests.sent}, given up after the 60 s stop deadline ${requests.abandoned}, longest 202 wait ${result.maxAcceptMs} ms${result.refusals.length > 0 ? `; refused (first ${result.refusals.length}): ${result.refusals.join('; ')}` : ''}${result.missing > 0 ? `; first missing: ${result.missingIds.join(', ')}` : ''}`,
     // Each warning once, with the processes that logged it.
     ...[...new Set(errors.flatMap((e) => [...e.warned.keys()]))].map(
       (msg) =>
@@ -424,10 +434,8 @@ function markdown(options: {
           .map((e) => `${e.name} ${e.warned.get(msg)}×`)
           .join(', ')}`,
     ),
-    '',
-    '![RSS per process, Redis memory and keys over the soak](../docs/soak.svg)',
   ];
-  return lines.join('\n');
+  return { report: lines.join('\n'), detail: detail.join('\n') };
 }
 
 await main();
