@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -11,15 +11,11 @@ const hasFaketime = spawnSync('faketime', ['--version'], { stdio: 'ignore' }).st
 /** Whether a process with `pid` still runs (a zombie counts as gone: it has exited). */
 function running(pid: number): boolean {
   try {
-    process.kill(pid, 0);
+    // /proc/<pid>/stat: "<pid> (<comm>) <state> …"
+    const state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
+    return state !== undefined && state !== 'Z';
   } catch {
     return false;
-  }
-  try {
-    const stat = spawnSync('ps', ['-o', 'stat=', '-p', String(pid)], { encoding: 'utf8' }).stdout.trim();
-    return stat !== '' && !stat.startsWith('Z');
-  } catch {
-    return true;
   }
 }
 
