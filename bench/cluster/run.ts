@@ -10,6 +10,9 @@
 // pub/sub. A tenant's limiter buckets share its hash tag (one decision, one slot: one master per
 // tenant), so the tenants are picked two per master by their tag's slot; with a handful of tenants
 // picked at random the limiter's share (~17 µs of a notification) would follow the luck of the draw.
+// A second Cluster runs the same with the envelope window times the partitions (30 ms for 3), so that
+// each partition's envelopes gather what one node's gather at the default window: the Cluster's cost at
+// one node's envelope fill, against the price of a longer wait before a send goes.
 //
 // Usage: npx pnpm@12.4.2 bench:cluster   (builds first)
 // Env:   BENCH_RATE (1000), BENCH_SECONDS (10), BENCH_USERS (300), BENCH_ROUNDS (2), BENCH_PARTITIONS (3),
@@ -40,6 +43,8 @@ const USERS = Number(process.env.BENCH_USERS ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 3);
 const MASTERS = 3;
+/** The window of the last target's gateway: the default (10 ms) times the partitions. */
+const FILLED_WINDOW_MS = 10 * PARTITIONS;
 const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const KEY_PREFIX = 'herald:';
 
@@ -111,23 +116,41 @@ async function main(): Promise<void> {
     const slower = await startRedisServer({ args: ['--appendonly', 'no'] });
     disposers.push(() => slower.dispose());
     const share = Math.round(RATE / PARTITIONS);
-    // The same code four ways: today's one node; the Cluster; one node with the Cluster's partitions
+    // A second Cluster, whose gateway lingers the window times the partitions (each partition's envelope
+    // then gathers what one node's does at the default window): what the Cluster costs at one node's
+    // envelope fill.
+    const filledCluster = await startRedisCluster({ masters: MASTERS, replicas: 0 });
+    disposers.push(() => filledCluster.dispose());
+    // The same code five ways: today's one node; the Cluster; one node with the Cluster's partitions
     // (what partitioning costs alone); one node with one partition at the rate each of the Cluster's
-    // partitions gets (what an envelope gathers depends on its queue's rate, not the deployment's).
-    for (const [label, nodes, extra, rate] of [
-      ['one redis-server, 1 partition', [single], {}, RATE],
-      [`Cluster, ${MASTERS} masters, ${PARTITIONS} partitions`, masters, clusterEnv, RATE],
+    // partitions gets (what an envelope gathers depends on its queue's rate, not the deployment's); the
+    // Cluster with its envelopes as full as one node's.
+    for (const [label, nodes, extra, rate, clusterNodes] of [
+      ['one redis-server, 1 partition', [single], {}, RATE, undefined],
+      [`Cluster, ${MASTERS} masters, ${PARTITIONS} partitions`, masters, clusterEnv, RATE, cluster.nodes],
       [
         `one redis-server, ${PARTITIONS} partitions`,
         [partitioned],
         { HERALD_QUEUE_PARTITIONS: String(PARTITIONS) },
         RATE,
+        undefined,
       ],
-      [`one redis-server, 1 partition, ${share}/s`, [slower], {}, share],
+      [`one redis-server, 1 partition, ${share}/s`, [slower], {}, share, undefined],
+      [
+        `Cluster, ${MASTERS} masters, ${PARTITIONS} partitions, HERALD_ENVELOPE_WINDOW_MS=${FILLED_WINDOW_MS}`,
+        filledCluster.servers.slice(0, MASTERS),
+        {
+          ...clusterEnv,
+          HERALD_REDIS_CLUSTER_NODES: filledCluster.nodesEnv,
+          HERALD_ENVELOPE_WINDOW_MS: String(FILLED_WINDOW_MS),
+        },
+        RATE,
+        filledCluster.nodes,
+      ],
     ] as const) {
       const first = nodes[0] as RedisServerHandle;
       const client =
-        nodes.length > 1 ? new Cluster(cluster.nodes, { redisOptions: {} }) : new Redis(first.url);
+        clusterNodes !== undefined ? new Cluster(clusterNodes, { redisOptions: {} }) : new Redis(first.url);
       const store = new ApiKeyStore({ redis: client, keyPrefix: KEY_PREFIX, cacheMs: 0, envKeys: [] });
       const keys: string[] = [];
       for (const tenantId of tenants) keys.push((await store.create({ name: 'bench', tenantId })).key);
@@ -234,8 +257,8 @@ async function partitionMasters(
 }
 
 function report(targets: Target[], tenants: string[], where: number[], ms: number): void {
-  const [single, cluster, partitioned, slower] = targets;
-  if (!single || !cluster || !partitioned || !slower) return;
+  const [single, cluster, partitioned, slower, filled] = targets;
+  if (!single || !cluster || !partitioned || !slower || !filled) return;
   const perNode = (target: Target, rounds: number[][]) =>
     target.nodes.map((_node, i) => median(rounds.map((round) => round[i] ?? 0)));
   const sum = (values: number[]) => values.reduce((total, value) => total + value, 0);
@@ -251,7 +274,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
   const singleTotal = sum(perNode(single, single.rounds));
   const lines = [
     `Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]?.toFixed(2)} at the end; Node ${process.version}. ` +
-      `${RATE}/s (but the last row) for ${SECONDS} s per round, ${ROUNDS} measured rounds per target (alternating), ` +
+      `${RATE}/s (but the ${Math.round(RATE / PARTITIONS)}/s row) for ${SECONDS} s per round, ${ROUNDS} measured rounds per target (alternating), ` +
       `${USERS} connected users over ${tenants.length} tenants (two per master by their tag's slot: a tenant's limiter decisions are on one master); ` +
       `${targets.reduce((total, target) => total + target.accepted, 0)} notifications accepted and shown in the measured rounds, nothing lost. ` +
       `Medians of the rounds; ${Math.round(ms / 1000)} s in all. "Less idle": less what the node spends with the pipeline up and nothing sent (cron, cluster bus, the apps' polling), over the round's time.`,
@@ -266,13 +289,16 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
     row(single.label, single),
     row(partitioned.label, partitioned),
     row(slower.label, slower),
+    row(filled.label, filled),
     '',
     `Per notification the Cluster costs Redis **${(clusterTotal / singleTotal).toFixed(2)}×** what one node does with one partition ` +
       `(${(clusterTotal / sum(perNode(partitioned, partitioned.rounds))).toFixed(2)}× one node with the same ${PARTITIONS} partitions, ` +
       `${(clusterTotal / sum(perNode(slower, slower.rounds))).toFixed(2)}× one node at the rate each partition gets). ` +
       `Each master carries ${(100 / masters.length).toFixed(0)} % of the work give or take ${(worst * 100).toFixed(0)} %; ` +
       `with the busiest master at 70 % of a core this Cluster carries ~${Math.round(0.7e6 / Math.max(...masters)).toLocaleString('en-US')} notifications/s ` +
-      `(one node: ~${Math.round(0.7e6 / singleTotal).toLocaleString('en-US')}/s).`,
+      `(one node: ~${Math.round(0.7e6 / singleTotal).toLocaleString('en-US')}/s). ` +
+      `With its envelopes as full as one node's (\`HERALD_ENVELOPE_WINDOW_MS=${FILLED_WINDOW_MS}\`: a send may wait that long), ` +
+      `the Cluster costs ${(sum(perNode(filled, filled.rounds)) / singleTotal).toFixed(2)}× one node.`,
     '',
     writeChart('cluster-spread', {
       title: `Redis CPU per notification at ${RATE}/s: each Cluster master, and one node`,
@@ -281,7 +307,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
       groups: [
         ...masters.map((value, i) => ({ label: `Cluster master ${i + 1}`, values: [value] })),
         { label: `Cluster, all ${masters.length} masters`, values: [clusterTotal] },
-        ...[single, partitioned, slower].map((target) => ({
+        ...[single, partitioned, slower, filled].map((target) => ({
           label: target.label,
           values: [sum(perNode(target, target.rounds))],
         })),
@@ -291,7 +317,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
   const text = lines.join('\n');
   // INFO commandstats of each target: the terminal only (the report keeps the per-master figures).
   const commands = commandstatsTable(
-    [single, slower, partitioned, cluster].map((target) => ({
+    [single, slower, partitioned, cluster, filled].map((target) => ({
       label: target.label,
       stats: target.commandstats,
       accepted: target.accepted,
