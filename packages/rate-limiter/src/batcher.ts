@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import type { Redis } from 'ioredis';
 import type { PreparedCall } from './call.js';
 import type { ResolvedOptions } from './options.js';
@@ -32,7 +33,9 @@ export interface BatchScripts {
 
 /**
  * `batchCalls`: the calls of one turn of the event loop go to Redis in one batch script call
- * (token-bucket-m.lua / gcra-m.lua), each answered with the N-key script's reply for that call.
+ * (token-bucket-m.lua / gcra-m.lua), each answered with the N-key script's reply for that call. On Redis
+ * Cluster, one batch script call per hash slot (every key of one call shares a slot; calls of different
+ * slots share no key, so their order between them decides nothing).
  */
 export class Batcher {
   readonly #options: ResolvedOptions;
@@ -74,7 +77,8 @@ export class Batcher {
 
   /**
    * Sends the calls queued in this turn, in call order: one script call per MAX_BATCH_CALLS calls or
-   * MAX_BATCH_KEYS buckets, whichever comes first (a lone call runs the one-key or N-key script).
+   * MAX_BATCH_KEYS buckets, whichever comes first (a lone call runs the one-key or N-key script); on
+   * Redis Cluster, so for each hash slot's calls.
    */
   readonly #flush = (): void => {
     const pending = this.#pending;
@@ -82,6 +86,22 @@ export class Batcher {
     this.#batch += 1;
     this.#scheduled = false;
     const now = nowArg(this.#options.clock);
+    if (!this.#options.isCluster) {
+      this.#send(pending, now);
+      return;
+    }
+    const bySlot = new Map<number, PendingCall[]>();
+    for (const item of pending) {
+      const slot = calculateSlot(item.call.keys[0] ?? '');
+      const group = bySlot.get(slot);
+      if (group === undefined) bySlot.set(slot, [item]);
+      else group.push(item);
+    }
+    for (const group of bySlot.values()) this.#send(group, now);
+  };
+
+  /** Sends `pending` (calls whose keys may share one script call), in order, in as few calls as fit. */
+  #send(pending: PendingCall[], now: string): void {
     let corked = false;
     for (let from = 0; from < pending.length; ) {
       let to = from + 1;
@@ -101,7 +121,7 @@ export class Batcher {
       else this.#sendBatch(pending.slice(from, to), keys, now);
       from = to;
     }
-  };
+  }
 
   #sendAlone(pending: PendingCall, now: string): void {
     const { call } = pending;

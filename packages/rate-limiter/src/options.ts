@@ -136,7 +136,7 @@ export interface RateLimiterOptions {
    */
   coalesceWrites?: boolean;
   /**
-   * Single-node clients, token bucket and GCRA: the calls of this limiter made in the same turn of the event
+   * Token bucket and GCRA: the calls of this limiter made in the same turn of the event
    * loop (one bucket or several each, e.g. sender + recipients) go to Redis in one script call
    * (token-bucket-m.lua / gcra-m.lua, up to 100 calls or 256 buckets each; a larger call goes alone): one EVALSHA, one
    * Redis `TIME` and one reply for all of them. Each call is still all or nothing on its own buckets and
@@ -146,7 +146,9 @@ export interface RateLimiterOptions {
    * `process.nextTick` every batch had one call), or as soon as it holds `batchFlushAt` calls. Under
    * concurrency this cuts both Node's and Redis's work per decision (see bench/README.md). One timeout,
    * from when the batch leaves, covers it; if it fails, each of its calls gets the failure mode.
-   * Default `true`; ignored for Redis Cluster (the keys would span slots) and for the window algorithms.
+   * On Redis Cluster, one script call per hash slot: a limiter whose keys share one tag (`hashTag`, a
+   * string) batches all its calls; calls of different ids without one go one per slot, as alone.
+   * Default `true`; ignored for the window algorithms.
    */
   batchCalls?: boolean;
   /**
@@ -191,7 +193,7 @@ export interface ResolvedOptions {
   readonly isCluster: boolean;
   /** `coalesceWrites`, off on Cluster. */
   readonly coalesceWrites: boolean;
-  /** `batchCalls`, off on Cluster. */
+  /** `batchCalls` (on Cluster: one batch per hash slot). */
   readonly batchCalls: boolean;
   readonly flushAt: number;
   /** `batchSchedule`, else `setImmediate`. */
@@ -268,7 +270,7 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
     hashTag: options.hashTag,
     isCluster,
     coalesceWrites: options.coalesceWrites !== false && !isCluster,
-    batchCalls: options.batchCalls !== false && !isCluster,
+    batchCalls: options.batchCalls !== false,
     flushAt: Math.min(MAX_BATCH_CALLS, Math.max(1, Math.floor(options.batchFlushAt ?? DEFAULT_FLUSH_AT))),
     schedule: options.batchSchedule ?? setImmediate,
     mode: options.failure?.mode ?? 'closed',

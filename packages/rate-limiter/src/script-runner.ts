@@ -24,7 +24,7 @@ export class ScriptRunner {
   readonly #run: ScriptCall;
   /** The single-key script (same reply), for calls with one bucket; `#run` when the algorithm has none. */
   readonly #run1: ScriptCall;
-  /** Set when `batchCalls` applies (single node, an algorithm with a batch script). */
+  /** Set when `batchCalls` applies (an algorithm with a batch script). */
   readonly #batcher: Batcher | undefined;
   #healthy = true;
 

@@ -1,3 +1,4 @@
+import calculateSlot from 'cluster-key-slot';
 import type { Cluster } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { RateLimiter, RateLimiterErrorCode } from '../src/index.js';
@@ -69,5 +70,54 @@ describe('hash tags on Redis Cluster', () => {
       ),
     );
     expect(many.size).toBeGreaterThan(1);
+  });
+
+  it('batches the calls of one turn per hash slot, each call all or nothing, in call order', async () => {
+    const cluster = redis as Cluster;
+    const tagged = new RateLimiter({ redis, keyPrefix: randomPrefix(), policies, hashTag: 'tenant-a' });
+    const perKey = new RateLimiter({
+      redis,
+      keyPrefix: randomPrefix(),
+      policies,
+      hashTag: (ids) => ids.apiKey ?? '',
+    });
+    // Loads the scripts on every master first (a first EVALSHA there answers NOSCRIPT, then EVAL).
+    for (const rl of [tagged, perKey]) {
+      for (const apiKey of ['warm-A', 'warm-B', 'key-A', 'key-B']) {
+        await rl.consume({ apiKey, recipient: 'warm' }, { apiKey: 0, recipient: 0 });
+        await Promise.all([
+          rl.consume({ apiKey, recipient: 'warm' }, { apiKey: 0, recipient: 0 }),
+          rl.consume({ apiKey, recipient: 'warm' }, { apiKey: 0, recipient: 0 }),
+        ]);
+      }
+    }
+    const sent: string[] = [];
+    const send = cluster.sendCommand;
+    cluster.sendCommand = function (this: Cluster, command, ...rest) {
+      sent.push(command.name);
+      return send.call(this, command, ...rest);
+    } as typeof send;
+    try {
+      // One tag: every call of the turn in one script call. The API key has 3 tokens, each recipient 1.
+      const one = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => tagged.consume({ apiKey: 'key-A', recipient: `user-${i % 5}` })),
+      );
+      expect(sent).toEqual(['evalsha']);
+      expect(one.map((r) => r.allowed)).toEqual([true, true, true, ...Array(7).fill(false)]);
+      expect(one.slice(3).map((r) => r.policy)).toEqual(Array(7).fill('apiKey'));
+      expect(one.every((r) => r.source === 'redis')).toBe(true);
+      // A tag per API key (two slots here): one script call per slot, each slot's calls in order.
+      expect(calculateSlot('key-A')).not.toBe(calculateSlot('key-B'));
+      sent.length = 0;
+      const two = await Promise.all(
+        ['key-A', 'key-B', 'key-A', 'key-B', 'key-A'].map((apiKey, i) =>
+          perKey.consume({ apiKey, recipient: `user-${i}` }),
+        ),
+      );
+      expect(sent).toEqual(['evalsha', 'evalsha']);
+      expect(two.map((r) => r.policies[0]?.remaining)).toEqual([2, 2, 1, 1, 0]);
+    } finally {
+      cluster.sendCommand = send;
+    }
   });
 });
