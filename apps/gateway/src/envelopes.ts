@@ -175,7 +175,25 @@ export class Envelopes {
     return pending;
   }
 
-  readonly #gatheredFlush = (): void => this.flush(this.options.gathered?.reason ?? 'linger');
+  /**
+   * Gathered: the envelope goes in the turn after its first notification was added, once every decision
+   * batch of the gathering has been answered (on a Cluster they come back one per tenant, and the
+   * requests of the later ones add theirs meanwhile), unless it went otherwise (full, idle, shutdown).
+   */
+  readonly #gatheredFlush = (): void => {
+    const gathering = this.options.gathered;
+    const unanswered = gathering?.unanswered();
+    if (unanswered === undefined) {
+      this.flush(gathering?.reason ?? 'linger');
+      return;
+    }
+    const pending = this.#pending;
+    void unanswered.then(() =>
+      setImmediate(() => {
+        if (this.#pending === pending) this.flush(gathering?.reason ?? 'linger');
+      }),
+    );
+  };
 
   async #send(items: NotificationJob[]): Promise<void> {
     const envelopeId = `envelope-${randomUUID()}`;
@@ -192,8 +210,8 @@ export class Envelopes {
 }
 
 /**
- * Where the gateway's notifications linger, when its limiter batches its decisions (one Redis server):
- * before their limiter decisions, which all go in one script call when the gathering goes, so that the
+ * Where the gateway's notifications linger: before their limiter decisions, which all go in one script
+ * call when the gathering goes (on a Cluster, one per tenant: see {@link Gathering.unanswered}), so that the
  * decisions of one envelope cost Redis one call (the sender's bucket, the `TIME`, the call's overhead
  * once) instead of one per turn of the event loop (~2 at 1,000/s). The envelope then goes in the next
  * turn, once every request of the gathering has been decided and added ({@link Envelopes}'
@@ -211,7 +229,9 @@ export class Envelopes {
  * ```
  */
 export class Gathering {
-  #sends: (() => void)[] = [];
+  #sends: (() => Promise<void>)[] = [];
+  /** The decision batches sent and not yet all answered (on a Cluster, a batch per tenant's slot). */
+  readonly #unanswered = new Set<Promise<unknown>>();
   #timer: NodeJS.Timeout | undefined;
   #reason: EnvelopeFlush = 'linger';
   readonly #arrivals: ArrivalRate;
@@ -247,8 +267,17 @@ export class Gathering {
     return this.#reason;
   }
 
+  /**
+   * Settles once every decision batch sent so far has been answered; undefined when none is waiting.
+   * On one Redis server a gathering's decisions come back in one reply; on a Cluster in one per tenant
+   * (each tenant's buckets share its slot), at different times: its envelopes wait for all of them.
+   */
+  unanswered(): Promise<unknown> | undefined {
+    return this.#unanswered.size === 0 ? undefined : Promise.allSettled([...this.#unanswered]);
+  }
+
   /** A limiter's `batchSchedule`: its batch goes with the gathering. */
-  readonly schedule = (send: () => void): void => {
+  readonly schedule = (send: () => Promise<void>): void => {
     this.#sends.push(send);
     this.#timer ??= setTimeout(() => this.go('linger'), this.lingerMs());
     this.#onJoin();
@@ -262,7 +291,11 @@ export class Gathering {
     this.#reason = reason;
     const sends = this.#sends;
     this.#sends = [];
-    for (const send of sends) send();
+    for (const send of sends) {
+      const answered = send().catch(() => {});
+      this.#unanswered.add(answered);
+      void answered.then(() => this.#unanswered.delete(answered));
+    }
   }
 }
 

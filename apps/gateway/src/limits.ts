@@ -39,7 +39,7 @@ export class Limits {
   /** On Redis Cluster: the `sender` + `recipient` limiters are one per tenant, tagged by it. */
   readonly #cluster: boolean;
   /** The `batchSchedule` of the sender + recipient limiters (the gateway's gathering), if any. */
-  readonly #schedule: ((send: () => void) => void) | undefined;
+  readonly #schedule: ((send: () => Promise<void>) => void) | undefined;
 
   /**
    * `onDecision` sees every decision of every limiter (the admin API's per-second tally); `schedule`
@@ -50,7 +50,7 @@ export class Limits {
     config: GatewayConfig,
     log: FastifyBaseLogger,
     onDecision?: (result: RateLimitResult) => void,
-    schedule?: (send: () => void) => void,
+    schedule?: (send: () => Promise<void>) => void,
   ) {
     this.#schedule = schedule;
     this.#redis = redis;
@@ -191,7 +191,7 @@ export class Limits {
   #limiter(
     policies: PolicyOptions[],
     hashTag?: string,
-    batchSchedule?: (send: () => void) => void,
+    batchSchedule?: (send: () => Promise<void>) => void,
   ): RateLimiter {
     const defaults = this.#config.rateLimit;
     return new RateLimiter({

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { NOTIFY_ENVELOPE_JOB_NAME, type NotificationEnvelope } from '@herald/protocol';
+import { batchScriptSource, scriptSource } from '@herald/rate-limiter';
 import { waitFor } from '@herald/testing';
 import type { Job } from 'bullmq';
-import type { Redis } from 'ioredis';
+import calculateSlot from 'cluster-key-slot';
+import type { Cluster, Redis } from 'ioredis';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, auth, everyPartition, testAppForFile } from './helpers.js';
 import { open, parseAnswer } from './raw-http.js';
@@ -22,7 +24,7 @@ function samePartition(userId: string, name: string): string {
   }
 }
 
-/** One Redis server: the limiter decisions gather with the envelopes (see Gathering). */
+/** The limiter decisions gather with the envelopes (see Gathering), on one server as on a Cluster. */
 const gathered = app.notifications.gathering !== undefined;
 let port: number;
 beforeAll(async () => {
@@ -138,64 +140,127 @@ describe('envelopes go when no other notification can be on its way', () => {
   });
 });
 
-// On a Redis Cluster the limiter makes one call per request (its keys span slots): no gathering there.
-describe('on one Redis server the notifications gather before their limiter decisions', () => {
+// On a Cluster a tenant's decisions are one call on its master (its buckets share the tenant's tag).
+describe('the notifications gather before their limiter decisions', () => {
+  /**
+   * Sends one request per body at once, each with its API key (headers and the first bytes of every
+   * body, then, once the gateway has them all, the rest); answers each, and the limiter calls Redis ran
+   * meanwhile (MONITOR on the server, or on every master of the Cluster).
+   */
+  async function sendTogether(
+    bodies: string[],
+    keys: string[],
+  ): Promise<{ answers: ReturnType<typeof parseAnswer>[]; limiterCalls: string[][] }> {
+    const nodes = app.redis.isCluster ? (app.redis as Cluster).nodes('master') : [app.redis as Redis];
+    const prefix = app.config.rateLimit.keyPrefix;
+    // The limiter's scripts on every node first: a first use there would be an EVALSHA answered
+    // NOSCRIPT, then an EVAL (two commands for one call).
+    const scripts = [
+      scriptSource('token-bucket', 1),
+      scriptSource('token-bucket'),
+      batchScriptSource('token-bucket'),
+    ].filter((source) => source !== undefined);
+    for (const node of nodes) for (const source of scripts) await node.script('LOAD', source);
+    const monitors = await Promise.all(nodes.map((node) => node.monitor()));
+    const seen: string[][] = [];
+    for (const monitor of monitors) monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
+    const tag = `together-${randomUUID()}`;
+    let arrived = 0;
+    const onRequest = (request: { headers: Record<string, unknown> }) => {
+      if (request.headers['x-test'] === tag) arrived++;
+    };
+    app.server.on('request', onRequest);
+    const sockets = await Promise.all(bodies.map(() => open(port)));
+    const received = sockets.map(() => [] as Buffer[]);
+    sockets.forEach((socket, i) => {
+      socket.on('data', (chunk: Buffer) => received[i]?.push(chunk));
+      socket.on('error', () => {});
+      const body = bodies[i] ?? '';
+      socket.write(
+        `POST /notify HTTP/1.1\r\nHost: x\r\nX-Test: ${tag}\r\nAuthorization: Bearer ${keys[i]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`,
+      );
+    });
+    await waitFor(() => arrived === bodies.length, {
+      timeoutMs: 5000,
+      what: 'the gateway to have every request',
+    });
+    app.server.off('request', onRequest);
+    sockets.forEach((socket, i) => {
+      socket.write((bodies[i] ?? '').slice(5));
+    });
+    const answers = await waitFor(
+      () => {
+        const parsed = received.map((chunks) => parseAnswer(Buffer.concat(chunks).toString()));
+        return parsed.every((answer) => answer !== undefined) ? parsed : undefined;
+      },
+      { timeoutMs: 5000, what: 'every answer' },
+    );
+    for (const socket of sockets) socket.destroy();
+    // MONITOR shows commands in the order Redis ran them: once it shows this ECHO, it has shown the rest.
+    const marker = `done-${randomUUID()}`;
+    await Promise.all(nodes.map((node) => node.echo(marker)));
+    await waitFor(() => seen.filter((args) => args[1] === marker).length === nodes.length, {
+      timeoutMs: 5000,
+      what: 'MONITOR to catch up',
+    });
+    for (const monitor of monitors) monitor.disconnect();
+    const limiterCalls = seen.filter(
+      ([command, ...args]) => /^evalsha$/i.test(command ?? '') && args.some((arg) => arg.startsWith(prefix)),
+    );
+    return { answers, limiterCalls };
+  }
+
+  const idsOf = (answers: ReturnType<typeof parseAnswer>[]) =>
+    answers.map((answer) => (JSON.parse(answer?.body ?? '{}') as { id: string }).id);
+
   it.skipIf(!gathered)(
     'sends that arrive together cost Redis one rate-limit call and ride in one envelope',
     async () => {
-      const redis = app.redis as Redis;
-      const prefix = app.config.rateLimit.keyPrefix;
-      const monitor = await redis.monitor();
-      const seen: string[][] = [];
-      monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
       const sends = 10;
-      // Each request's headers and half its body first (all in flight), then the rest of every body.
       const bodies = Array.from({ length: sends }, (_, i) =>
         JSON.stringify({ userId: samePartition('together', `together-${i}`), payload: { i } }),
       );
-      let arrived = 0;
-      const onRequest = (request: { headers: Record<string, unknown> }) => {
-        if (request.headers['x-test'] === 'together') arrived++;
-      };
-      app.server.on('request', onRequest);
-      const sockets = await Promise.all(bodies.map(() => open(port)));
-      const received = sockets.map(() => [] as Buffer[]);
-      sockets.forEach((socket, i) => {
-        socket.on('data', (chunk: Buffer) => received[i]?.push(chunk));
-        socket.on('error', () => {});
-        const body = bodies[i] ?? '';
-        socket.write(
-          `POST /notify HTTP/1.1\r\nHost: x\r\nX-Test: together\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`,
-        );
-      });
-      await waitFor(() => arrived === sends, { timeoutMs: 5000, what: 'the gateway to have every request' });
-      app.server.off('request', onRequest);
-      sockets.forEach((socket, i) => {
-        socket.write((bodies[i] ?? '').slice(5));
-      });
-      const answers = await waitFor(
-        () => {
-          const parsed = received.map((chunks) => parseAnswer(Buffer.concat(chunks).toString()));
-          return parsed.every((answer) => answer !== undefined) ? parsed : undefined;
-        },
-        { timeoutMs: 5000, what: 'every answer' },
-      );
-      for (const socket of sockets) socket.destroy();
+      const { answers, limiterCalls } = await sendTogether(bodies, Array(sends).fill(API_KEY));
       expect(answers.map((answer) => answer?.status)).toEqual(Array(sends).fill(202));
-      // MONITOR shows commands in the order Redis ran them: once it shows this PING, it has shown the rest.
-      const marker = `done-${randomUUID()}`;
-      await redis.echo(marker);
-      await waitFor(() => seen.some((args) => args[1] === marker), {
-        timeoutMs: 5000,
-        what: 'MONITOR to catch up',
-      });
-      monitor.disconnect();
-      const limiterCalls = seen.filter(
-        ([command, ...args]) =>
-          /^evalsha$/i.test(command ?? '') && args.some((arg) => arg.startsWith(prefix)),
-      );
       expect(limiterCalls).toHaveLength(1);
-      const ids = answers.map((answer) => (JSON.parse(answer?.body ?? '{}') as { id: string }).id);
+      const ids = idsOf(answers);
+      const envelope = await envelopeHolding(ids[0] ?? '');
+      expect(envelope?.data.items.map((item) => item.id).sort()).toEqual([...ids].sort());
+    },
+  );
+
+  it.skipIf(!gathered)(
+    "sends of tenants on different masters ride in one envelope too: it waits for every tenant's decisions",
+    async () => {
+      // Three tenants whose tags fall in the three default slot ranges (on a Cluster: three masters, three
+      // replies at different times), two users each, every user on one queue partition.
+      const tenants: string[] = [];
+      for (let n = 0; tenants.length < 3; n++) {
+        const tenant = `tenant-${randomUUID().slice(0, 8)}-${n}`;
+        const range = Math.min(2, Math.floor((calculateSlot(tenant) * 3) / 16_384));
+        if (tenants.every((other) => Math.min(2, Math.floor((calculateSlot(other) * 3) / 16_384)) !== range))
+          tenants.push(tenant);
+      }
+      const partition = app.partitionOf('default', 'together');
+      const userOf = (tenant: string, i: number): string => {
+        for (;;) {
+          const candidate = `${tenant}-user-${i}-${randomUUID()}`;
+          if (app.partitionOf(tenant, candidate) === partition) return candidate;
+        }
+      };
+      const keyOf = new Map<string, string>();
+      for (const tenant of tenants)
+        keyOf.set(tenant, (await app.apiKeys.create({ name: tenant, tenantId: tenant })).key);
+      const senders = tenants.flatMap((tenant) => [tenant, tenant]);
+      const bodies = senders.map((tenant, i) =>
+        JSON.stringify({ userId: userOf(tenant, i), payload: { i } }),
+      );
+      const { answers } = await sendTogether(
+        bodies,
+        senders.map((tenant) => keyOf.get(tenant) ?? ''),
+      );
+      expect(answers.map((answer) => answer?.status)).toEqual(Array(senders.length).fill(202));
+      const ids = idsOf(answers);
       const envelope = await envelopeHolding(ids[0] ?? '');
       expect(envelope?.data.items.map((item) => item.id).sort()).toEqual([...ids].sort());
     },

@@ -68,9 +68,7 @@ export class Batcher {
       } else if (!this.#scheduled) {
         this.#scheduled = true;
         const batch = this.#batch;
-        this.#options.schedule(() => {
-          if (batch === this.#batch) this.#flush();
-        });
+        this.#options.schedule(() => (batch === this.#batch ? this.#flush() : Promise.resolve()));
       }
     });
   }
@@ -80,16 +78,13 @@ export class Batcher {
    * MAX_BATCH_KEYS buckets, whichever comes first (a lone call runs the one-key or N-key script); on
    * Redis Cluster, so for each hash slot's calls.
    */
-  readonly #flush = (): void => {
+  readonly #flush = (): Promise<void> => {
     const pending = this.#pending;
     this.#pending = [];
     this.#batch += 1;
     this.#scheduled = false;
     const now = nowArg(this.#options.clock);
-    if (!this.#options.isCluster) {
-      this.#send(pending, now);
-      return;
-    }
+    if (!this.#options.isCluster) return this.#send(pending, now);
     const bySlot = new Map<number, PendingCall[]>();
     for (const item of pending) {
       const slot = calculateSlot(item.call.keys[0] ?? '');
@@ -97,11 +92,15 @@ export class Batcher {
       if (group === undefined) bySlot.set(slot, [item]);
       else group.push(item);
     }
-    for (const group of bySlot.values()) this.#send(group, now);
+    return Promise.all([...bySlot.values()].map((group) => this.#send(group, now))).then(() => {});
   };
 
-  /** Sends `pending` (calls whose keys may share one script call), in order, in as few calls as fit. */
-  #send(pending: PendingCall[], now: string): void {
+  /**
+   * Sends `pending` (calls whose keys may share one script call), in order, in as few calls as fit;
+   * settles once each call has been answered (resolved or rejected).
+   */
+  #send(pending: PendingCall[], now: string): Promise<void> {
+    const sent: Promise<void>[] = [];
     let corked = false;
     for (let from = 0; from < pending.length; ) {
       let to = from + 1;
@@ -117,22 +116,23 @@ export class Batcher {
         corkUntilNextTick((this.#options.redis as Redis).stream);
         corked = true;
       }
-      if (to - from === 1) this.#sendAlone(pending[from]!, now);
-      else this.#sendBatch(pending.slice(from, to), keys, now);
+      if (to - from === 1) sent.push(this.#sendAlone(pending[from]!, now));
+      else sent.push(this.#sendBatch(pending.slice(from, to), keys, now));
       from = to;
     }
+    return Promise.all(sent).then(() => {});
   }
 
-  #sendAlone(pending: PendingCall, now: string): void {
+  #sendAlone(pending: PendingCall, now: string): Promise<void> {
     const { call } = pending;
     const slots = call.keys.length;
     const args = scriptArgs(call, now, this.#options.ttlMarginMs, this.#options.policies);
     const run = slots === 1 ? this.#scripts.one : this.#scripts.n;
-    withTimeout(run(slots, ...args), this.#options.timeoutMs).then(pending.resolve, pending.reject);
+    return withTimeout(run(slots, ...args), this.#options.timeoutMs).then(pending.resolve, pending.reject);
   }
 
   /** One batch script call for `batch` (`keys` buckets in all); one timeout for the whole batch. */
-  #sendBatch(batch: PendingCall[], keys: number, now: string): void {
+  #sendBatch(batch: PendingCall[], keys: number, now: string): Promise<void> {
     const { policies, ttlMarginMs, timeoutMs } = this.#options;
     const args: (string | number)[] = new Array(keys);
     let k = 0;
@@ -142,7 +142,7 @@ export class Batcher {
       args.push(call.keys.length);
       pushBucketArgs(args, call, policies);
     }
-    withTimeout(this.#scripts.batch(keys, ...args), timeoutMs).then(
+    return withTimeout(this.#scripts.batch(keys, ...args), timeoutMs).then(
       (reply) => {
         // Per call, in order: the N-key script's reply for that call.
         let at = 0;

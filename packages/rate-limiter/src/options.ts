@@ -164,14 +164,16 @@ export interface RateLimiterOptions {
    * already left, full at `batchFlushAt`, does nothing), so an app can gather the calls of a longer
    * moment than one turn into one script call. Herald's gateway sends them when its envelope of
    * notifications would go (apps/gateway/src/envelopes.ts): one decision call per envelope. The
-   * `failure.timeoutMs` still runs from when the batch leaves.
+   * `failure.timeoutMs` still runs from when the batch leaves. `send` returns a promise that settles
+   * once every script call of the batch has been answered (or failed), its calls resolved before it (on
+   * Redis Cluster a batch may be several script calls, one per hash slot, answered at different times).
    *
    * @example
    * ```ts
    * new RateLimiter({ redis, policies, batchSchedule: (send) => setTimeout(send, 2) });
    * ```
    */
-  batchSchedule?: (send: () => void) => void;
+  batchSchedule?: (send: () => Promise<void>) => void;
   /** Tests only: a clock in milliseconds, sent to the script instead of Redis `TIME`. */
   clock?: () => number;
   logger?: RateLimiterLogger;
@@ -197,7 +199,7 @@ export interface ResolvedOptions {
   readonly batchCalls: boolean;
   readonly flushAt: number;
   /** `batchSchedule`, else `setImmediate`. */
-  readonly schedule: (send: () => void) => void;
+  readonly schedule: (send: () => Promise<void>) => void;
   readonly mode: FailureMode;
   readonly timeoutMs: number;
   readonly instances: number;

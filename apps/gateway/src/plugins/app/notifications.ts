@@ -56,12 +56,12 @@ export default fp(
     const { config } = app;
     // Jobs enqueued by this process so far: each job's `seq` (see NotificationJob).
     let enqueued = 0;
-    // On one Redis server the limiter batches its decisions: the notifications linger before them, in
-    // one gathering for every partition (lingering for each partition's envelope to get its share), and
-    // each envelope goes once they are decided. On a Cluster (a decision per call)
-    // each envelope lingers on its own.
+    // The limiter batches its decisions (on a Cluster, one script call per tenant: a tenant's buckets
+    // share its hash tag): the notifications linger before them, in one gathering for every partition
+    // (lingering for each partition's envelope to get its share), and each envelope goes once they are
+    // all decided.
     const gathering: Gathering | undefined =
-      config.envelopeWindowMs > 0 && config.redisClusterNodes === undefined
+      config.envelopeWindowMs > 0
         ? new Gathering({
             windowMs: config.envelopeWindowMs,
             targetItems: config.envelopeTargetItems,
