@@ -1,4 +1,4 @@
-import { queuePartitions, withoutPassword } from '@herald/config';
+import { earlierLayouts, queuePartitions, withoutPassword } from '@herald/config';
 import { failedJobs, retryFailed } from '@herald/gateway/operator';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
@@ -53,7 +53,11 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   // partition of the queue (`HERALD_QUEUE_PARTITIONS`); BullMQ leaves it open, closed below.
   const redis = await connectForCli(redisTarget(config), io);
   if (redis === undefined) return 1;
-  const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
+  // And the partitions of earlier HERALD_QUEUE_PARTITIONS counts still recorded: jobs that failed there
+  // before the count changed.
+  const earlier = await earlierLayouts(redis, config.queue).catch(() => []);
+  const refs = [...queuePartitions(config.queue), ...earlier.flatMap((layout) => layout.leftovers)];
+  const queues = refs.map(({ name, prefix }) => {
     const queue = new Queue<NotificationJob>(name, { prefix, connection: redis });
     queue.on('error', () => {});
     return queue;

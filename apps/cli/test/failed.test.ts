@@ -1,3 +1,4 @@
+import { layoutRegistryKey, queuePartitions, recordLayout } from '@herald/config';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import { isolatedEnv, randomId, testRedis, waitFor } from '@herald/testing';
 import { startWorker } from '@herald/worker';
@@ -57,6 +58,39 @@ describe('herald failed list|retry', () => {
     }
     return jobs.map((job) => job.id);
   }
+
+  it('lists what failed in a partition of an earlier HERALD_QUEUE_PARTITIONS (drained by the worker)', async () => {
+    const config = loadConfig({ ...env, HERALD_INBOX_PREFIX: `${randomId('inbox')}:` });
+    const now = new Set(queuePartitions(config.queue).map((ref) => ref.prefix));
+    const earlier = { ...config.queue, partitions: config.queue.partitions + 1 };
+    const ref = queuePartitions(earlier).find((candidate) => !now.has(candidate.prefix));
+    if (ref === undefined) throw new Error('every partition of the earlier count is a current one');
+    await recordLayout(connection, earlier);
+    const old = new Queue<NotificationJob>(ref.name, { prefix: ref.prefix, connection });
+    const job: NotificationJob = {
+      id: randomId('n'),
+      userId: '',
+      payload: {},
+      createdAt: new Date().toISOString(),
+    };
+    await old.add(NOTIFY_JOB_NAME, job, notificationJobOptions(job));
+    const worker = await startWorker(config, pino({ level: 'silent' }));
+    try {
+      await waitFor(async () => (await old.getFailedCount()) === 1, {
+        timeoutMs: 20_000,
+        what: 'failed there',
+      });
+      const listed = capture();
+      expect(await run(['list'], listed.io)).toBe(0);
+      expect(listed.out[0]).toMatch(/^1 failed notification/);
+      expect(listed.out.join('\n')).toContain(job.id);
+    } finally {
+      await worker.close();
+      await old.obliterate({ force: true });
+      await old.close();
+      await connection.del(layoutRegistryKey(config.queue));
+    }
+  });
 
   it('lists notifications that failed after their attempts and retries them', async () => {
     const [id] = await failedJobs(1);

@@ -1,13 +1,15 @@
-import { partitionOf, queuePartitions } from '@herald/config';
+import { layoutRegistryKey, partitionOf, queuePartitions } from '@herald/config';
 import {
   envelopeIndexKey,
   type FailedJobs,
   NOTIFY_ENVELOPE_JOB_NAME,
+  NOTIFY_JOB_NAME,
   type NotificationEnvelope,
   type NotificationJob,
+  notificationJobOptions,
 } from '@herald/protocol';
 import { queueConnection, randomId, waitFor } from '@herald/testing';
-import { type Job, Worker } from 'bullmq';
+import { type Job, Queue, Worker } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
 import { auth, testAppForFile } from './helpers.js';
@@ -29,6 +31,8 @@ const enveloping: FastifyInstance = await testAppForFile({
   HERALD_ENVELOPE_WINDOW_MS: '50',
 });
 afterAll(async () => {
+  await single.queueConnection.del(layoutRegistryKey(single.config.queue));
+  await enveloping.queueConnection.del(layoutRegistryKey(enveloping.config.queue));
   await Promise.all(
     queuePartitions(enveloping.config.queue).map((queue) =>
       enveloping.queueConnection.del(envelopeIndexKey(queue)),
@@ -41,6 +45,70 @@ const users = Array.from({ length: 40 }, (_, i) => randomId(`user${i}`));
 const partition = (userId: string) => partitionOf('default', userId, PARTITIONS);
 
 describe('HERALD_QUEUE_PARTITIONS=4', () => {
+  it('records the count it enqueues with, for the workers of a later count to drain its partitions', async () => {
+    const registry = layoutRegistryKey(single.config.queue);
+    await waitFor(async () => (await single.queueConnection.hexists(registry, String(PARTITIONS))) === 1, {
+      what: 'the count recorded',
+    });
+    const at = Number(await single.queueConnection.hget(registry, String(PARTITIONS)));
+    expect(Math.abs(Date.now() - at)).toBeLessThan(5 * 60_000);
+  });
+
+  it('finds, cancels and lists what an earlier count left queued in partitions it no longer has', async () => {
+    const earlier = queuePartitions({ ...single.config.queue, partitions: 2 })[1];
+    if (earlier === undefined) throw new Error('no partition 1 of 2');
+    expect(single.queues.map((queue) => queue.opts.prefix)).not.toContain(earlier.prefix);
+    const registry = layoutRegistryKey(single.config.queue);
+    await single.queueConnection.hset(registry, '2', String(Date.now()));
+    const old = new Queue<NotificationJob>(earlier.name, {
+      prefix: earlier.prefix,
+      connection: queueConnection(),
+    });
+    const userId = randomId('user');
+    const job: NotificationJob = {
+      id: randomId('n'),
+      userId,
+      payload: { n: 1 },
+      createdAt: new Date().toISOString(),
+    };
+    const failing: NotificationJob = { ...job, id: randomId('n') };
+    await old.add(NOTIFY_JOB_NAME, job, { ...notificationJobOptions(job), delay: 60_000 });
+    await old.add(NOTIFY_JOB_NAME, failing, { ...notificationJobOptions(failing), attempts: 1 });
+    const failer = new Worker(
+      earlier.name,
+      async () => {
+        throw new Error('boom');
+      },
+      { prefix: earlier.prefix, connection: queueConnection() },
+    );
+    try {
+      await waitFor(async () => (await old.getJobState(failing.id)) === 'failed', { what: 'one failed' });
+    } finally {
+      await failer.close();
+    }
+    await single.recordPartitions();
+    expect(single.earlierQueues().map((queue) => queue.opts.prefix)).toContain(earlier.prefix);
+
+    const status = await single.inject({ method: 'GET', url: `/notifications/${job.id}`, headers: auth });
+    expect(status.statusCode).toBe(200);
+    expect(status.json()).toMatchObject({ id: job.id, status: 'queued' });
+    const failed = await single.inject({ method: 'GET', url: '/admin/failed', headers: admin });
+    expect(failed.json<{ jobs: { id: string }[] }>().jobs.map((entry) => entry.id)).toContain(failing.id);
+    const cancelled = await single.inject({
+      method: 'DELETE',
+      url: `/notifications/${job.id}`,
+      headers: auth,
+    });
+    expect(cancelled.statusCode).toBe(200);
+    expect(await old.getJob(job.id)).toBeUndefined();
+
+    await old.obliterate({ force: true });
+    await old.close();
+    await single.queueConnection.hdel(registry, '2');
+    await single.recordPartitions();
+    expect(single.earlierQueues()).toHaveLength(0);
+  });
+
   it('has four queues, partition 0 the configured one, each under its own hash tag', () => {
     expect(single.queues).toHaveLength(PARTITIONS);
     expect(single.queue).toBe(single.queues[0]);

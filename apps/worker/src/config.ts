@@ -58,6 +58,11 @@ export interface WorkerConfig extends ServerConfig {
   lockMs: number;
   stalledIntervalMs: number;
   /**
+   * How often the partitions of earlier `HERALD_QUEUE_PARTITIONS` counts are looked for jobs to drain, ms
+   * (30 s; see `Leftovers`). Not a setting: tests shorten it.
+   */
+  leftoverCheckMs: number;
+  /**
    * Topic sends and broadcasts: fan-out jobs taken at once per process (their own queue and slots, beside
    * `concurrency`), and recipients per chunk (one page: charged, appended, checkpointed together).
    */
@@ -93,6 +98,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     partitions: Object.freeze(share.partitions ?? []),
     lockMs: parsed.HERALD_WORKER_LOCK_MS,
     stalledIntervalMs: parsed.HERALD_WORKER_STALLED_INTERVAL_MS,
+    leftoverCheckMs: 30_000,
     fanout: Object.freeze({
       concurrency: parsed.HERALD_WORKER_FANOUT_CONCURRENCY,
       chunkSize: parsed.HERALD_WORKER_FANOUT_CHUNK,

@@ -31,6 +31,7 @@ import type { WorkerConfig } from './config.js';
 import { startEscalations } from './escalation.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
+import { Leftovers } from './leftovers.js';
 import { appendOptionsOf, type Durability, replicaDurability, storeAndPush } from './store.js';
 import { UserOrder } from './user-order.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
@@ -41,6 +42,8 @@ export interface NotificationWorker {
   worker: Worker<NotificationJob | NotificationEnvelope, JobResult>;
   /** One BullMQ worker per queue partition consumed (`HERALD_WORKER_PARTITIONS`), in partition order. */
   workers: readonly Worker<NotificationJob | NotificationEnvelope, JobResult>[];
+  /** The drains of the partitions of earlier `HERALD_QUEUE_PARTITIONS` counts that still hold jobs. */
+  leftovers: Leftovers;
   inbox: Inbox;
   metrics: WorkerMetrics;
   /** Resolves when Redis and the queue answer (the readiness check). */
@@ -218,10 +221,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
    */
   async function processEnvelope(
     job: Job<NotificationEnvelope, JobResult>,
-    partition: number,
+    { queue, envelopeIndex }: { queue: Queue<NotificationJob>; envelopeIndex: string },
   ): Promise<JobResult> {
-    const queue = queues[partition] ?? queues[0];
-    if (queue === undefined) throw new Error(`no queue partition ${partition}`);
     const items = notificationsOf(job);
     // The tenants' users are remembered once per envelope (one SADD per tenant), not once per notification.
     const users = new Map<string, Set<string>>();
@@ -259,11 +260,22 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
           );
       }
     }
-    if (items.length > 0) await redis.hdel(envelopeIndexes[partition] ?? '', ...items.map((item) => item.id));
+    if (items.length > 0) await redis.hdel(envelopeIndex, ...items.map((item) => item.id));
     return { outcome: 'envelope', notifications: items.length, requeued: failed.length };
   }
 
-  const envelopeIndexes = partitions.map(envelopeIndexKey);
+  /** A job of the partition whose queue is `target.queue`: an envelope, or a notification of its own. */
+  const processJob = (
+    job: Job<NotificationJob | NotificationEnvelope, JobResult>,
+    target: { queue: Queue<NotificationJob>; envelopeIndex: string },
+  ) =>
+    job.name === NOTIFY_ENVELOPE_JOB_NAME
+      ? processEnvelope(job as Job<NotificationEnvelope, JobResult>, target)
+      : processOne(job.data as NotificationJob);
+  const targets = partitions.map((ref, index) => ({
+    queue: queues[index] as Queue<NotificationJob>,
+    envelopeIndex: envelopeIndexKey(ref),
+  }));
   // One BullMQ worker per partition consumed, each with its own `concurrency` and blocking connection.
   const workers = config.partitions.map((partition) => {
     const { name, prefix } = partitions[partition] ?? {
@@ -272,10 +284,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     };
     const partitionWorker = new Worker<NotificationJob | NotificationEnvelope, JobResult>(
       name,
-      (job) =>
-        job.name === NOTIFY_ENVELOPE_JOB_NAME
-          ? processEnvelope(job as Job<NotificationEnvelope, JobResult>, partition)
-          : processOne(job.data as NotificationJob),
+      (job) => processJob(job, targets[partition] ?? (targets[0] as (typeof targets)[number])),
       {
         prefix,
         concurrency: config.concurrency,
@@ -326,6 +335,30 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     );
   }
   await Promise.all(workers.map((partitionWorker) => partitionWorker.waitUntilReady()));
+  // The partitions of an earlier HERALD_QUEUE_PARTITIONS that still hold jobs: drained, not lost.
+  const leftoverQueues = new Map<string, Queue<NotificationJob>>();
+  const leftovers = new Leftovers({
+    redis: queueConnection,
+    queue: config.queue,
+    connection: bullConnection ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
+    concurrency: config.concurrency,
+    lockMs: config.lockMs,
+    stalledIntervalMs: config.stalledIntervalMs,
+    process: (job, ref) => {
+      const key = `${ref.prefix}:${ref.name}`;
+      let queue = leftoverQueues.get(key);
+      if (queue === undefined) {
+        queue = new Queue<NotificationJob>(ref.name, { prefix: ref.prefix, connection: queueConnection });
+        queue.on('error', () => {});
+        leftoverQueues.set(key, queue);
+      }
+      return processJob(job, { queue, envelopeIndex: envelopeIndexKey(ref) });
+    },
+    onFailed,
+    log,
+    checkMs: config.leftoverCheckMs,
+  });
+  leftovers.start();
   const webhooks = await startWebhookWorker({
     ...webhookTarget,
     settings: config.webhooks,
@@ -337,12 +370,18 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   return {
     worker,
     workers,
+    leftovers,
     inbox,
     metrics,
     ready: () => Promise.all([redis.ping(), jobCountsOf(queues, 'wait')]),
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
-      await Promise.all([...workers.map((partitionWorker) => partitionWorker.close()), fanout.close()]);
+      await Promise.all([
+        ...workers.map((partitionWorker) => partitionWorker.close()),
+        leftovers.close(),
+        fanout.close(),
+      ]);
+      await Promise.all([...leftoverQueues.values()].map((queue) => queue.close()));
       await escalations.close();
       await webhooks.close();
       await webhookEvents.close();

@@ -1,5 +1,6 @@
 import { userKey } from '@herald/protocol';
 import calculateSlot from 'cluster-key-slot';
+import type { Cluster, Redis } from 'ioredis';
 
 /** A BullMQ queue as Herald names it: its keys are `<prefix>:<name>:…`. */
 export interface QueueRef {
@@ -114,6 +115,67 @@ export function partitionShare(spec: string, partitions: number): number[] {
 /** A key in `queue`'s slot (BullMQ's job id counter): where WAIT and WAITAOF find its master. */
 export function queueSlotKey(queue: QueueRef): string {
   return `${queue.prefix}:${queue.name}:id`;
+}
+
+/**
+ * The hash, in partition 0's slot, where the gateways record every `HERALD_QUEUE_PARTITIONS` they
+ * enqueue with (field: the count; value: ms since epoch of the last record), so that the workers of a
+ * later count find the partitions of an earlier one and drain what is still queued there: a change of
+ * the count renames the partitions (their tags are chosen per count), and a job nobody consumes would
+ * be lost.
+ */
+export function layoutRegistryKey(queue: QueueRef): string {
+  return `${queue.prefix}:${queue.name}:herald-layouts`;
+}
+
+/**
+ * Records that `queue.partitions` is in use now (a gateway does at start and then every minute).
+ *
+ * @example
+ * ```ts
+ * await recordLayout(redis, config.queue);
+ * ```
+ */
+export async function recordLayout(
+  redis: Redis | Cluster,
+  queue: QueueSettings,
+  now = Date.now(),
+): Promise<void> {
+  await redis.hset(layoutRegistryKey(queue), String(queue.partitions), String(now));
+}
+
+/** A partition count recorded in the registry other than the current one, and its partitions that are not the current ones'. */
+export interface EarlierLayout {
+  partitions: number;
+  /** ms since epoch of its last record. */
+  recordedAt: number;
+  /** Its partitions whose queues are not among the current count's (those are consumed anyway). */
+  leftovers: QueueRef[];
+}
+
+/**
+ * The counts recorded in `queue`'s registry other than `queue.partitions`, with their partitions that
+ * the current count does not have. A field that is not a valid count is skipped.
+ *
+ * @example
+ * ```ts
+ * for (const layout of await earlierLayouts(redis, config.queue)) console.log(layout.leftovers);
+ * ```
+ */
+export async function earlierLayouts(redis: Redis | Cluster, queue: QueueSettings): Promise<EarlierLayout[]> {
+  const recorded = await redis.hgetall(layoutRegistryKey(queue));
+  const current = new Set(queuePartitions(queue).map((ref) => `${ref.prefix}:${ref.name}`));
+  const layouts: EarlierLayout[] = [];
+  for (const [field, at] of Object.entries(recorded)) {
+    const partitions = Number(field);
+    if (!Number.isInteger(partitions) || partitions < 1 || partitions > MAX_QUEUE_PARTITIONS) continue;
+    if (partitions === queue.partitions) continue;
+    const leftovers = queuePartitions({ ...queue, partitions }).filter(
+      (ref) => !current.has(`${ref.prefix}:${ref.name}`),
+    );
+    layouts.push({ partitions, recordedAt: Number(at) || 0, leftovers });
+  }
+  return layouts.sort((a, b) => a.partitions - b.partitions);
 }
 
 /** The hash tag of `key` as Redis reads it (the first `{…}` with something inside), and where it sits. */

@@ -31,7 +31,14 @@ export default fp(
   async (app: FastifyInstance) => {
     const inbox = new Inbox(app.redis, app.config.inbox);
     app.decorate('inbox', inbox);
-    const queued = { queues: app.queues, connection: app.queueConnection };
+    // The earlier counts' partitions too: what was queued before a change of HERALD_QUEUE_PARTITIONS.
+    const queued = {
+      get queues() {
+        const earlier = app.earlierQueues();
+        return earlier.length === 0 ? app.queues : [...app.queues, ...earlier];
+      },
+      connection: app.queueConnection,
+    };
     app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queued, inbox, tenantId, id));
     app.decorate('cancelNotification', (tenantId: string, id: string) => cancel(queued, inbox, tenantId, id));
     app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>): Promise<T> => {

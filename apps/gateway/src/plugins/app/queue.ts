@@ -1,4 +1,12 @@
-import { connectionOf, partitionOf, queuePartitions, queueSlotKey, ReplicaWaiter } from '@herald/config';
+import {
+  connectionOf,
+  earlierLayouts,
+  partitionOf,
+  queuePartitions,
+  queueSlotKey,
+  ReplicaWaiter,
+  recordLayout,
+} from '@herald/config';
 import type { NotificationJob } from '@herald/protocol';
 import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
@@ -15,6 +23,14 @@ declare module 'fastify' {
     queue: Queue<NotificationJob>;
     /** Every partition of the notification queue, by index (`HERALD_QUEUE_PARTITIONS`; see `queuePartitions`). */
     queues: readonly Queue<NotificationJob>[];
+    /**
+     * The partitions of earlier `HERALD_QUEUE_PARTITIONS` counts still recorded in Redis (the workers
+     * drain them): a notification queued there before the change is found by its status, cancel and
+     * the failed-jobs API too. Refreshed every minute; empty when the count never changed.
+     */
+    earlierQueues(): readonly Queue<NotificationJob>[];
+    /** Records this gateway's count and reads the earlier ones now (else every minute). */
+    recordPartitions(): Promise<void>;
     /** The partition of a recipient: one user's notifications always share one, in send order. */
     partitionOf(tenantId: string, userId: string): number;
     /**
@@ -37,6 +53,9 @@ declare module 'fastify' {
     checkDurable(partitions?: Iterable<number>): void;
   }
 }
+
+/** How often a gateway records its `HERALD_QUEUE_PARTITIONS` (workers forget a count unrecorded for 10 min). */
+const LAYOUT_RECORD_MS = 60_000;
 
 /** The notification queue (closed on shutdown, before the Redis connection) and its durability wait. */
 export default fp(
@@ -95,8 +114,43 @@ export default fp(
       }
       if (waiter) await app.withRedisTimeout(Promise.all(keys.map((key) => waiter.wait(key))));
     });
+    // The partition count this gateway enqueues with, recorded now and every minute: the workers of a
+    // later count drain what it left in its partitions (see `layoutRegistryKey`). And the partitions of
+    // the earlier counts recorded, whose notifications a status or cancel may ask for.
+    const earlier = new Map<string, Queue<NotificationJob>>();
+    let earlierList: readonly Queue<NotificationJob>[] = [];
+    app.decorate('earlierQueues', () => earlierList);
+    const record = async () => {
+      try {
+        await recordLayout(connection, config.queue);
+        const refs = (await earlierLayouts(connection, config.queue)).flatMap((layout) => layout.leftovers);
+        const keep = new Set(refs.map((ref) => `${ref.prefix}:${ref.name}`));
+        for (const ref of refs) {
+          const key = `${ref.prefix}:${ref.name}`;
+          if (earlier.has(key)) continue;
+          const queue = new Queue<NotificationJob>(ref.name, { prefix: ref.prefix, connection });
+          queue.on('error', (error) =>
+            app.log.warn({ err: error, prefix: ref.prefix }, 'queue connection error'),
+          );
+          earlier.set(key, queue);
+        }
+        for (const [key, queue] of earlier) {
+          if (keep.has(key)) continue;
+          earlier.delete(key);
+          await queue.close();
+        }
+        earlierList = Object.freeze([...earlier.values()]);
+      } catch (error) {
+        app.log.warn({ err: error }, 'could not record HERALD_QUEUE_PARTITIONS in Redis; will retry');
+      }
+    };
+    app.decorate('recordPartitions', record);
+    void record();
+    const recording = setInterval(() => void record(), LAYOUT_RECORD_MS);
+    recording.unref();
     app.addHook('onClose', async () => {
-      await Promise.all(queues.map((partition) => partition.close()));
+      clearInterval(recording);
+      await Promise.all([...queues, ...earlier.values()].map((partition) => partition.close()));
       connection.disconnect();
     });
   },

@@ -89,7 +89,10 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
         response: { 200: FailedJobs, 400: ErrorResponse, ...ADMIN_ERRORS },
       },
     },
-    (request) => fromRedis('The queue (Redis)', () => failedJobs(app.queues, request.query.limit)),
+    (request) =>
+      fromRedis('The queue (Redis)', () =>
+        failedJobs([...app.queues, ...app.earlierQueues()], request.query.limit),
+      ),
   );
 
   app.post(
@@ -105,7 +108,9 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { id } = request.params;
-      const outcome = await fromRedis('The queue (Redis)', () => retryFailed(app.queues, id));
+      const outcome = await fromRedis('The queue (Redis)', () =>
+        retryFailed([...app.queues, ...app.earlierQueues()], id),
+      );
       if (outcome.retried) return { id, status: 'retried' as const };
       if (outcome.state === 'missing') {
         throw new HttpError(ErrorCode.NOT_FOUND, `No notification ${id} in the queue.`);
