@@ -92,6 +92,9 @@ describe('HERALD_QUEUE_PARTITIONS=4', () => {
     const status = await single.inject({ method: 'GET', url: `/notifications/${job.id}`, headers: auth });
     expect(status.statusCode).toBe(200);
     expect(status.json()).toMatchObject({ id: job.id, status: 'queued' });
+    // The queue depth on /metrics counts it (the only delayed job of this gateway's queues).
+    const metrics = (await single.inject({ method: 'GET', url: '/metrics' })).body;
+    expect(metrics).toMatch(/herald_queue_jobs\{state="delayed"\} 1\b/);
     const failed = await single.inject({ method: 'GET', url: '/admin/failed', headers: admin });
     expect(failed.json<{ jobs: { id: string }[] }>().jobs.map((entry) => entry.id)).toContain(failing.id);
     const cancelled = await single.inject({

@@ -55,7 +55,7 @@ export default fp(
       app.withRedisTimeout(
         readSnapshot({
           redis: app.redis,
-          queues: app.queues,
+          queues: [...app.queues, ...app.earlierQueues()],
           keys,
           peekRecipient: async (recipient) => {
             // `<tenant>/<user>`: the tenant's limiter (on Cluster its keys carry the tenant's tag).

@@ -13,7 +13,9 @@ declare module 'fastify' {
 /** The gateway's metrics, and the tally of every answer (method, route, status). */
 export default fp(
   async (app: FastifyInstance) => {
-    const metrics = createMetrics(() => app.withRedisTimeout(jobCountsOf(app.queues)));
+    const metrics = createMetrics(() =>
+      app.withRedisTimeout(jobCountsOf([...app.queues, ...app.earlierQueues()])),
+    );
     app.decorate('metrics', metrics);
     // Callback style: no promise per request.
     app.addHook('onResponse', (request, reply, done) => {
