@@ -80,11 +80,7 @@ export class WebStack {
     payload: Record<string, unknown>,
     extra: Record<string, unknown> = {},
   ): Promise<string> {
-    const response = await fetch(`${this.url}/api/notify`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ userId, payload, ...extra }),
-    });
+    const response = await this.#postNotify({ userId, payload, ...extra });
     const body = (await response.json()) as { id?: string };
     if (response.status !== 202 || !body.id)
       throw new Error(`notify answered ${response.status}: ${JSON.stringify(body)}`);
@@ -106,12 +102,27 @@ export class WebStack {
 
   /** Sends `payload` to `topic`'s subscribers, through the web server's `/api`. */
   async notifyTopic(topic: string, payload: Record<string, unknown>): Promise<void> {
-    const response = await fetch(`${this.url}/api/notify`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ topic, payload }),
-    });
+    const response = await this.#postNotify({ topic, payload });
     if (response.status !== 202) throw new Error(`notify answered ${response.status}`);
+  }
+
+  /**
+   * `POST /api/notify` with `body`, sent again while it answers 503 (Redis too slow for the limiter's
+   * 150 ms on a loaded machine: "nothing was accepted, retry"), as a backend would, for up to 10 s.
+   */
+  async #postNotify(body: Record<string, unknown>): Promise<Response> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const response = await fetch(`${this.url}/api/notify`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (response.status !== 503 || Date.now() > deadline) return response;
+      await response.arrayBuffer();
+      // Polled again until the deadline (the answer says retry).
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
   }
 
   /** `GET /notifications/:id`'s `status` (through the web server's `/api`). */
