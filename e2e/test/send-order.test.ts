@@ -1,6 +1,6 @@
 import { redisUrl } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_KEY, randomId, Stack, waitFor } from './support/stack.js';
+import { postNotify, randomId, Stack, waitFor } from './support/stack.js';
 
 // A backend that sends "shipped" and then "delivered" to one user expects them in that order. The worker
 // runs up to HERALD_WORKER_CONCURRENCY jobs at once (50 by default); one user's must still be stored,
@@ -14,12 +14,6 @@ describe('one user’s notifications, stored and shown in send order', () => {
   });
   let gatewayUrl = '';
   let realtimeUrl = '';
-  const send = (path: string, body: unknown) =>
-    fetch(`${gatewayUrl}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
   beforeAll(async () => {
     const [gateway, realtime] = await Promise.all([
       stack.start('gateway', 'gw'),
@@ -31,16 +25,8 @@ describe('one user’s notifications, stored and shown in send order', () => {
   }, 60_000);
   afterAll(() => stack.dispose());
 
-  // A 503 (the limiter's Redis call over its 150 ms on a loaded machine) says nothing was accepted:
-  // sent again, as a backend would, until a 10 s deadline.
   const post = async (path: string, body: unknown) => {
-    const deadline = Date.now() + 10_000;
-    let response = await send(path, body);
-    while (response.status === 503 && Date.now() <= deadline) {
-      await response.arrayBuffer();
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      response = await send(path, body);
-    }
+    const response = await postNotify(gatewayUrl, path, body);
     if (response.status !== 202) throw new Error(`${response.status} ${await response.text()}`);
     return (await response.json()) as { id?: string; results?: { id: string }[] };
   };

@@ -23,8 +23,11 @@ export interface LeftoversOptions {
   concurrency: number;
   lockMs: number;
   stalledIntervalMs: number;
-  /** Processes a job of partition `ref` as the worker processes its own partitions' jobs. */
-  process: (job: Job, ref: QueueRef) => Promise<unknown>;
+  /**
+   * Processes a job of partition `ref` (whose queue is `queue`, on `redis`) as the worker processes its
+   * own partitions' jobs.
+   */
+  process: (job: Job, ref: QueueRef, queue: Queue) => Promise<unknown>;
   /** The worker's `failed` handler. */
   onFailed: (job: Job | undefined, error: Error) => void;
   log: Logger;
@@ -97,7 +100,8 @@ export class Leftovers {
         if (this.#closed) return;
         const key = `${ref.prefix}:${ref.name}`;
         seen.add(key);
-        const { pending, failed } = await this.#counts(key, ref);
+        const probe = this.#probe(key, ref);
+        const { pending, failed } = await counts(probe);
         left += pending + failed;
         const drain = this.#drains.get(key);
         if (pending > 0 && drain === undefined) {
@@ -105,7 +109,7 @@ export class Leftovers {
             { prefix: ref.prefix, jobs: pending, partitions: layout.partitions, now: queue.partitions },
             `jobs left in a partition of HERALD_QUEUE_PARTITIONS=${layout.partitions}: draining them`,
           );
-          this.#drains.set(key, this.#drain(ref));
+          this.#drains.set(key, this.#drain(ref, probe));
         } else if (pending === 0 && drain !== undefined) {
           this.#drains.delete(key);
           await drain.worker.close();
@@ -124,22 +128,20 @@ export class Leftovers {
     }
   }
 
-  /** Jobs of `ref` that will still run, and jobs that failed there (kept for the failed-jobs API and CLI). */
-  async #counts(key: string, ref: QueueRef): Promise<{ pending: number; failed: number }> {
+  /** The queue of `ref` on `redis`: counts its jobs, and is what a drain of it adds back to. */
+  #probe(key: string, ref: QueueRef): Queue {
     let probe = this.#probes.get(key);
     if (probe === undefined) {
       probe = new Queue(ref.name, { prefix: ref.prefix, connection: this.#options.redis });
       probe.on('error', (error) => this.#options.log.warn({ err: error, prefix: ref.prefix }, 'queue error'));
       this.#probes.set(key, probe);
     }
-    const counts = await probe.getJobCounts(...PENDING, 'failed');
-    const pending = PENDING.reduce((sum, type) => sum + (counts[type] ?? 0), 0);
-    return { pending, failed: counts.failed ?? 0 };
+    return probe;
   }
 
-  #drain(ref: QueueRef): Drain {
+  #drain(ref: QueueRef, queue: Queue): Drain {
     const options = this.#options;
-    const worker = new Worker(ref.name, (job) => options.process(job, ref), {
+    const worker = new Worker(ref.name, (job) => options.process(job, ref, queue), {
       prefix: ref.prefix,
       concurrency: options.concurrency,
       lockDuration: options.lockMs,
@@ -161,4 +163,10 @@ export class Leftovers {
     await Promise.all([...this.#probes.values()].map((probe) => probe.close()));
     this.#probes.clear();
   }
+}
+
+/** Jobs of `queue` that will still run, and jobs that failed there (kept for the failed-jobs API and CLI). */
+async function counts(queue: Queue): Promise<{ pending: number; failed: number }> {
+  const counts = await queue.getJobCounts(...PENDING, 'failed');
+  return { pending: PENDING.reduce((sum, type) => sum + (counts[type] ?? 0), 0), failed: counts.failed ?? 0 };
 }

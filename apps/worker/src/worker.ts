@@ -336,7 +336,6 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   }
   await Promise.all(workers.map((partitionWorker) => partitionWorker.waitUntilReady()));
   // The partitions of an earlier HERALD_QUEUE_PARTITIONS that still hold jobs: drained, not lost.
-  const leftoverQueues = new Map<string, Queue<NotificationJob>>();
   const leftovers = new Leftovers({
     redis: queueConnection,
     queue: config.queue,
@@ -344,16 +343,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     concurrency: config.concurrency,
     lockMs: config.lockMs,
     stalledIntervalMs: config.stalledIntervalMs,
-    process: (job, ref) => {
-      const key = `${ref.prefix}:${ref.name}`;
-      let queue = leftoverQueues.get(key);
-      if (queue === undefined) {
-        queue = new Queue<NotificationJob>(ref.name, { prefix: ref.prefix, connection: queueConnection });
-        queue.on('error', () => {});
-        leftoverQueues.set(key, queue);
-      }
-      return processJob(job, { queue, envelopeIndex: envelopeIndexKey(ref) });
-    },
+    process: (job, ref, queue) =>
+      processJob(job, { queue: queue as Queue<NotificationJob>, envelopeIndex: envelopeIndexKey(ref) }),
     onFailed,
     log,
     checkMs: config.leftoverCheckMs,
@@ -381,7 +372,6 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         leftovers.close(),
         fanout.close(),
       ]);
-      await Promise.all([...leftoverQueues.values()].map((queue) => queue.close()));
       await escalations.close();
       await webhooks.close();
       await webhookEvents.close();

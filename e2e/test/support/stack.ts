@@ -403,10 +403,26 @@ export async function gatewayCall(
 }
 
 /**
- * Sends `count` notifications to `userId` through the gateway; answers their ids in order. A 503 (Redis
- * too slow for the limiter's 150 ms: a fresh gateway on a loaded Cluster) is retried as a backend
- * would, for up to 10 s; any other answer but a 202 throws.
+ * POSTs `body` to the gateway's `path` (`/notify`, `/notify/batch`) and answers the response, sent again
+ * while it is a 503 (Redis too slow for the limiter's 150 ms: a fresh gateway on a loaded Cluster; the
+ * answer says nothing was accepted, retry), as a backend would, for up to 10 s.
  */
+export async function postNotify(gatewayUrl: string, path: string, body: unknown): Promise<Response> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const response = await fetch(`${gatewayUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    if (response.status !== 503 || Date.now() > deadline) return response;
+    await response.arrayBuffer();
+    // Polled again until the deadline.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Sends `count` notifications to `userId` through the gateway ({@link postNotify}); answers their ids in order. */
 export async function notify(
   gateway: AppProcess,
   userId: string,
@@ -415,23 +431,9 @@ export async function notify(
 ): Promise<string[]> {
   const ids: string[] = [];
   for (let n = from; n < from + count; n++) {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const response = await fetch(`${gateway.url}/notify`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ userId, payload: { n } }),
-      });
-      if (response.status === 202) {
-        ids.push(((await response.json()) as { id: string }).id);
-        break;
-      }
-      const text = await response.text();
-      if (response.status !== 503 || Date.now() > deadline)
-        throw new Error(`notify: ${response.status} ${text}`);
-      // Polled again until the deadline (the answer says retry).
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+    const response = await postNotify(gateway.url, '/notify', { userId, payload: { n } });
+    if (response.status !== 202) throw new Error(`notify: ${response.status} ${await response.text()}`);
+    ids.push(((await response.json()) as { id: string }).id);
   }
   return ids;
 }
