@@ -12,16 +12,7 @@ import { pathToFileURL } from 'node:url';
 const README = new URL('./README.md', import.meta.url);
 
 type Section = {
-  name:
-    | 'limiter'
-    | 'gateway'
-    | 'delivery'
-    | 'cost'
-    | 'inbox-append'
-    | 'cluster'
-    | 'memory'
-    | 'fanout'
-    | 'soak';
+  name: 'limiter' | 'gateway' | 'delivery' | 'cost' | 'cluster' | 'memory' | 'fanout' | 'soak';
   title: string;
   file: string;
   commands: string;
@@ -35,7 +26,8 @@ const SECTIONS: readonly Section[] = [
     title: 'Rate limiter',
     file: 'limiter/run.ts',
     commands: `npx pnpm@12.4.2 bench:limiter    # about 2 minutes; BENCH_ROUNDS=5 BENCH_ROUND_SECONDS=1.8 REDIS_URL=redis://127.0.0.1:6379
-npx pnpm@12.4.2 bench:limiter-scripts    # Lua cost against another revision (BENCH_BASE=main; BENCH_CALLGRIND=1 for instructions); prints only`,
+npx pnpm@12.4.2 bench:limiter-scripts    # Lua cost against another revision (BENCH_BASE=main; BENCH_CALLGRIND=1 for instructions); prints only
+npx pnpm@12.4.2 bench:inbox-append    # the inbox append script likewise (BENCH_BASE=main; BENCH_CALLGRIND=1); prints only`,
     method: `Decisions/s with 50 calls in flight against rate-limiter-flexible's \`RateLimiterRedis\` and
 \`redis-benchmark\` running the same token bucket, contenders in a rotated order each round, ratios the
 median of per-round ratios; then Redis µs per decision of each script on a private \`redis-server\`.`,
@@ -74,16 +66,6 @@ BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:cost    # an older built ch
 turns, medians; beside the defaults, this checkout with fuller envelopes (\`BENCH_ENVELOPES\`: a longer
 \`HERALD_ENVELOPE_WINDOW_MS\` and \`HERALD_ENVELOPE_TARGET_ITEMS\`, Redis saved against latency added). One more round logs every command
 (\`SLOWLOG\`, threshold 0) for the breakdown by script.`,
-  },
-  {
-    name: 'inbox-append',
-    title: 'Inbox append script',
-    file: 'inbox/append-cost.ts',
-    commands: `npx pnpm@12.4.2 bench:inbox-append    # about 3 minutes; BENCH_ROUNDS=5 BENCH_NOTIFICATIONS=3000
-BENCH_CALLGRIND=1 npx pnpm@12.4.2 bench:inbox-append    # instructions under valgrind (~8 min; prints only)`,
-    method: `Redis µs per notification (\`INFO commandstats\`) of \`packages/inbox/src/append-n.lua\` against the
-script at \`BENCH_BASE\` (default 527fc01, before its meta cache; read from git), each on its own \`redis-server\`, taking turns
-every 16 calls, over 300 users: inboxes growing, full, or a call's notifications all for one user.`,
   },
   {
     name: 'cluster',

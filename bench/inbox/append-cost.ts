@@ -1,11 +1,12 @@
-// Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) against the
-// script at BENCH_BASE (default 527fc01, before the meta cache; read from git), side by side, each on its own private redis-server, taking turns every 16 calls: INFO
+// Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) of the working
+// tree against the script at BENCH_BASE (default main; read from git): a tool for a change to the script,
+// as bench:limiter-scripts is for the limiter's, side by side, each on its own private redis-server, taking turns every 16 calls: INFO
 // commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
 // users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
 // "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
 // drawn at random; "one user" (growing, the K notifications of a call all for one user: a burst, or an
-// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before; printed,
-// and written to bench/README.md's inbox-append section (timings; the callgrind count only prints).
+// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before; printed
+// only (bench:cost's breakdown is where the report shows what the append costs end to end).
 //
 //   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~3 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
@@ -18,10 +19,9 @@ import { join } from 'node:path';
 import { inboxKeys, notificationIndexKey } from '@herald/inbox';
 import { type RedisServerHandle, startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
-import { writeReport } from '../report.js';
 
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
-const BASE = process.env.BENCH_BASE ?? '527fc01';
+const BASE = process.env.BENCH_BASE ?? 'main';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
 const USERS = 300;
@@ -32,7 +32,7 @@ const RETENTION_MS = 31 * 24 * 3600 * 1000;
 const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
 
 const scripts = {
-  // The script at BENCH_BASE (527fc01: before the meta cache), from git, not a committed copy.
+  // The script at BENCH_BASE, from git.
   before: execFileSync('git', ['show', `${BASE}:packages/inbox/src/append-n.lua`], { encoding: 'utf8' }),
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
@@ -242,7 +242,6 @@ try {
     ...rows.map(line),
   ];
   console.log(table.join('\n'));
-  if (!CALLGRIND) writeReport('inbox-append', `${title}.\n\n${table.join('\n')}`);
 } finally {
   for (const server of Object.values(servers)) server.redis.disconnect();
   await Promise.all(handles.map((handle) => handle.dispose()));
