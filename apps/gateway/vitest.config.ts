@@ -5,6 +5,7 @@ export default heraldTestConfig({
   notOnCluster: [
     'test/health.test.ts',
     'test/idempotency-outage.test.ts',
+    'test/limiter-timeout.test.ts',
     'test/live-publish-outage.test.ts',
     'test/redis-outage.test.ts',
   ],

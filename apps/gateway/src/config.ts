@@ -31,6 +31,7 @@ export const EnvSchema = Type.Object({
       default: 'closed',
     },
   ),
+  HERALD_RATE_LIMIT_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 10_000, default: 150 }),
   HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
@@ -89,6 +90,8 @@ export interface GatewayConfig extends ServerConfig {
     keyPrefix: string;
     /** What the limiter does when Redis fails: deny, allow, or limit locally. */
     failure: 'closed' | 'open' | 'local';
+    /** Most time a limiter decision may take before `failure` decides instead, ms. */
+    timeoutMs: number;
     /** Gateways sharing the limit; the `local` fallback allows limit ÷ this per instance. */
     expectedInstances: number;
   };
@@ -151,6 +154,12 @@ export function loadConfig(
       `Invalid gateway configuration: HERALD_ENVELOPE_WINDOW_MS (${parsed.HERALD_ENVELOPE_WINDOW_MS}) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request waits for its envelope, then for Redis, within that timeout.`,
     );
   }
+  // A limiter decision is one of the request's Redis operations: no slower than the others may be.
+  if (parsed.HERALD_RATE_LIMIT_TIMEOUT_MS > parsed.HERALD_REDIS_TIMEOUT_MS) {
+    throw new ConfigError(
+      `Invalid gateway configuration: HERALD_RATE_LIMIT_TIMEOUT_MS (${parsed.HERALD_RATE_LIMIT_TIMEOUT_MS}) must be at most HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request's Redis operations each answer within that timeout.`,
+    );
+  }
   if (parsed.HERALD_ENVELOPE_TARGET_ITEMS > parsed.HERALD_ENVELOPE_MAX_ITEMS) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_ENVELOPE_TARGET_ITEMS (${parsed.HERALD_ENVELOPE_TARGET_ITEMS}) must be at most HERALD_ENVELOPE_MAX_ITEMS (${parsed.HERALD_ENVELOPE_MAX_ITEMS}): an envelope goes when full.`,
@@ -185,6 +194,7 @@ export function loadConfig(
       }),
       keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
       failure: parsed.HERALD_RATE_LIMIT_FAILURE,
+      timeoutMs: parsed.HERALD_RATE_LIMIT_TIMEOUT_MS,
       expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,
     }),
     apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,

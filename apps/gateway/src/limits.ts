@@ -20,9 +20,6 @@ export const INBOX_POLICY = 'inbox';
 /** The policies of one bucket per API key, besides `sender`. */
 export type ApiKeyPolicy = typeof TOKENS_POLICY | typeof INBOX_POLICY;
 
-/** Most time a limiter decision may take before the failure policy decides instead. */
-const LIMITER_TIMEOUT_MS = 150;
-
 /**
  * The gateway's limits: per API key (`sender`) and per recipient `userId` (`recipient`), both taken
  * in one atomic decision. API keys may carry their own limits, so there is one limiter per distinct
@@ -199,7 +196,7 @@ export class Limits {
       policies,
       failure: {
         mode: defaults.failure,
-        timeoutMs: LIMITER_TIMEOUT_MS,
+        timeoutMs: defaults.timeoutMs,
         expectedInstances: defaults.expectedInstances,
       },
       logger: this.#log,
