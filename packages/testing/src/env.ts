@@ -29,7 +29,7 @@ export function isolatedEnv(redisUrl: string = inject('redisUrl')): Record<strin
 /**
  * Where an app finds `redisUrl` (default the test run's Redis): `REDIS_URL`, and on the run's Redis
  * Cluster (`TEST_REDIS_CLUSTER`) what a Cluster deployment sets: its nodes, sharded pub/sub and a queue
- * partition per master.
+ * partition per master (and a limiter timeout for a Cluster on a busy machine).
  */
 export function redisEnv(redisUrl: string = inject('redisUrl')): Record<string, string> {
   const cluster = redisUrl === provided('redisUrl') ? inject('redisCluster') : '';
@@ -39,6 +39,10 @@ export function redisEnv(redisUrl: string = inject('redisUrl')): Record<string, 
     HERALD_REDIS_CLUSTER_NODES: cluster,
     HERALD_PUBSUB_MODE: 'sharded',
     HERALD_QUEUE_PARTITIONS: String(CLUSTER_QUEUE_PARTITIONS),
+    // Three masters, the apps and Chromium on 2 cores answer some limiter decisions later than the
+    // default 150 ms: a gateway would answer those 503 (apps/gateway/test/limiter-timeout.test.ts
+    // tests that answer on a Redis of its own).
+    HERALD_RATE_LIMIT_TIMEOUT_MS: '600',
   };
 }
 
