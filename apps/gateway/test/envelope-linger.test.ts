@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { NOTIFY_ENVELOPE_JOB_NAME, type NotificationEnvelope } from '@herald/protocol';
 import { batchScriptSource, scriptSource } from '@herald/rate-limiter';
-import { waitFor } from '@herald/testing';
+import { monitorRedis, waitFor } from '@herald/testing';
 import type { Job } from 'bullmq';
 import calculateSlot from 'cluster-key-slot';
 import type { Cluster, Redis } from 'ioredis';
@@ -161,9 +161,13 @@ describe('the notifications gather before their limiter decisions', () => {
       batchScriptSource('token-bucket'),
     ].filter((source) => source !== undefined);
     for (const node of nodes) for (const source of scripts) await node.script('LOAD', source);
-    const monitors = await Promise.all(nodes.map((node) => node.monitor()));
+    const monitors = await Promise.all(
+      nodes.map((node) =>
+        monitorRedis({ host: node.options.host ?? '127.0.0.1', port: node.options.port ?? 6379 }),
+      ),
+    );
     const seen: string[][] = [];
-    for (const monitor of monitors) monitor.on('monitor', (_time: string, args: string[]) => seen.push(args));
+    for (const monitor of monitors) monitor.onCommand((args) => seen.push(args));
     const tag = `together-${randomUUID()}`;
     let arrived = 0;
     const onRequest = (request: { headers: Record<string, unknown> }) => {
@@ -203,7 +207,7 @@ describe('the notifications gather before their limiter decisions', () => {
       timeoutMs: 5000,
       what: 'MONITOR to catch up',
     });
-    for (const monitor of monitors) monitor.disconnect();
+    for (const monitor of monitors) monitor.close();
     const limiterCalls = seen.filter(
       ([command, ...args]) => /^evalsha$/i.test(command ?? '') && args.some((arg) => arg.startsWith(prefix)),
     );

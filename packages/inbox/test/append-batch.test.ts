@@ -1,4 +1,10 @@
-import { type RedisClusterHandle, randomId, redisUrl, startRedisCluster } from '@herald/testing';
+import {
+  monitorRedis,
+  type RedisClusterHandle,
+  randomId,
+  redisUrl,
+  startRedisCluster,
+} from '@herald/testing';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Inbox, type InboxNotification, offsetSeq } from '../src/index.js';
@@ -9,9 +15,9 @@ function notification(userId: string, n: number): InboxNotification {
 
 /** The script calls (EVALSHA; EVAL the first time, when the script is not loaded) Redis ran for keys under `prefix` while `work` ran (MONITOR). */
 async function scriptCalls(url: string, prefix: string, work: () => Promise<unknown>): Promise<number> {
-  const monitor = await new Redis(url).monitor();
+  const monitor = await monitorRedis(url);
   let calls = 0;
-  monitor.on('monitor', (_time: string, args: string[]) => {
+  monitor.onCommand((args) => {
     if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix))) calls++;
   });
   try {
@@ -19,7 +25,7 @@ async function scriptCalls(url: string, prefix: string, work: () => Promise<unkn
     // MONITOR lines arrive after the replies: wait for the last one (a PING through the same server).
     const marker = randomId('marker');
     const seen = new Promise<void>((resolve) =>
-      monitor.on('monitor', (_time: string, args: string[]) => {
+      monitor.onCommand((args) => {
         if (args.includes(marker)) resolve();
       }),
     );
@@ -28,7 +34,7 @@ async function scriptCalls(url: string, prefix: string, work: () => Promise<unkn
     await seen;
     client.disconnect();
   } finally {
-    monitor.disconnect();
+    monitor.close();
   }
   return calls;
 }

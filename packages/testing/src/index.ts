@@ -7,6 +7,7 @@ export { loopbackCertificate } from './certificate.js';
 export { isolatedEnv, redisEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
 export { deleteMatching, keysMatching } from './keys.js';
+export { monitorArgs, monitorRedis, type RedisMonitor } from './monitor.js';
 export { appOnOwnRedis } from './own-redis.js';
 export { freeLowPort, freePort, isPortFree } from './ports.js';
 export { type AppProcess, startApp } from './processes.js';
