@@ -3,6 +3,10 @@ import { InboxEnv, inboxSettings } from '@herald/inbox';
 import { PushKeyEnv, resolvePush, serverEnvExtras } from '@herald/push';
 import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
+import { ENVELOPE_TARGET_ITEMS, ENVELOPE_WINDOW_MS } from './envelopes.js';
+
+/** Most time a limiter decision may take by default, ms (`HERALD_RATE_LIMIT_TIMEOUT_MS`). */
+const LIMITER_TIMEOUT_MS = 150;
 
 export { ConfigError, DEV_ADMIN_KEY, DEV_API_KEY } from '@herald/config';
 
@@ -31,7 +35,7 @@ export const EnvSchema = Type.Object({
       default: 'closed',
     },
   ),
-  HERALD_RATE_LIMIT_TIMEOUT_MS: Type.Integer({ minimum: 10, maximum: 10_000, default: 150 }),
+  HERALD_RATE_LIMIT_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 10_000 })),
   HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
   HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
@@ -40,9 +44,9 @@ export const EnvSchema = Type.Object({
   ...RedisWaitEnv,
   HERALD_JOB_ATTEMPTS: Type.Integer({ minimum: 1, maximum: 100, default: 8 }),
   HERALD_JOB_BACKOFF_MS: Type.Integer({ minimum: 1, maximum: 3_600_000, default: 1000 }),
-  HERALD_ENVELOPE_WINDOW_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 10 }),
+  HERALD_ENVELOPE_WINDOW_MS: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000 })),
   HERALD_ENVELOPE_MAX_ITEMS: Type.Integer({ minimum: 1, maximum: 1000, default: 200 }),
-  HERALD_ENVELOPE_TARGET_ITEMS: Type.Integer({ minimum: 1, maximum: 1000, default: 10 }),
+  HERALD_ENVELOPE_TARGET_ITEMS: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
   ...InboxEnv,
   HERALD_DURABILITY: Type.Union([Type.Literal('redis'), Type.Literal('aof')], { default: 'redis' }),
 });
@@ -149,18 +153,28 @@ export function loadConfig(
     );
   }
   // A request waits for its envelope's window and then its add, within the Redis timeout.
-  if (parsed.HERALD_ENVELOPE_WINDOW_MS * 4 > parsed.HERALD_REDIS_TIMEOUT_MS) {
+  // Unset: the default window, or a quarter of a Redis timeout too short for it.
+  const envelopeWindowMs =
+    parsed.HERALD_ENVELOPE_WINDOW_MS ??
+    Math.min(ENVELOPE_WINDOW_MS, Math.floor(parsed.HERALD_REDIS_TIMEOUT_MS / 4));
+  if (envelopeWindowMs * 4 > parsed.HERALD_REDIS_TIMEOUT_MS) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_ENVELOPE_WINDOW_MS (${parsed.HERALD_ENVELOPE_WINDOW_MS}) must be at most a quarter of HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request waits for its envelope, then for Redis, within that timeout.`,
     );
   }
   // A limiter decision is one of the request's Redis operations: no slower than the others may be.
-  if (parsed.HERALD_RATE_LIMIT_TIMEOUT_MS > parsed.HERALD_REDIS_TIMEOUT_MS) {
+  // Unset: 150 ms, or the Redis timeout when that is shorter.
+  const limiterTimeoutMs =
+    parsed.HERALD_RATE_LIMIT_TIMEOUT_MS ?? Math.min(LIMITER_TIMEOUT_MS, parsed.HERALD_REDIS_TIMEOUT_MS);
+  if (limiterTimeoutMs > parsed.HERALD_REDIS_TIMEOUT_MS) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_RATE_LIMIT_TIMEOUT_MS (${parsed.HERALD_RATE_LIMIT_TIMEOUT_MS}) must be at most HERALD_REDIS_TIMEOUT_MS (${parsed.HERALD_REDIS_TIMEOUT_MS}): a request's Redis operations each answer within that timeout.`,
     );
   }
-  if (parsed.HERALD_ENVELOPE_TARGET_ITEMS > parsed.HERALD_ENVELOPE_MAX_ITEMS) {
+  // Unset: the default target, or every envelope full when HERALD_ENVELOPE_MAX_ITEMS is smaller.
+  const envelopeTargetItems =
+    parsed.HERALD_ENVELOPE_TARGET_ITEMS ?? Math.min(ENVELOPE_TARGET_ITEMS, parsed.HERALD_ENVELOPE_MAX_ITEMS);
+  if (envelopeTargetItems > parsed.HERALD_ENVELOPE_MAX_ITEMS) {
     throw new ConfigError(
       `Invalid gateway configuration: HERALD_ENVELOPE_TARGET_ITEMS (${parsed.HERALD_ENVELOPE_TARGET_ITEMS}) must be at most HERALD_ENVELOPE_MAX_ITEMS (${parsed.HERALD_ENVELOPE_MAX_ITEMS}): an envelope goes when full.`,
     );
@@ -194,7 +208,7 @@ export function loadConfig(
       }),
       keyPrefix: parsed.HERALD_RATE_LIMIT_PREFIX,
       failure: parsed.HERALD_RATE_LIMIT_FAILURE,
-      timeoutMs: parsed.HERALD_RATE_LIMIT_TIMEOUT_MS,
+      timeoutMs: limiterTimeoutMs,
       expectedInstances: parsed.HERALD_EXPECTED_GATEWAYS,
     }),
     apiKeyCacheMs: parsed.HERALD_API_KEY_CACHE_MS,
@@ -204,9 +218,9 @@ export function loadConfig(
     durability: parsed.HERALD_DURABILITY,
     jobAttempts: parsed.HERALD_JOB_ATTEMPTS,
     jobBackoffMs: parsed.HERALD_JOB_BACKOFF_MS,
-    envelopeWindowMs: parsed.HERALD_ENVELOPE_WINDOW_MS,
+    envelopeWindowMs,
     envelopeMaxItems: parsed.HERALD_ENVELOPE_MAX_ITEMS,
-    envelopeTargetItems: parsed.HERALD_ENVELOPE_TARGET_ITEMS,
+    envelopeTargetItems,
     inbox: inboxSettings(parsed),
     pubsub: Object.freeze({ key: parsed.HERALD_PUBSUB_KEY, mode: parsed.HERALD_PUBSUB_MODE }),
   });

@@ -9,7 +9,7 @@ import type { Job } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
-import { ArrivalRate, ENVELOPE_TARGET_ITEMS } from '../src/envelopes.js';
+import { ArrivalRate, ENVELOPE_TARGET_ITEMS, ENVELOPE_WINDOW_MS } from '../src/envelopes.js';
 import { auth, everyPartition, testAppForFile, testEnv, workerOnEveryPartition } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
@@ -182,7 +182,15 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
     );
   });
 
-  it('a target larger than the envelope is refused at start, naming both; the default is 10', () => {
+  it('unset, the window is 20 ms, or a quarter of a shorter Redis timeout (never a refusal)', () => {
+    const { HERALD_ENVELOPE_WINDOW_MS: _zero, ...unset } = testEnv();
+    expect(loadConfig(unset).envelopeWindowMs).toBe(ENVELOPE_WINDOW_MS);
+    expect(ENVELOPE_WINDOW_MS).toBe(20);
+    expect(loadConfig({ ...unset, HERALD_REDIS_TIMEOUT_MS: '60' }).envelopeWindowMs).toBe(15);
+    expect(loadConfig({ ...unset, HERALD_ENVELOPE_WINDOW_MS: '10' }).envelopeWindowMs).toBe(10);
+  });
+
+  it('a target larger than the envelope is refused at start, naming both; unset, it is 20 or the envelope', () => {
     expect(() =>
       loadConfig(testEnv({ HERALD_ENVELOPE_TARGET_ITEMS: '300', HERALD_ENVELOPE_MAX_ITEMS: '200' })),
     ).toThrow(/HERALD_ENVELOPE_TARGET_ITEMS \(300\) must be at most HERALD_ENVELOPE_MAX_ITEMS \(200\)/);
@@ -190,6 +198,8 @@ describe('envelopes (HERALD_ENVELOPE_WINDOW_MS)', () => {
       /HERALD_ENVELOPE_TARGET_ITEMS/,
     );
     expect(loadConfig(testEnv({})).envelopeTargetItems).toBe(ENVELOPE_TARGET_ITEMS);
+    expect(ENVELOPE_TARGET_ITEMS).toBe(20);
+    expect(loadConfig(testEnv({ HERALD_ENVELOPE_MAX_ITEMS: '10' })).envelopeTargetItems).toBe(10);
     expect(loadConfig(testEnv({ HERALD_ENVELOPE_TARGET_ITEMS: '30' })).envelopeTargetItems).toBe(30);
   });
 });
@@ -211,8 +221,8 @@ describe('the linger (ArrivalRate)', () => {
   }
 
   it('is what the target takes at the recent rate, within a tenth of the window and the window', () => {
-    // 1,000/s: the default target of 10 takes 10 ms; a target of 30 takes 30 ms.
-    expect(lingerAfterSteady(new ArrivalRate(100), 1)).toBeCloseTo(10, 5);
+    // 1,000/s: the default target of 20 takes 20 ms; a target of 30 takes 30 ms.
+    expect(lingerAfterSteady(new ArrivalRate(100), 1)).toBeCloseTo(20, 5);
     expect(lingerAfterSteady(new ArrivalRate(100, 30), 1)).toBeCloseTo(30, 5);
     // Capped by the window, and at least a tenth of it (10,000/s with a 100 ms window: 10 ms, not 1).
     expect(lingerAfterSteady(new ArrivalRate(20, 30), 1)).toBe(20);

@@ -63,6 +63,8 @@ describe('HERALD_RATE_LIMIT_TIMEOUT_MS: how long a limiter decision may wait for
     );
     expect(loadConfig(testEnv({ HERALD_RATE_LIMIT_TIMEOUT_MS: '800' })).rateLimit.timeoutMs).toBe(800);
     expect(loadConfig(testEnv()).rateLimit.timeoutMs).toBe(150);
+    // Unset under a shorter Redis timeout: that timeout (a configuration that started before still does).
+    expect(loadConfig(testEnv({ HERALD_REDIS_TIMEOUT_MS: '100' })).rateLimit.timeoutMs).toBe(100);
     expect(() => loadConfig(testEnv({ HERALD_RATE_LIMIT_TIMEOUT_MS: '5' }))).toThrow(
       'HERALD_RATE_LIMIT_TIMEOUT_MS must be >= 10',
     );
