@@ -74,8 +74,8 @@ turns, medians; beside the defaults, this checkout with fuller envelopes (\`BENC
     commands: `npx pnpm@12.4.2 bench:cluster    # about 3 minutes; BENCH_RATE=1000 BENCH_SECONDS=10 BENCH_USERS=300 BENCH_ROUNDS=2 BENCH_PARTITIONS=3`,
     method: `The same pipeline on a local 3-master Redis Cluster (\`HERALD_QUEUE_PARTITIONS=3\`, sharded pub/sub)
 and on one \`redis-server\`, rounds alternating: each master's Redis CPU per notification and its share of
-the mean (goal ±15 %), and the Cluster's cost against one node; and a second Cluster whose window is 10 ms
-times the partitions, so that each partition's envelopes gather what one node's do.`,
+the mean (goal ±15 %), and the Cluster's cost against one node; and a second Cluster whose window is the default
+(20 ms) times the partitions, so that each partition's envelopes gather what one node's do.`,
   },
   {
     name: 'memory',

@@ -10,7 +10,7 @@
 // pub/sub. A tenant's limiter buckets share its hash tag (one decision, one slot: one master per
 // tenant), so the tenants are picked two per master by their tag's slot; with a handful of tenants
 // picked at random the limiter's share (~17 µs of a notification) would follow the luck of the draw.
-// A second Cluster runs the same with the envelope window times the partitions (30 ms for 3), so that
+// A second Cluster runs the same with the envelope window times the partitions (60 ms for 3), so that
 // each partition's envelopes gather what one node's gather at the default window: the Cluster's cost at
 // one node's envelope fill, against the price of a longer wait before a send goes.
 //
@@ -43,8 +43,8 @@ const USERS = Number(process.env.BENCH_USERS ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 3);
 const MASTERS = 3;
-/** The window of the last target's gateway: the default (10 ms) times the partitions. */
-const FILLED_WINDOW_MS = 10 * PARTITIONS;
+/** The window of the last target's gateway: the default (20 ms) times the partitions. */
+const FILLED_WINDOW_MS = 20 * PARTITIONS;
 const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const KEY_PREFIX = 'herald:';
 
