@@ -19,6 +19,7 @@ import {
   deleteMatching,
   isolatedEnv,
   onRedisCluster,
+  postRetrying503,
   randomId,
   redisUrl as sharedRedisUrl,
   startApp,
@@ -404,22 +405,10 @@ export async function gatewayCall(
 
 /**
  * POSTs `body` to the gateway's `path` (`/notify`, `/notify/batch`) and answers the response, sent again
- * while it is a 503 (Redis too slow for the limiter's 150 ms: a fresh gateway on a loaded Cluster; the
- * answer says nothing was accepted, retry), as a backend would, for up to 10 s.
+ * while it is a 503 for up to 10 s (`postRetrying503`).
  */
-export async function postNotify(gatewayUrl: string, path: string, body: unknown): Promise<Response> {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const response = await fetch(`${gatewayUrl}${path}`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
-    if (response.status !== 503 || Date.now() > deadline) return response;
-    await response.arrayBuffer();
-    // Polled again until the deadline.
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+export function postNotify(gatewayUrl: string, path: string, body: unknown): Promise<Response> {
+  return postRetrying503(`${gatewayUrl}${path}`, API_KEY, body);
 }
 
 /** Sends `count` notifications to `userId` through the gateway ({@link postNotify}); answers their ids in order. */

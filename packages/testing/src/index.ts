@@ -14,7 +14,7 @@ export { type AppProcess, startApp } from './processes.js';
 export { parseClusterNodes, type RedisClusterHandle, startRedisCluster } from './redis-cluster.js';
 export { hasRedisServerBinary, ping, type RedisServerHandle, startRedisServer } from './redis-server.js';
 export { expectEach, refusal } from './refusal.js';
-export { randomId, waitFor } from './wait.js';
+export { postRetrying503, randomId, waitFor } from './wait.js';
 
 /**
  * URL of the Redis this test run uses (see `global-setup`); on a Redis Cluster run

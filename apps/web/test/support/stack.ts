@@ -5,6 +5,7 @@ import {
   freePort,
   isolatedEnv,
   launchChromium,
+  postRetrying503,
   randomId,
   redisUrl,
   startApp,
@@ -107,22 +108,10 @@ export class WebStack {
   }
 
   /**
-   * `POST /api/notify` with `body`, sent again while it answers 503 (Redis too slow for the limiter's
-   * 150 ms on a loaded machine: "nothing was accepted, retry"), as a backend would, for up to 10 s.
+   * `POST /api/notify` with `body`, sent again while it answers 503 for up to 10 s (`postRetrying503`).
    */
-  async #postNotify(body: Record<string, unknown>): Promise<Response> {
-    const deadline = Date.now() + 10_000;
-    for (;;) {
-      const response = await fetch(`${this.url}/api/notify`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-        body: JSON.stringify(body),
-      });
-      if (response.status !== 503 || Date.now() > deadline) return response;
-      await response.arrayBuffer();
-      // Polled again until the deadline (the answer says retry).
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  #postNotify(body: Record<string, unknown>): Promise<Response> {
+    return postRetrying503(`${this.url}/api/notify`, API_KEY, body);
   }
 
   /** `GET /notifications/:id`'s `status` (through the web server's `/api`). */
