@@ -124,6 +124,38 @@ describe('batchCalls: multi-bucket calls of one tick', () => {
     });
   });
 
+  it('a bucket shared by the calls of a batch is read once and written once, and keeps an expiry', async () => {
+    const keyPrefix = randomPrefix();
+    const limiter = await gatewayLimiter({ batchFlushAt: 100, keyPrefix, ttlMarginMs: 60_000 });
+    const sender = randomId('sender');
+    for (const round of [0, 1]) {
+      await admin.config('RESETSTAT');
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => limiter.consume({ sender, recipient: `user-${round}-${i}` })),
+      );
+      // The sender's bucket once, each recipient's once: 51 GETs and 51 SETs, not 100 of each.
+      const calls = await commandCalls();
+      expect([calls.evalsha, calls.get, calls.set]).toEqual([1, 51, 51]);
+      expect(results.map((r) => r.policies[0]!.remaining)).toEqual(
+        Array.from({ length: 50 }, (_, i) => 999 - 50 * round - i),
+      );
+      // Every bucket written (the sender's new in round 0, kept in round 1) outlives its refill, and no
+      // longer than refill + margin.
+      const keys = await admin.keys(`${keyPrefix}*`);
+      expect(keys.length).toBe(1 + 50 * (round + 1)); // the sender, the recipients (the warm-up reset its own)
+      for (const key of keys) {
+        const ttl = await admin.pttl(key);
+        expect(ttl, key).toBeGreaterThan(0);
+      }
+      const last = results.at(-1)!.policies[0]!;
+      const senderTtl = await admin.pttl(keys.find((k) => k.includes(sender)) ?? '');
+      expect(senderTtl).toBeGreaterThan(last.resetAfterMs);
+      expect(senderTtl).toBeLessThanOrEqual(last.resetAfterMs + 60_000);
+    }
+    // Read back alone (the -n script, no cache): the batch's writes are what Redis holds.
+    expect((await limiter.consume({ sender, recipient: 'user-after' })).policies[0]!.remaining).toBe(899);
+  });
+
   it('by default a batch leaves as soon as it holds 16 calls: 50 calls are 4 EVALSHAs, still in call order', async () => {
     const limiter = await gatewayLimiter();
     const sender = randomId('sender');
