@@ -62,6 +62,15 @@ describe('replayBucket', () => {
     expect(replayBucket([...writes, reset], POLICY).inconsistent).toBe(1);
   });
 
+  it('counts a write of several takes at one instant (a batch of calls) as that many; part of a token is not a take', () => {
+    const writes = takes([0, 0, 0, 0, 0]);
+    // The 2nd, 3rd and 4th takes written once, as the batch script does.
+    const batched = [writes[0], writes[3], writes[4]] as BucketWrite[];
+    expect(replayBucket(batched, POLICY)).toMatchObject({ taken: 5, inconsistent: 0 });
+    const half = { ...(writes[1] as BucketWrite), micro: (writes[1] as BucketWrite).micro + 500_000 };
+    expect(replayBucket([writes[0] as BucketWrite, half], POLICY).inconsistent).toBe(1);
+  });
+
   it('splits what refilled past the cap into the outage window and elsewhere', () => {
     // Drained at once, then 3 s with no take (an outage), then 2.5 s with none (idle).
     const writes = takes([...Array.from({ length: 20 }, () => 0), 3000, 5500]);

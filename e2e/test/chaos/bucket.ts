@@ -14,7 +14,10 @@ export function decodeBucket(stored: Buffer): BucketWrite {
 
 /** What a bucket's writes say, replayed one take after another. */
 export interface Replay {
-  /** Takes (one write each). */
+  /**
+   * Tokens taken (cost 1 each). A write is one take or several: the gateway's batch script writes a
+   * bucket that several calls of one batch took from once, at the batch's one instant.
+   */
   taken: number;
   /** Redis TIME of the first take and of the last, µs. */
   firstUs: number;
@@ -28,15 +31,15 @@ export interface Replay {
   /** Where `lostElsewhereMicro` came from: the Redis TIME of the take after each such gap, and how much. */
   idle: { atUs: number; micro: number }[];
   /**
-   * Takes that do not follow from the one before: not (capacity, or the last value refilled at `rate`
-   * up to capacity) minus one token. A second process deciding on a stale value (a double spend) or a
-   * bucket reset (lost in a restart) shows here.
+   * Writes that do not follow from the one before: not (capacity, or the last value refilled at `rate`
+   * up to capacity) minus a whole number of tokens, at least one. A second process deciding on a stale
+   * value (a double spend) or a bucket reset (lost in a restart) shows here.
    */
   inconsistent: number;
 }
 
 /**
- * Replays a token bucket's writes (cost 1 each, in Redis's order): how many takes, between which Redis
+ * Replays a token bucket's writes (takes of cost 1, one or more per write, in Redis's order): how many takes, between which Redis
  * times, and whether each follows from the one before. Rates, capacities and costs in whole tokens
  * make every quantity an integer number of microtokens, so the check is exact.
  */
@@ -47,7 +50,7 @@ export function replayBucket(
 ): Replay {
   const full = policy.capacity * 1_000_000;
   const replay: Replay = {
-    taken: writes.length,
+    taken: 0,
     firstUs: writes[0]?.tsUs ?? 0,
     lastUs: writes.at(-1)?.tsUs ?? 0,
     leftMicro: writes.at(-1)?.micro ?? 0,
@@ -61,7 +64,9 @@ export function replayBucket(
     // Tokens per second are microtokens per µs.
     const refilled =
       before === undefined ? full : before.micro + policy.ratePerSecond * (write.tsUs - before.tsUs);
-    if (write.micro !== Math.min(full, refilled) - 1_000_000) replay.inconsistent++;
+    const tokens = (Math.min(full, refilled) - write.micro) / 1_000_000;
+    if (Number.isInteger(tokens) && tokens >= 1) replay.taken += tokens;
+    else replay.inconsistent++;
     if (before !== undefined && refilled > full) {
       const straddles = window !== undefined && before.tsUs <= window.toUs && write.tsUs >= window.fromUs;
       if (straddles) replay.lostInWindowMicro += refilled - full;

@@ -26,7 +26,8 @@ import { ChaosStack, pause } from './stack.js';
  * the run's end (the Redis TIME read as the floods stop sending), at most 2 s before it: the takes after
  * it (`taken after T1`: mostly requests still in flight at the end, as demand dies out) count for the
  * HTTP comparison only. Both ends are on the limiter's own clock: every take writes its bucket (the
- * tokens left, and the Redis TIME it was decided at) with one `SET`, a denied decision writes nothing,
+ * tokens left, and the Redis TIME it was decided at) with one `SET` (the takes of one gateway batch from
+ * one bucket, decided at one instant, with one `SET` between them), a denied decision writes nothing,
  * and Redis logs each `SET` in its append-only file (`fsync always`) before it answers. So the AOF
  * (aof.ts) gives every take, answered or not, with T0 and T1; replayed (bucket.ts), it shows that each
  * take follows from the one before (no double spend by two processes, no bucket reset by the restart)
@@ -352,7 +353,8 @@ async function runFleet(stack: ChaosStack, scenario: string, restart: boolean): 
       ceiling: Math.floor(ceilingMicro / 1_000_000),
       allowedMax: Math.floor((ceilingMicro - lostMicro) / 1_000_000),
       taken,
-      late: all.length - inRun.length,
+      // Tokens, not writes: a write of the gateway's batch script may carry several takes.
+      late: replayBucket(all, { capacity: BURST, ratePerSecond: RATE }, outage).taken - taken,
       admitted,
       ok,
       afterLimiter,
