@@ -39,9 +39,10 @@ export interface Replay {
 }
 
 /**
- * Replays a token bucket's writes (takes of cost 1, one or more per write, in Redis's order): how many takes, between which Redis
- * times, and whether each follows from the one before. Rates, capacities and costs in whole tokens
- * make every quantity an integer number of microtokens, so the check is exact.
+ * Replays a token bucket's writes (takes of cost 1, one or more per write, in Redis's order): how many
+ * takes, between which Redis times, and whether each write follows from the one before. Rates,
+ * capacities and costs in whole tokens make every quantity an integer number of microtokens, so the
+ * check is exact.
  */
 export function replayBucket(
   writes: readonly BucketWrite[],
