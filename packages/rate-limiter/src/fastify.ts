@@ -42,8 +42,9 @@ export interface RateLimitRouteConfig {
   cost?: (request: FastifyRequest) => RateLimitCost | Promise<RateLimitCost>;
   /**
    * Ids known before the body is read (e.g. the authenticated API key's), looked up in the limiter's
-   * local deny cache in `preParsing`: while one of them is denied, the request is answered 429 there,
-   * before its body is read, parsed or validated, so a flood from a denied caller costs the least it
+   * local deny cache in `preParsing` (the route's first `preParsing` hook): while one of them is denied,
+   * the request is answered 429 there, before its body is read, parsed or validated, and before the
+   * route's own `preParsing` hooks run, so a flood from a denied caller costs the least it
    * can and makes no Redis call. Return `undefined` to skip. The full decision still runs later. Set up
    * when the route is declared: declare such routes after registering the plugin.
    */
@@ -252,10 +253,11 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
     app.addHook('onRoute', (routeOptions) => {
       const route = routeOptions.config?.rateLimit;
       if (route?.precheck === undefined) return;
+      // First of the route's `preParsing` hooks: a denied caller is refused before any other runs.
       const existing = routeOptions.preParsing;
       routeOptions.preParsing = [
-        ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
         precheck as never,
+        ...(existing === undefined ? [] : Array.isArray(existing) ? existing : [existing]),
       ];
     });
 

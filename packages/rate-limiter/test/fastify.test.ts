@@ -287,6 +287,40 @@ describe('precheck and deniedLocally: a denied caller is refused before its body
     expect(limiter.metrics().apiKey).toMatchObject({ denied: 1, deniedLocally: 1 });
     await fastify.close();
   });
+
+  it("runs the precheck before the route's own preParsing hooks: a denied key never reaches them", async () => {
+    const limiter = oneKeyLimiter();
+    const fastify = appWithErrorHandler();
+    await fastify.register(heraldRateLimit, { limiter });
+    const keyOf = (request: FastifyRequest) => String(request.headers['x-api-key']);
+    const reached: string[] = [];
+    fastify.post(
+      '/notify',
+      {
+        config: { rateLimit: { key: keyOf, precheck: (request) => ({ apiKey: keyOf(request) }) } },
+        // E.g. the gateway's count of requests in flight: a denied flood should not pay for it.
+        preParsing: (request, _reply, payload, done) => {
+          reached.push(keyOf(request));
+          done(null, payload);
+        },
+      },
+      async (_request, reply) => reply.code(202).send({ status: 'queued' }),
+    );
+    const send = (apiKey: string) =>
+      fastify.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { 'x-api-key': apiKey, 'content-type': 'application/json' },
+        payload: '{"userId":"u"}',
+      });
+    expect((await send('flood')).statusCode).toBe(202);
+    expect((await send('flood')).statusCode).toBe(429); // denied by Redis: now in the deny cache
+    for (let i = 0; i < 3; i++) expect((await send('flood')).statusCode).toBe(429);
+    expect((await send('other')).statusCode).toBe(202);
+    expect(reached).toEqual(['flood', 'flood', 'other']);
+    expect(limiter.metrics().apiKey).toMatchObject({ deniedLocally: 3 });
+    await fastify.close();
+  });
 });
 
 describe('onDenied: the app answers denials itself, with no error thrown', () => {

@@ -6,7 +6,7 @@ import {
   notificationJobOptions,
 } from '@herald/protocol';
 import type { JobsOptions } from 'bullmq';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandler } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
 import { EnvelopeSenders, Envelopes, Gathering } from '../../envelopes.js';
@@ -15,6 +15,10 @@ import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
 type NotifyItem = Static<typeof NotifyRequest>;
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's place among those in flight (`track`), when envelopes are on. */
+    envelopeSender: { wait(): void } | undefined;
+  }
   interface FastifyInstance {
     notifications: {
       /**
@@ -31,11 +35,13 @@ declare module 'fastify' {
        */
       refuseUndurable(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): void;
       /**
-       * Route `onRequest` hook of the enqueueing routes: counts the request among those in flight, so that
-       * the envelopes being gathered go at once when every request held is waiting for one (see
-       * {@link EnvelopeSenders}).
+       * Route `preParsing` hook of the enqueueing routes: counts the request among those in flight, so
+       * that the envelopes being gathered go at once when every request held is waiting for one (see
+       * {@link EnvelopeSenders}). It runs after authentication and the limiter's sender precheck (the
+       * first `preParsing` hook), so a request refused before its body is read (401, 429) costs no
+       * tracking, and before the body is read, so a request still sending it holds the envelopes.
        */
-      track(request: FastifyRequest, reply: FastifyReply, done: () => void): void;
+      track: preParsingHookHandler;
       /**
        * Where the notifications of the envelopes linger before their limiter decisions (one Redis
        * server, envelopes on): the `batchSchedule` of the `/notify` limiters (see {@link Gathering}).
@@ -91,16 +97,18 @@ export default fp(
       else for (const envelope of envelopes ?? []) envelope.flush('idle');
     });
     app.metrics.envelopeWaiting = () => senders.waiting;
-    const tracked = new WeakMap<FastifyRequest, { wait(): void }>();
-    const track = (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
-      if (envelopes !== undefined) tracked.set(request, senders.enter(reply.raw));
-      done();
+    // A request property, not a WeakMap: set on every accepted request, a WeakMap entry cost more
+    // than the rest of the tracking.
+    app.decorateRequest('envelopeSender', undefined);
+    const track: preParsingHookHandler = (request, reply, payload, done) => {
+      if (envelopes !== undefined) request.envelopeSender = senders.enter(reply.raw);
+      done(null, payload);
     };
     // Gathered, a request waits from its decision on; else from its envelope on (`enqueue`).
     const waiting = (request: FastifyRequest, count: number) => {
       if (gathering === undefined) return;
       gathering.arrived(count);
-      tracked.get(request)?.wait();
+      request.envelopeSender?.wait();
     };
     // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
     app.addHook('preClose', async () => {
@@ -159,7 +167,7 @@ export default fp(
         app,
         () => {
           const added = Promise.all([...byPartition].map(([partition, group]) => add(partition, group)));
-          if (enveloped) tracked.get(request)?.wait();
+          if (enveloped) request.envelopeSender?.wait();
           return added;
         },
         derivedId !== undefined,

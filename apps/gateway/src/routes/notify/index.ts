@@ -57,7 +57,8 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify',
     {
-      onRequest: [app.notifications.track, app.authenticate, app.notifications.refuseUndurable],
+      onRequest: [app.authenticate, app.notifications.refuseUndurable],
+      preParsing: [app.notifications.track],
       preValidation: [checkSend, app.idempotencyCheck],
       config: {
         rateLimit: app.notifyRateLimit((request) =>
@@ -94,7 +95,8 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
   app.post(
     '/notify/batch',
     {
-      onRequest: [app.notifications.track, app.authenticate, app.notifications.refuseUndurable],
+      onRequest: [app.authenticate, app.notifications.refuseUndurable],
+      preParsing: [app.notifications.track],
       preValidation: [app.idempotencyCheck, sortBatch],
       config: { rateLimit: app.notifyRateLimit(validItems) },
       schema: {
