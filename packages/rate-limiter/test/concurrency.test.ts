@@ -17,7 +17,9 @@ import { randomPrefix } from './support/redis.js';
 // starts that interval empty and never fills up again (the children drain it continuously), so no refill
 // is lost to the capacity cap, and exactly:
 //   admitted = capacity + rate x (t1 - t0) - tokens left at t1
-// with 0 <= tokens left < 1 when callers were waiting at every moment. Hence
+// with 0 <= tokens left < 1: past the 3 s each caller stops at its first denial from Redis, so the run's
+// last call is a denial, made after the last admission with less than one token there (a loaded
+// machine may pause the callers, and the bucket fill, at any moment before it). Hence
 //   capacity + rate x elapsed - 1 < admitted <= capacity + rate x elapsed.
 
 const CAPACITY = 100;
