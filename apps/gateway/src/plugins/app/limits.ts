@@ -9,6 +9,10 @@ import { sendRateLimited } from './errors.js';
 type NotifyItem = Static<typeof NotifyRequest>;
 
 declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's limiter call, computed once for its key and its cost (`notifyRateLimit`). */
+    limitCall: LimitCall | undefined;
+  }
   interface FastifyInstance {
     /** The gateway's limiters (per API key's limits), for routes' `config.rateLimit`. */
     limits: Limits;
@@ -39,7 +43,7 @@ export function isFanoutSend(body: unknown): body is Omit<NotifyItem, 'userId'> 
  * The ids and costs of one decision: the sender pays for every item, each recipient for its own;
  * `notifications` is how many the request sends (0 for a fan-out send).
  */
-type LimitCall = {
+export type LimitCall = {
   key: Record<string, string | string[]>;
   cost: Record<string, number | number[]>;
   notifications: number;
@@ -98,15 +102,11 @@ export default fp(
     const senderOf = (request: FastifyRequest) =>
       request.headers['idempotency-key'] === undefined ? { [SENDER_POLICY]: request.identity.id } : undefined;
     app.decorate('notifyRateLimit', (itemsOf: (request: FastifyRequest) => readonly NotifyItem[]) => {
-      // The plugin asks for the key and then the cost of one request: computed once.
-      const calls = new WeakMap<FastifyRequest, LimitCall>();
+      // The plugin asks for the key and then the cost of one request: computed once (a request property,
+      // cheaper than a WeakMap entry per request; a request meets one route's limiter).
       const callOf = (request: FastifyRequest): LimitCall => {
-        let call = calls.get(request);
-        if (call === undefined) {
-          call = limitCallOf(request, itemsOf(request));
-          calls.set(request, call);
-        }
-        return call;
+        request.limitCall ??= limitCallOf(request, itemsOf(request));
+        return request.limitCall;
       };
       return {
         // Before the body is read (`precheck`) a request is any send: the sender's bucket is the same.
@@ -123,6 +123,7 @@ export default fp(
       } satisfies RateLimitRouteConfig;
     });
 
+    app.decorateRequest('limitCall', undefined);
     await app.register(heraldRateLimit, { limiter: limits.defaults(), onDenied: sendRateLimited });
   },
   {

@@ -133,13 +133,7 @@ export default fp(
           ...(identity.inbox ? { inbox: identity.inbox } : {}),
           ...optional(item),
         };
-        // jobId = notification id, delay, priority, exponential backoff with jitter, failed jobs kept.
-        const opts: JobsOptions = notificationJobOptions(data, {
-          attempts: config.jobAttempts,
-          backoffMs: config.jobBackoffMs,
-          jitter: 0.5,
-        });
-        return { name: NOTIFY_JOB_NAME, data, opts };
+        return { name: NOTIFY_JOB_NAME, data };
       });
 
       // Each recipient's partition (one user's notifications in one queue, in send order).
@@ -152,6 +146,14 @@ export default fp(
       }
       // Without delay or priority (which BullMQ keeps exact per job), in the next envelope.
       const enveloped = envelopes !== undefined && jobs.every((job) => immediate(job.data));
+      // A job of its own: jobId = notification id, delay, priority, exponential backoff with jitter,
+      // failed jobs kept (an envelope's notifications need none of it: built only here).
+      const optsOf = (data: NotificationJob): JobsOptions =>
+        notificationJobOptions(data, {
+          attempts: config.jobAttempts,
+          backoffMs: config.jobBackoffMs,
+          jitter: 0.5,
+        });
       const add = (partition: number, group: typeof jobs): Promise<unknown> => {
         const queue = app.queues[partition] ?? app.queue;
         const [single] = group;
@@ -160,8 +162,8 @@ export default fp(
             (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ?? Promise.resolve()
           );
         return group.length === 1 && single
-          ? queue.add(single.name, single.data, single.opts)
-          : queue.addBulk(group);
+          ? queue.add(single.name, single.data, optsOf(single.data))
+          : queue.addBulk(group.map((job) => ({ ...job, opts: optsOf(job.data) })));
       };
       await addDurably(
         app,
