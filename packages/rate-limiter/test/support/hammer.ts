@@ -48,7 +48,8 @@ await Promise.all(
       // call of the run is then a denial, which leaves the bucket with less than one token whatever
       // pauses a loaded machine gave the callers before it (the parent's "at most 1 less").
       const now = performance.now();
-      if (now >= deadline && ((!result.allowed && result.source === 'redis') || now >= deadline + 10_000)) break;
+      if (now >= deadline && ((!result.allowed && result.source === 'redis') || now >= deadline + 10_000))
+        break;
       if (result.source === 'deny-cache') {
         local++;
         // Yield to the event loop: a locally denied call resolves without I/O.
