@@ -53,7 +53,11 @@ function panels(samples: readonly Sample[]): Panel[] {
           label: 'per-notification records (estimate)',
           values: samples.map((s) => mb(s.notificationRecordBytes)),
         },
-        { label: 'the rest', values: samples.map((s) => mb(s.redisUsedMemory - s.notificationRecordBytes)) },
+        { label: 'completed jobs kept by BullMQ (estimate)', values: samples.map((s) => mb(s.keptJobBytes)) },
+        {
+          label: 'the rest',
+          values: samples.map((s) => mb(s.redisUsedMemory - s.notificationRecordBytes - s.keptJobBytes)),
+        },
       ],
     },
     {

@@ -30,6 +30,10 @@ export interface Sample {
   notificationRecords: number;
   /** Their memory, estimated: their count × the mean `MEMORY USAGE` of a random 200 of them, bytes. */
   notificationRecordBytes: number;
+  /** Jobs BullMQ keeps once completed (`removeOnComplete`: the last 10,000, an hour): ZCARD of the completed set. */
+  keptJobs: number;
+  /** Their memory, estimated: their count × the mean `MEMORY USAGE` of a random 100 job hashes, bytes. */
+  keptJobBytes: number;
 }
 
 const FIXED = ['t_s', 'accepted', 'shown'] as const;
@@ -38,6 +42,8 @@ const REDIS = [
   'redis_keys',
   'redis_notification_records',
   'redis_notification_record_bytes',
+  'redis_kept_jobs',
+  'redis_kept_job_bytes',
 ] as const;
 
 /**
@@ -67,6 +73,8 @@ export function writeSamples(path: URL | string, samples: readonly Sample[]): vo
       s.redisKeys,
       s.notificationRecords,
       Math.round(s.notificationRecordBytes),
+      s.keptJobs,
+      Math.round(s.keptJobBytes),
       ...apps.flatMap((name) => [
         s.heap[name]?.total ?? '',
         s.heap[name]?.used ?? '',
@@ -107,6 +115,9 @@ export function readSamples(path: URL | string): Sample[] {
       redisKeys: value('redis_keys'),
       notificationRecords: value('redis_notification_records'),
       notificationRecordBytes: value('redis_notification_record_bytes'),
+      // Columns added later: an older file answers 0, not NaN.
+      keptJobs: columns.includes('redis_kept_jobs') ? value('redis_kept_jobs') : 0,
+      keptJobBytes: columns.includes('redis_kept_job_bytes') ? value('redis_kept_job_bytes') : 0,
     };
   });
 }

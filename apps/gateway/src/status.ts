@@ -30,10 +30,14 @@ export async function statusOf(
   id: string,
 ): Promise<TenantStatus | undefined> {
   const inbox = root.tenant(tenantId);
-  const [{ state, job }, stored] = await Promise.all([
+  const [{ state, job }, first] = await Promise.all([
     queuedNotification(queue, tenantId, id),
     inbox.statusById(id),
   ]);
+  // The worker stores a notification, then drops it from the queue (its envelope index entry, or its
+  // job completes): a first inbox read from before the store and a queue read from after the drop see
+  // neither, or a finished job without its record. Read the inbox again, after the queue: it has it now.
+  const stored = first ?? (!job || state === 'completed' ? await inbox.statusById(id) : undefined);
   if (!job && !stored) return undefined;
   const base = {
     id,

@@ -1,15 +1,17 @@
+import { Inbox } from '@herald/inbox';
 import {
   envelopeIndexKey,
   NOTIFY_ENVELOPE_JOB_NAME,
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
-import { waitFor } from '@herald/testing';
-import type { Job } from 'bullmq';
+import { testRedis, waitFor } from '@herald/testing';
+import { type Job, Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { loadConfig } from '../src/config.js';
 import { ArrivalRate, ENVELOPE_TARGET_ITEMS, ENVELOPE_WINDOW_MS } from '../src/envelopes.js';
+import { statusOf } from '../src/status.js';
 import { auth, everyPartition, testAppForFile, testEnv, workerOnEveryPartition } from './helpers.js';
 
 // The default window; no worker runs here, so envelopes stay in the queue for the tests to read.
@@ -230,5 +232,42 @@ describe('the linger (ArrivalRate)', () => {
     expect(lingerAfterSteady(new ArrivalRate(100, 10), 0.1)).toBe(10);
     // A partition's share of the notifications: its envelope waits for its own target.
     expect(lingerAfterSteady(new ArrivalRate(100, 10), 1, 1 / 4)).toBeCloseTo(40, 5);
+  });
+
+  it('a status read racing the worker finds the notification stored, never 404 (the queue read, then the inbox)', async () => {
+    // The worker stores a notification, then drops its envelope index entry. A read of the inbox before
+    // the store and of the envelope index after the drop found neither: 404 for an accepted notification.
+    // Here every read and write is on one connection, in this order: the status's first reads, the
+    // append, the HDEL, then the status's envelope index read (on a Cluster, store then drop, as it comes).
+    const connection = testRedis({ maxRetriesPerRequest: null });
+    const queues = app.queues.map(
+      (queue) => new Queue<NotificationJob>(queue.name, { prefix: queue.opts.prefix ?? '', connection }),
+    );
+    const inbox = new Inbox(connection, app.config.inbox);
+    try {
+      const sent = await send({ userId: 'racer', payload: {} });
+      expect(sent.statusCode).toBe(202);
+      const id = sent.json<{ id: string }>().id;
+      const index = indexes[app.partitionOf('default', 'racer')] ?? '';
+      const queue = queues[app.partitionOf('default', 'racer')] as Queue;
+      const envelope = (await queue.getJob((await connection.hget(index, id)) ?? '')) as unknown as
+        | Job<NotificationEnvelope>
+        | undefined;
+      const item = envelope?.data.items.find((candidate) => candidate.id === id);
+      if (item === undefined) throw new Error(`${id} is in no envelope`);
+
+      const reading = statusOf({ queues, connection }, inbox, 'default', id);
+      const stored = inbox.tenant('default').append({ ...item, payload: item.payload ?? {} });
+      const drop = () => connection.hdel(index, id);
+      await Promise.all([
+        stored,
+        connection.isCluster ? stored.then(drop) : new Promise((resolve) => setImmediate(resolve)).then(drop),
+      ]);
+      expect(await reading).toMatchObject({ id, userId: 'racer', status: 'queued' });
+      expect(await connection.hexists(index, id)).toBe(0);
+    } finally {
+      await Promise.all(queues.map((queue) => queue.close()));
+      connection.disconnect();
+    }
   });
 });
