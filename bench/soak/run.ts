@@ -13,7 +13,7 @@ import { readFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { ChaosStack, connectUsers, drainAndCheck, pause } from '@herald/e2e/chaos';
-import { DEFAULT_QUEUE_PREFIX } from '@herald/protocol';
+import { DEFAULT_QUEUE_PREFIX, envelopeJobOptions } from '@herald/protocol';
 import type { AppProcess } from '@herald/testing';
 import { Redis } from 'ioredis';
 import WebSocket from 'ws';
@@ -36,6 +36,8 @@ const SAMPLE_MS = Number(process.env.SOAK_SAMPLE_MS ?? 10_000);
 // machine's load: they are a series of their own (kept jobs), bounded by count, not part of "the rest".
 const WARMUP_MS = Number(process.env.SOAK_WARMUP_MS ?? 240_000);
 const USERS = Number(process.env.SOAK_USERS ?? 200);
+/** Completed jobs BullMQ keeps per queue (`removeOnComplete.count` of an envelope and of a job of its own). */
+const KEPT_JOBS = envelopeJobOptions('').removeOnComplete.count;
 /** Most a series may grow from the start of the measured span to its end. */
 const FLAT = 0.1;
 
@@ -330,7 +332,7 @@ interface Growth {
   start: number;
   end: number;
   growth: number;
-  verdict: 'flat' | 'grows' | 'grows by design' | 'V8 heap sizing';
+  verdict: 'flat' | 'grows' | 'grows by design' | 'at its bound' | 'V8 heap sizing';
 }
 
 /**
@@ -348,12 +350,19 @@ function series(samples: readonly Sample[]): Growth[] {
     name: string,
     unit: Growth['unit'],
     pick: (s: Sample) => number,
-    options: { byDesign?: boolean } = {},
+    options: { byDesign?: boolean; bound?: number } = {},
   ): Growth => {
     const start = median(after.slice(0, 3).map(pick));
     const end = median(after.slice(-3).map(pick));
     const growth = start > 0 ? (end - start) / start : Number.NaN;
-    const verdict = growth < FLAT ? 'flat' : options.byDesign ? 'grows by design' : 'grows';
+    const verdict =
+      growth < FLAT
+        ? 'flat'
+        : options.bound !== undefined && end <= options.bound
+          ? 'at its bound'
+          : options.byDesign
+            ? 'grows by design'
+            : 'grows';
     return { name, unit, start, end, growth, verdict };
   };
   const mb = (bytes: number) => bytes / 2 ** 20;
@@ -384,7 +393,8 @@ function series(samples: readonly Sample[]): Growth[] {
     ),
     measure('Redis keys (DBSIZE)', 'keys', (s) => s.redisKeys),
     measure('  of which per-notification records', 'keys', (s) => s.notificationRecords, { byDesign: true }),
-    measure('  of which completed jobs kept by BullMQ', 'keys', (s) => s.keptJobs),
+    // Filling up to BullMQ's bound (removeOnComplete), which it never passes.
+    measure('  of which completed jobs kept by BullMQ', 'keys', (s) => s.keptJobs, { bound: KEPT_JOBS }),
     measure('  of which all other keys', 'keys', (s) => s.redisKeys - s.notificationRecords - s.keptJobs),
   ];
 }
@@ -412,6 +422,7 @@ function markdown(options: {
     flat: '✓ flat',
     grows: '✗ grows',
     'grows by design': 'grows (retention, see below)',
+    'at its bound': `✓ at its bound (${KEPT_JOBS.toLocaleString('en-US')})`,
     'V8 heap sizing': '✓ V8 heap sizing (its parts are flat)',
   };
   const first = samples.find((s) => s.t * 1000 >= WARMUP_MS);
@@ -443,6 +454,12 @@ function markdown(options: {
     ),
     '',
     `A notification keeps ${Math.round(perNotification)} B of Redis (its marker hash and id index, \`MEMORY USAGE\`) for the inbox retention, HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS, even once trimmed from its inbox: at this rate and the defaults (30 days + 1 day), ${((rate * 31 * 86_400 * perNotification) / 2 ** 30).toFixed(0)} GB before the first expires.`,
+    ...(last && last.keptJobs > 0
+      ? [
+          '',
+          `BullMQ keeps the last ${KEPT_JOBS.toLocaleString('en-US')} completed jobs (an hour at most, \`removeOnComplete\`): ${(last.keptJobBytes / 2 ** 20).toFixed(1)} MB at the end, ${Math.round(last.keptJobBytes / last.keptJobs)} B per job. Their number stops at the bound; their bytes follow how many notifications each envelope carries (more on a busier or slower machine, at most HERALD_ENVELOPE_MAX_ITEMS), so they are weighed apart from the rest.`,
+        ]
+      : []),
     '',
     '| ledger | accepted | shown | missing | duplicates | out of order | not accepted | refused | 503s | 409s | 408s | conn errors |',
     '| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |',
