@@ -1,14 +1,16 @@
 // Redis CPU per notification of the inbox append script (packages/inbox/src/append-n.lua) of the working
-// tree against the script at BENCH_BASE (default main; read from git): a tool for a change to the script,
-// as bench:limiter-scripts is for the limiter's, side by side, each on its own private redis-server, taking turns every 16 calls: INFO
-// commandstats usec of EVALSHA over the notifications appended, for K notifications per call over USERS
-// users with a ~300-byte JSON payload. Three workloads: "growing" (below maxLength: nothing trimmed) and
-// "full" (at maxLength: every append trims the oldest entry), each call's K notifications for K users
-// drawn at random; "one user" (growing, the K notifications of a call all for one user: a burst, or an
-// envelope to one user). The table shows the median of ROUNDS runs and the ratio new / before; printed
-// only (bench:cost's breakdown is where the report shows what the append costs end to end).
+// tree against the script at BENCH_BASE (default main; read from git; or the file BENCH_BEFORE_FILE): a
+// tool for a change to the script, as bench:limiter-scripts is for the limiter's, side by side on two
+// private redis-servers taking turns every 16 calls (which is sent to first alternating, and the servers
+// swapped every round: the same script on both measured up to ~10 % apart per call otherwise): INFO commandstats usec of EVALSHA over the notifications
+// appended, for K notifications per call over USERS users with a ~300-byte JSON payload. Three
+// workloads: "growing" (below maxLength: nothing trimmed) and "full" (at maxLength: every append trims
+// the oldest entry), each call's K notifications for K users drawn at random; "one user" (growing, the K
+// notifications of a call all for one user: a burst, or an envelope to one user). The table shows the
+// median of ROUNDS runs and the ratio new / before; printed only (bench:cost's breakdown is where the
+// report shows what the append costs end to end).
 //
-//   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=5, BENCH_NOTIFICATIONS=3000; ~3 min)
+//   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=6, BENCH_NOTIFICATIONS=3000; ~4 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
 // a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~8 min).
 import { execFileSync } from 'node:child_process';
@@ -22,7 +24,7 @@ import { Redis } from 'ioredis';
 
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
 const BASE = process.env.BENCH_BASE ?? 'main';
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 5));
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 6));
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
 const USERS = 300;
 const BATCHES = [1, 5, 20] as const;
@@ -33,7 +35,9 @@ const MAX_AGE_MS = 30 * 24 * 3600 * 1000;
 
 const scripts = {
   // The script at BENCH_BASE, from git.
-  before: execFileSync('git', ['show', `${BASE}:packages/inbox/src/append-n.lua`], { encoding: 'utf8' }),
+  before: process.env.BENCH_BEFORE_FILE
+    ? readFileSync(process.env.BENCH_BEFORE_FILE, 'utf8')
+    : execFileSync('git', ['show', `${BASE}:packages/inbox/src/append-n.lua`], { encoding: 'utf8' }),
   new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
 };
 type Version = keyof typeof scripts;
@@ -137,8 +141,13 @@ async function measure(servers: Record<Version, Server>, state: State, k: number
   const prefix = `bench:${randomUUID().slice(0, 8)}:`;
   const users = Array.from({ length: USERS }, (_, i) => `user-${i}`);
   const maxLength = state === 'full' ? PREFILL : 100_000;
-  const both = (work: (server: Server) => Promise<unknown>) =>
-    Promise.all(VERSIONS.map((name) => work(servers[name])));
+  // Each time in the other order: the server sent to first works while this process still builds the
+  // other's calls, which measured up to ~10 % per call apart with the same script on both.
+  let turn = 0;
+  const both = (work: (server: Server) => Promise<unknown>) => {
+    const order = turn++ % 2 === 0 ? VERSIONS : ([...VERSIONS].reverse() as Version[]);
+    return Promise.all(order.map((name) => work(servers[name])));
+  };
   // Prefill with the script being measured (its own cached state, as after a deploy has settled).
   for (let i = 0; i < PREFILL; i++) {
     for (let u = 0; u < USERS; u += 20) {
@@ -196,15 +205,33 @@ const handles = await Promise.all(
     ),
   ),
 );
-const servers = {} as Record<Version, Server>;
+// Both scripts on both servers: the rounds swap which server runs which (two redis-servers of one
+// machine differ by up to ~10 % per call, measured with the same script on both), so that neither script
+// has the faster one throughout.
+const slots: (Omit<Server, 'sha'> & { shas: Record<Version, string> })[] = [];
+/** The server each version runs on in round `round` (swapped every round; callgrind counts need no swap). */
+const serversOf = (round: number): Record<Version, Server> => {
+  const swap = !CALLGRIND && round % 2 === 1;
+  const pick = (version: Version, index: number): Server => {
+    const slot = slots[swap ? 1 - index : index] as (typeof slots)[number];
+    return {
+      redis: slot.redis,
+      handle: slot.handle,
+      sha: slot.shas[version],
+      ...(slot.out ? { out: slot.out } : {}),
+    };
+  };
+  return { before: pick('before', 0), new: pick('new', 1) };
+};
 try {
-  for (const [i, name] of VERSIONS.entries()) {
+  for (const [i] of VERSIONS.entries()) {
     const handle = handles[i] as RedisServerHandle;
     const redis = new Redis(handle.url);
-    const sha = (await redis.script('LOAD', scripts[name])) as string;
-    servers[name] = { redis, sha, handle, ...(outs[i] === undefined ? {} : { out: outs[i] }) };
+    const shas = {} as Record<Version, string>;
+    for (const name of VERSIONS) shas[name] = (await redis.script('LOAD', scripts[name])) as string;
+    slots.push({ redis, shas, handle, ...(outs[i] === undefined ? {} : { out: outs[i] }) });
   }
-  const version = (await servers.new.redis.info('server')).match(/redis_version:(\S+)/)?.[1];
+  const version = (await slots[0]?.redis.info('server'))?.match(/redis_version:(\S+)/)?.[1];
   const unit = CALLGRIND ? 'instructions' : 'µs';
   const title = CALLGRIND
     ? `Inbox append, instructions of Redis's main thread per notification (callgrind; reading and ` +
@@ -217,7 +244,7 @@ try {
     for (const k of BATCHES) {
       const samples: Record<Version, number[]> = { before: [], new: [] };
       for (let round = 0; round < ROUNDS; round++) {
-        const sample = await measure(servers, state, k);
+        const sample = await measure(serversOf(round), state, k);
         samples.before.push(sample.before);
         samples.new.push(sample.new);
       }
@@ -243,7 +270,7 @@ try {
   ];
   console.log(table.join('\n'));
 } finally {
-  for (const server of Object.values(servers)) server.redis.disconnect();
+  for (const slot of slots) slot.redis.disconnect();
   await Promise.all(handles.map((handle) => handle.dispose()));
   for (const out of outs) if (out !== undefined) rmSync(out, { recursive: true, force: true });
 }

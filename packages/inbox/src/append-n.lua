@@ -31,9 +31,15 @@
   KEYS, 7 per notification i (k = 7 * (i - 1)):
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
   KEYS[k+2]  meta     hash: `uv` = unread version, incremented on every change of the unread set (also by
-                      read-3.lua); written by this script only: `tm`, `ts` = the top entry's ms and seq,
-                      `n` = XLEN, `hm` = ms, at most that of the head entry (0 when unknown),
-                      `xa` = ms at which stream, meta and unread expire (their last PEXPIRE)
+                      read-3.lua); written by this script only: `c` = struct '<Bddddd': format 1, then
+                      tm, ts = the top entry's ms and seq, n = XLEN, hm = ms, at most that of the head
+                      entry (0 when unknown), xa = ms at which stream, meta and unread expire (their last
+                      PEXPIRE; 0 when unknown), one field read and written without a number parsed or
+                      formatted each (`tonumber` of a string costs two strtod calls); and `n` = -1, which
+                      the script before `c` (fields `tm`, `ts`, `n`, `hm`, `xa`) never took for XLEN, so
+                      that it reads the stream instead of its own stale fields while both run (an upgrade).
+                      Its fields are trusted only while `n` is still -1: a number there means it wrote
+                      since, and `c` is stale. What it left is deleted once (`tm` present).
   KEYS[k+3]  unread   set of the ids of unread notifications still in the stream
   KEYS[k+4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
                       at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker
@@ -77,6 +83,16 @@ else
   nowText = string.format('%d', now)
 end
 local count = tonumber(ARGV[1])
+-- The numbers of ARGV a call repeats (bounds, retention, deadline 0), each parsed once per call.
+local numbers = {}
+local function number(text)
+  local value = numbers[text]
+  if value == nil then
+    value = tonumber(text)
+    numbers[text] = value
+  end
+  return value
+end
 local codes = { inbox = 2, expired = 3, deduplicated = 4, cancelled = 5, muted = 6 }
 
 -- The ms and seq of a stream id.
@@ -92,26 +108,27 @@ local users = {}
 local last = {}
 for i = 1, count do last[KEYS[7 * (i - 1) + 1]] = i end
 
--- A command that may fail on a key of the wrong type: on failure, the users changed so far are written
--- first (flush), then the error is raised.
-local guarded
-
 local function load(k)
   local stream = KEYS[k + 1]
   local u = users[stream]
   if u then return u end
-  local meta = guarded('HMGET', KEYS[k + 2], 'uv', 'tm', 'ts', 'n', 'hm', 'xa')
-  local n = guarded('XLEN', stream)
+  local meta = redis.call('HMGET', KEYS[k + 2], 'uv', 'c', 'n', 'tm')
+  local n = redis.call('XLEN', stream)
   -- Every field in the constructor: a field added later would resize the table.
   u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
-    count = guarded('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
-    retention = '', xa = false }
-  -- Trusted when the length is the stream's; else read from the stream when appending.
-  if meta[2] and meta[3] and meta[5] and tonumber(meta[4]) == n then
-    u.tm, u.ts, u.hm = tonumber(meta[2]), tonumber(meta[3]), tonumber(meta[5])
-    -- The expiry the three keys were given, trusted only when none of them can have been made since
-    -- without one: the stream not empty, the unread set there (read-3.lua deletes it when all is read).
-    if meta[6] and n > 0 and u.count > 0 then u.xa = tonumber(meta[6]) end
+    count = redis.call('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
+    retention = '', xa = false, old = meta[4] ~= false }
+  -- Trusted when this script wrote it last and the length is the stream's; else read from the stream
+  -- when appending.
+  local c = meta[2]
+  if c and meta[3] == '-1' and #c == 41 and string.byte(c, 1) == 1 then
+    local tm, ts, cn, hm, xa = struct.unpack('<ddddd', c, 2)
+    if cn == n then
+      u.tm, u.ts, u.hm = tm, ts, hm
+      -- The expiry the three keys were given, trusted only when none of them can have been made since
+      -- without one: the stream not empty, the unread set there (read-3.lua deletes it when all is read).
+      if xa > 0 and n > 0 and u.count > 0 then u.xa = xa end
+    end
   end
   users[stream] = u
   return u
@@ -128,34 +145,32 @@ end
 -- expiry they were given (`xa`, in the meta) is less than retention away, or more than retention + 1 %.
 local function flush(u)
   if u.dirty then
-    local format = string.format
-    local retention = tonumber(u.retention)
+    local retention = number(u.retention)
     local xa = u.xa
-    if xa and xa - now >= retention and xa - now <= retention + math.floor(retention / 100) then
-      redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
-        'n', format('%d', u.n), 'hm', format('%d', u.hm))
-    else
-      local ttl = retention + math.floor(retention / 100)
-      local ttlText = format('%d', ttl)
-      redis.call('HSET', u.meta, 'uv', format('%d', u.uv), 'tm', format('%d', u.tm), 'ts', format('%d', u.ts),
-        'n', format('%d', u.n), 'hm', format('%d', u.hm), 'xa', format('%d', now + ttl))
+    local fresh = xa and xa - now >= retention and xa - now <= retention + math.floor(retention / 100)
+    local ttl
+    if not fresh then
+      ttl = retention + math.floor(retention / 100)
+      xa = now + ttl
+    end
+    redis.call('HSET', u.meta, 'uv', string.format('%d', u.uv), 'c', struct.pack('<Bddddd', 1, u.tm, u.ts, u.n, u.hm,
+      xa or 0), 'n', '-1')
+    if not fresh then
+      local ttlText = string.format('%d', ttl)
       redis.call('PEXPIRE', u.stream, ttlText)
       redis.call('PEXPIRE', u.meta, ttlText)
       redis.call('PEXPIRE', u.unread, ttlText)
-      u.xa = now + ttl
+      u.xa = xa
+    end
+    -- The fields of the script before `c`, once: stale from now on.
+    if u.old then
+      redis.call('HDEL', u.meta, 'tm', 'ts', 'hm', 'xa')
+      u.old = false
     end
     u.dirty = false
   end
 end
 
-guarded = function(...)
-  local reply = redis.pcall(...)
-  if type(reply) == 'table' and reply.err then
-    for _, u in pairs(users) do flush(u) end
-    error(reply)
-  end
-  return reply
-end
 
 local replies = {}
 local r = 0
@@ -174,113 +189,124 @@ local function mark(marker, tenant, ...)
   end
 end
 
-for i = 1, count do
-  local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
-  local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
-  local retention = ARGV[a + 7]
-  -- The index first: it says whose notification this is whatever the append records.
-  if ARGV[a + 11] ~= '' then redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention) end
-  local u = load(k)
+-- The notifications, in order. A command that fails (a key of the wrong type) ends the call: the users
+-- changed so far are written first (flush), then the error is raised (one pcall for the whole call, not
+-- one per command).
+local function run()
+  for i = 1, count do
+    local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
+    local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
+    local retention = ARGV[a + 7]
+    -- The index first: it says whose notification this is whatever the append records.
+    if ARGV[a + 11] ~= '' then redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention) end
+    local u = load(k)
 
-  -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
-  -- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
-  -- meanwhile does not store it on a retry).
-  local previous = guarded('HMGET', marker, 'state', 'offset', 'duplicateOf', 'mutedBy')
-  local deadline = tonumber(ARGV[a + 3])
-  local state, field, detail
-  if previous[1] then
-    answer(codes[previous[1]] or 2, previous[2] or '', u, previous[3] or previous[4] or '')
-  elseif deadline > 0 and now > deadline then
-    state = 'expired'
-  else
-    -- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless
-    -- offset makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a
-    -- muted notification does not hold its dedupe key against a later one. Most users mute nothing: one
-    -- SCARD per user and call spares them the lookups.
-    local topic, kind = ARGV[a + 9], ARGV[a + 10]
-    if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = guarded('SCARD', KEYS[k + 6]) > 0 and 1 or -1 end
-    if u.mutes == 1 then
-      if topic ~= '' and redis.call('SISMEMBER', KEYS[k + 6], topic) == 1 then
-        state, field, detail = 'muted', 'mutedBy', topic
-      elseif kind ~= '' and redis.call('SISMEMBER', KEYS[k + 6], kind) == 1 then
-        state, field, detail = 'muted', 'mutedBy', kind
-      end
-    end
-    if not state and ARGV[a + 4] == '1' then
-      local first = guarded('GET', KEYS[k + 5])
-      if first and first ~= id then
-        state, field, detail = 'deduplicated', 'duplicateOf', first
-      else
-        redis.call('SET', KEYS[k + 5], id, 'PX', retention)
-      end
-    end
-    if not state then
-      local stream = u.stream
-      if not u.tm then readTop(u) end
-      local ms, seq = now, u.ts + 1
-      if u.tm > ms then ms = u.tm end
-      local offset = string.format('%d-%d', ms, seq)
-      if type(redis.pcall('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])) == 'table' then
-        -- Refused (an error table): the cached top is behind the stream's, at this ms. Read it.
-        readTop(u)
-        ms, seq = now, u.ts + 1
-        if u.tm > ms then ms = u.tm end
-        offset = string.format('%d-%d', ms, seq)
-        redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
-      end
-      if u.n == 0 then u.hm = ms end
-      u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
-      u.retention = retention
-      mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', nowText)
-      redis.call('PEXPIRE', marker, retention)
-      u.count = u.count + redis.call('SADD', u.unread, id)
-      -- The new unread version, as the reply gives it (trimming below does not change it).
-      u.uv = u.uv + 1
-
-      -- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head
-      -- prefixes, so the longer of the two is removed). At most 1000 per call keeps one call short; the
-      -- next append continues. Unread ids of trimmed entries leave the unread set, so the count stays
-      -- exact. `hm` (at most the head's ms) spares the age XRANGE while no entry can be that old.
-      local remove = u.n - tonumber(ARGV[a + 5])
-      if remove > 1000 then remove = 1000 end
-      local minMs = now - tonumber(ARGV[a + 6])
-      local old
-      if minMs > 0 and remove < 1000 and u.hm < minMs then
-        old = redis.call('XRANGE', stream, '-', '(' .. string.format('%d', minMs) .. '-0', 'COUNT', 1000)
-        if #old > remove then remove = #old end
-      end
-      if remove > 0 then
-        local head = old
-        if not head or #head < remove then head = redis.call('XRANGE', stream, '-', '+', 'COUNT', remove) end
-        local ids, members = {}, {}
-        for e = 1, remove do
-          local entry = head[e]
-          ids[e] = entry[1]
-          local fields = entry[2]
-          for f = 1, #fields, 2 do
-            if fields[f] == 'id' then members[#members + 1] = fields[f + 1] end
-          end
-        end
-        u.n = u.n - redis.call('XDEL', stream, unpack(ids))
-        if #members > 0 then u.count = u.count - redis.call('SREM', u.unread, unpack(members)) end
-        -- What remains is at least as young as the last entry removed.
-        local lastMs = split(ids[remove])
-        if lastMs > u.hm then u.hm = lastMs end
-      end
-      -- Every entry older than minMs was in `old` (fewer than 1000) and is gone now.
-      if old and #old < 1000 and minMs > u.hm then u.hm = minMs end
-      answer(1, offset, u, '')
-    end
-  end
-  if state then
-    if field then
-      mark(marker, tenant, 'state', state, 'at', nowText, field, detail)
+    -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
+    -- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
+    -- meanwhile does not store it on a retry).
+    local previous = redis.call('HMGET', marker, 'state', 'offset', 'duplicateOf', 'mutedBy')
+    local deadline = number(ARGV[a + 3])
+    local state, field, detail
+    if previous[1] then
+      answer(codes[previous[1]] or 2, previous[2] or '', u, previous[3] or previous[4] or '')
+    elseif deadline > 0 and now > deadline then
+      state = 'expired'
     else
-      mark(marker, tenant, 'state', state, 'at', nowText)
+      -- Muted: not stored at all (stored but not pushed would reach the screen anyway: the next gapless
+      -- offset makes a reader fill the gap, and the unread count would count it). Before the dedupe key: a
+      -- muted notification does not hold its dedupe key against a later one. Most users mute nothing: one
+      -- SCARD per user and call spares them the lookups.
+      local topic, kind = ARGV[a + 9], ARGV[a + 10]
+      if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = redis.call('SCARD', KEYS[k + 6]) > 0 and 1 or -1 end
+      if u.mutes == 1 then
+        if topic ~= '' and redis.call('SISMEMBER', KEYS[k + 6], topic) == 1 then
+          state, field, detail = 'muted', 'mutedBy', topic
+        elseif kind ~= '' and redis.call('SISMEMBER', KEYS[k + 6], kind) == 1 then
+          state, field, detail = 'muted', 'mutedBy', kind
+        end
+      end
+      if not state and ARGV[a + 4] == '1' then
+        local first = redis.call('GET', KEYS[k + 5])
+        if first and first ~= id then
+          state, field, detail = 'deduplicated', 'duplicateOf', first
+        else
+          redis.call('SET', KEYS[k + 5], id, 'PX', retention)
+        end
+      end
+      if not state then
+        local stream = u.stream
+        if not u.tm then readTop(u) end
+        local ms, seq = now, u.ts + 1
+        if u.tm > ms then ms = u.tm end
+        local offset = string.format('%d-%d', ms, seq)
+        if type(redis.pcall('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])) == 'table' then
+          -- Refused (an error table): the cached top is behind the stream's, at this ms. Read it.
+          readTop(u)
+          ms, seq = now, u.ts + 1
+          if u.tm > ms then ms = u.tm end
+          offset = string.format('%d-%d', ms, seq)
+          redis.call('XADD', stream, offset, 'id', id, 'n', ARGV[a + 2])
+        end
+        if u.n == 0 then u.hm = ms end
+        u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
+        u.retention = retention
+        mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', nowText)
+        redis.call('PEXPIRE', marker, retention)
+        u.count = u.count + redis.call('SADD', u.unread, id)
+        -- The new unread version, as the reply gives it (trimming below does not change it).
+        u.uv = u.uv + 1
+
+        -- Trim the head: the entries beyond maxLength and those older than maxAgeMs (both are head
+        -- prefixes, so the longer of the two is removed). At most 1000 per call keeps one call short; the
+        -- next append continues. Unread ids of trimmed entries leave the unread set, so the count stays
+        -- exact. `hm` (at most the head's ms) spares the age XRANGE while no entry can be that old.
+        local remove = u.n - number(ARGV[a + 5])
+        if remove > 1000 then remove = 1000 end
+        local minMs = now - number(ARGV[a + 6])
+        local old
+        if minMs > 0 and remove < 1000 and u.hm < minMs then
+          old = redis.call('XRANGE', stream, '-', '(' .. string.format('%d', minMs) .. '-0', 'COUNT', 1000)
+          if #old > remove then remove = #old end
+        end
+        if remove > 0 then
+          local head = old
+          if not head or #head < remove then head = redis.call('XRANGE', stream, '-', '+', 'COUNT', remove) end
+          local ids, members = {}, {}
+          for e = 1, remove do
+            local entry = head[e]
+            ids[e] = entry[1]
+            local fields = entry[2]
+            for f = 1, #fields, 2 do
+              if fields[f] == 'id' then members[#members + 1] = fields[f + 1] end
+            end
+          end
+          u.n = u.n - redis.call('XDEL', stream, unpack(ids))
+          if #members > 0 then u.count = u.count - redis.call('SREM', u.unread, unpack(members)) end
+          -- What remains is at least as young as the last entry removed.
+          local lastMs = split(ids[remove])
+          if lastMs > u.hm then u.hm = lastMs end
+        end
+        -- Every entry older than minMs was in `old` (fewer than 1000) and is gone now.
+        if old and #old < 1000 and minMs > u.hm then u.hm = minMs end
+        answer(1, offset, u, '')
+      end
     end
-    redis.call('PEXPIRE', marker, retention)
-    answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')
+    if state then
+      if field then
+        mark(marker, tenant, 'state', state, 'at', nowText, field, detail)
+      else
+        mark(marker, tenant, 'state', state, 'at', nowText)
+      end
+      redis.call('PEXPIRE', marker, retention)
+      answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')
+    end
+    if last[u.stream] == i then flush(u) end
   end
-  if last[u.stream] == i then flush(u) end
+end
+
+local ok, failure = pcall(run)
+if not ok then
+  for _, u in pairs(users) do flush(u) end
+  error(failure)
 end
 return replies

@@ -86,6 +86,32 @@ describe('append-n.lua cached top, length and head', () => {
   });
   afterAll(() => redis.disconnect());
 
+  /**
+   * The meta's cached fields (`c`: struct '<Bddddd', format 1, then tm, ts, n, hm, xa), or undefined
+   * when it has none or they are not trusted (`n` is not -1: the script before `c` wrote since).
+   */
+  async function cache(
+    meta: string,
+  ): Promise<{ tm: number; ts: number; n: number; hm: number; xa: number } | undefined> {
+    const [c, n] = await redis.hmgetBuffer(meta, 'c', 'n');
+    if (c === null || c.length !== 41 || c[0] !== 1 || n?.toString() !== '-1') return undefined;
+    const [tm, ts, length, hm, xa] = [1, 9, 17, 25, 33].map((at) => c.readDoubleLE(at)) as number[];
+    return { tm: tm ?? 0, ts: ts ?? 0, n: length ?? 0, hm: hm ?? 0, xa: xa ?? 0 };
+  }
+
+  /** Writes the meta's cached fields with `change` made to them (damage on purpose). */
+  async function damageCache(meta: string, change: Partial<{ tm: number; ts: number; n: number }>) {
+    const now = await cache(meta);
+    if (now === undefined) return;
+    const next = { ...now, ...change };
+    const c = Buffer.alloc(41);
+    c[0] = 1;
+    for (const [i, value] of [next.tm, next.ts, next.n, next.hm, next.xa].entries()) {
+      c.writeDoubleLE(value, 1 + 8 * i);
+    }
+    await redis.hset(meta, 'c', c);
+  }
+
   function notification(userId: string, id: string): InboxNotification {
     return { id, userId, payload: { id }, createdAt: new Date().toISOString() };
   }
@@ -102,13 +128,13 @@ describe('append-n.lua cached top, length and head', () => {
     ).toEqual(model.entries.map((e) => e.seq));
     expect(await inbox.unread(user), step).toEqual({ count: model.unread.size, version: model.version });
     expect((await redis.smembers(keys.unread)).sort(), step).toEqual([...model.unread].sort());
-    const [tm, ts, n, hm] = await redis.hmget(keys.meta, 'tm', 'ts', 'n', 'hm');
+    const cached = await cache(keys.meta);
     // Damaged on purpose (until the next append repairs it): only what the stream says is checked.
-    if (!damaged && ts !== null && stream.length > 0) {
-      expect(Number(n), step).toBe(stream.length);
+    if (!damaged && cached !== undefined && stream.length > 0) {
+      expect(cached.n, step).toBe(stream.length);
       const top = parseOffset(stream.at(-1)?.[0] ?? '');
-      expect({ tm: Number(tm), ts: Number(ts) }, step).toEqual({ tm: top.ms, ts: top.seq });
-      expect(Number(hm), step).toBeLessThanOrEqual(parseOffset(stream[0]?.[0] ?? '').ms);
+      expect({ tm: cached.tm, ts: cached.ts }, step).toEqual({ tm: top.ms, ts: top.seq });
+      expect(cached.hm, step).toBeLessThanOrEqual(parseOffset(stream[0]?.[0] ?? '').ms);
     }
   }
 
@@ -206,19 +232,19 @@ describe('append-n.lua cached top, length and head', () => {
         model.version = 0;
       } else if (roll < 0.9) {
         // Older-format meta: only `uv`, as written before the cached fields existed.
-        await redis.hdel(keys.meta, 'tm', 'ts', 'n', 'hm');
+        await redis.hdel(keys.meta, 'c', 'n');
       } else if (roll < 0.94) {
         // Out of step: a length that is not the stream's (the fields are then read from the stream).
-        await redis.hset(keys.meta, 'n', 9999, 'ts', 1);
+        await damageCache(keys.meta, { n: 9999, ts: 1 });
       } else if (roll < 0.98) {
         // Out of step, length and all: a top behind the stream's at its own ms (XADD refuses the
         // offset, the top is read again). The same with a later ms is not detected (see append-n.lua).
-        const [tm, ts] = await redis.hmget(keys.meta, 'tm', 'ts');
-        if (Number(ts) > 2) {
-          await redis.hset(keys.meta, 'ts', Number(ts) - 2);
+        const { tm = 0, ts = 0 } = (await cache(keys.meta)) ?? {};
+        if (ts > 2) {
+          await damageCache(keys.meta, { ts: ts - 2 });
           const id = newId();
-          const result = await inbox.append(notification(user, id), { nowMs: Number(tm) - 1000 });
-          const expected = model.append(id, Number(tm) - 1000);
+          const result = await inbox.append(notification(user, id), { nowMs: tm - 1000 });
+          const expected = model.append(id, tm - 1000);
           expect(result.outcome === 'appended' && offsetSeq(result.offset), label).toBe(expected.seq);
         }
       } else {
@@ -253,7 +279,7 @@ describe('append-n.lua cached top, length and head', () => {
       if (result.outcome !== 'appended') throw new Error(result.outcome);
       expect(offsetSeq(result.offset), `step ${step}`).toBe(expected.seq);
       expect(result.unread, `step ${step}`).toEqual({ count: model.unread.size, version: model.version });
-      if (next() < 0.1) await redis.hdel(keys.meta, 'tm', 'ts', 'n', 'hm');
+      if (next() < 0.1) await redis.hdel(keys.meta, 'c', 'n');
       if (next() < 0.1) {
         const ids = model.entries.slice(0, 2).map((e) => e.id);
         await inbox.markRead(user, { ids });
@@ -300,10 +326,36 @@ describe('append-n.lua cached top, length and head', () => {
     ]);
     const ids = (await inbox.read(user)).entries.map((e) => e.id);
     expect(ids).toEqual(['old-5', 'a', 'b']);
-    expect(await redis.hmget(keys.meta, 'ts', 'n')).toEqual(['7', '3']);
+    expect(await cache(keys.meta)).toMatchObject({ ts: 7, n: 3 });
     const again = await inbox.append(notification(user, 'c'));
     expect(again).toMatchObject({ outcome: 'appended', unread: { count: 3, version: 10 } });
     expect(offsetSeq((again as { offset: string }).offset)).toBe(8);
+  });
+
+  it('numbers on from the stream when the script before the packed cache wrote since (an upgrade, both running)', async () => {
+    const inbox = new Inbox(redis, { prefix: `${randomId('cache')}:`, maxLength: 3 });
+    const user = randomId('u');
+    const keys = inbox.keys(user);
+    for (const id of ['a', 'b', 'c']) await inbox.append(notification(user, id));
+    expect(await cache(keys.meta)).toMatchObject({ ts: 3, n: 3 });
+    // What the script before `c` does for a fourth one at maxLength 3: XADD seq 4, the head trimmed, and
+    // its own fields written (the length unchanged: 3, as `c` says, but its top is behind now).
+    const ms = Date.now() + 5;
+    await redis.xadd(keys.stream, `${ms}-4`, 'id', 'd', 'n', JSON.stringify(notification(user, 'd')));
+    const [[head]] = (await redis.xrange(keys.stream, '-', '+', 'COUNT', 1)) as [[string, string[]]];
+    await redis.xdel(keys.stream, head);
+    await redis.srem(keys.unread, 'a');
+    await redis.sadd(keys.unread, 'd');
+    await redis.hset(keys.meta, 'tm', ms, 'ts', 4, 'n', 3, 'hm', ms - 10);
+    expect(await cache(keys.meta)).toBeUndefined();
+
+    const next = await inbox.append(notification(user, 'e'), { nowMs: ms + 10 });
+    expect(next.outcome === 'appended' && offsetSeq(next.offset)).toBe(5);
+    const stream = (await redis.xrange(keys.stream, '-', '+')) as [string, string[]][];
+    expect(stream.map(([offset]) => offsetSeq(offset))).toEqual([3, 4, 5]);
+    // Its fields are gone, the cache trusted again.
+    expect(await redis.hmget(keys.meta, 'tm', 'ts', 'hm', 'xa')).toEqual([null, null, null, null]);
+    expect(await cache(keys.meta)).toMatchObject({ tm: ms + 10, ts: 5, n: 3 });
   });
 
   it('gives stream, meta and unread set an expiry between retention and retention + 1 % after the last append, sent only when due', async () => {
