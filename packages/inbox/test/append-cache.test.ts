@@ -94,7 +94,7 @@ describe('append-n.lua cached top, length and head', () => {
     meta: string,
   ): Promise<{ tm: number; ts: number; n: number; hm: number; xa: number } | undefined> {
     const [c, n] = await redis.hmgetBuffer(meta, 'c', 'n');
-    if (c === null || c.length !== 41 || c[0] !== 1 || n?.toString() !== '-1') return undefined;
+    if (!c || c.length !== 41 || c[0] !== 1 || n?.toString() !== '-1') return undefined;
     const [tm, ts, length, hm, xa] = [1, 9, 17, 25, 33].map((at) => c.readDoubleLE(at)) as number[];
     return { tm: tm ?? 0, ts: ts ?? 0, n: length ?? 0, hm: hm ?? 0, xa: xa ?? 0 };
   }
