@@ -30,14 +30,22 @@ export async function statusOf(
   id: string,
 ): Promise<TenantStatus | undefined> {
   const inbox = root.tenant(tenantId);
-  const [{ state, job }, first] = await Promise.all([
-    queuedNotification(queue, tenantId, id),
-    inbox.statusById(id),
-  ]);
+  const [queued, first] = await Promise.all([queuedNotification(queue, tenantId, id), inbox.statusById(id)]);
+  let { state, job } = queued;
+  let stored = first;
   // The worker stores a notification, then drops it from the queue (its envelope index entry, or its
   // job completes): a first inbox read from before the store and a queue read from after the drop see
   // neither, or a finished job without its record. Read the inbox again, after the queue: it has it now.
-  const stored = first ?? (!job || state === 'completed' ? await inbox.statusById(id) : undefined);
+  if (!stored && (!job || state === 'completed')) {
+    stored = await inbox.statusById(id);
+    // An envelope item that failed is added as a job of its own before its index entry is dropped (and
+    // is not stored): an own-job lookup from before that add and an index read from after the drop both
+    // missed it. The queue again, then: it has the job now (and the inbox, if that job is done).
+    if (!stored && !job) {
+      ({ state, job } = await queuedNotification(queue, tenantId, id));
+      if (job && state === 'completed') stored = await inbox.statusById(id);
+    }
+  }
   if (!job && !stored) return undefined;
   const base = {
     id,

@@ -2,8 +2,10 @@ import { Inbox } from '@herald/inbox';
 import {
   envelopeIndexKey,
   NOTIFY_ENVELOPE_JOB_NAME,
+  NOTIFY_JOB_NAME,
   type NotificationEnvelope,
   type NotificationJob,
+  notificationJobOptions,
 } from '@herald/protocol';
 import { testRedis, waitFor } from '@herald/testing';
 import { type Job, Queue } from 'bullmq';
@@ -268,6 +270,41 @@ describe('the linger (ArrivalRate)', () => {
     } finally {
       await Promise.all(queues.map((queue) => queue.close()));
       connection.disconnect();
+    }
+  });
+
+  it('a status read racing the worker as it re-enqueues a failed item finds its own job, never 404', async () => {
+    // An envelope item that fails is added as a job of its own, then dropped from the envelope index. A
+    // status read whose own-job lookup ran before that add and whose index read ran after the drop found
+    // neither (nor the inbox: a failed item is not stored). The index read here does the worker's two
+    // steps first, so the reads and writes come in exactly that order.
+    const queue = app.queues[app.partitionOf('default', 'retried')] as Queue<NotificationJob>;
+    const index = indexes[app.partitionOf('default', 'retried')] ?? '';
+    const sent = await send({ userId: 'retried', payload: {} });
+    expect(sent.statusCode).toBe(202);
+    const id = sent.json<{ id: string }>().id;
+    const envelope = (await queue.getJob((await app.queueConnection.hget(index, id)) ?? '')) as unknown as
+      | Job<NotificationEnvelope>
+      | undefined;
+    const item = envelope?.data.items.find((candidate) => candidate.id === id);
+    if (item === undefined) throw new Error(`${id} is in no envelope`);
+    let reenqueued = false;
+    const connection = {
+      hget: async (key: string, field: string) => {
+        if (!reenqueued) {
+          reenqueued = true;
+          await queue.addBulk([{ name: NOTIFY_JOB_NAME, data: item, opts: notificationJobOptions(item) }]);
+          await app.queueConnection.hdel(index, id);
+        }
+        return app.queueConnection.hget(key, field);
+      },
+    } as unknown as typeof app.queueConnection;
+    try {
+      const status = await statusOf({ queues: app.queues, connection }, app.inbox, 'default', id);
+      expect(reenqueued).toBe(true);
+      expect(status).toMatchObject({ id, userId: 'retried', status: 'queued' });
+    } finally {
+      await (await queue.getJob(id))?.remove();
     }
   });
 });
