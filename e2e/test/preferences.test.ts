@@ -100,6 +100,17 @@ describe('mutes and self-service topics (gateway, worker, realtime processes, re
         code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
       });
     }
+    // A topic that is no string, however deep: named by its kind (it was stringified into the message,
+    // which overflowed the stack on deep nesting and answered "Redis unavailable").
+    let nested: unknown = ['promo'];
+    for (let i = 0; i < 2000; i++) nested = [nested];
+    for (const topic of [nested, { name: 'promo' }, 7]) {
+      expect(await emit(alice, 'mute', { topics: [topic] })).toEqual({
+        ok: false,
+        code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+        error: `${Array.isArray(topic) ? 'an array' : typeof topic === 'object' ? 'an object' : 'a number'} is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+      });
+    }
     const many = Array.from({ length: 1000 }, (_, i) => `t${i}`);
     expect(await emit(alice, 'mute', { topics: many })).toMatchObject({
       ok: false,

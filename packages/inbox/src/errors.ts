@@ -36,3 +36,23 @@ export class InboxError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * `value` as an error message shows it: a string quoted and cut at 64 characters, anything else by its
+ * kind (`an array`, `an object`, `a number`, `null`, …). Never stringified: a value from a client may be
+ * nested deep enough that `String()` overflows the stack, or carry a `toString` of its own.
+ *
+ * @example
+ * ```ts
+ * shown('orders eu'); // '"orders eu"'
+ * shown([['x']]);     // 'an array'
+ * ```
+ */
+export function shown(value: unknown): string {
+  if (typeof value === 'string') return `"${value.length > 64 ? `${value.slice(0, 64)}…` : value}"`;
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (value === undefined) return 'undefined';
+  const kind = typeof value;
+  return kind === 'object' ? 'an object' : `a ${kind}`;
+}

@@ -1,5 +1,5 @@
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { InboxError, InboxErrorCode } from './errors.js';
+import { InboxError, InboxErrorCode, shown } from './errors.js';
 
 /**
  * Escapes a user id for use inside a Redis Cluster hash tag: `%` → `%25`, `{` → `%7B`, `}` → `%7D`, and
@@ -95,7 +95,7 @@ export function tenantPrefix(prefix: string, tenantId: string): string {
   if (!isTenantId(tenantId)) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
-      `"${tenantId}" is not a tenant id: 1 to 64 of A-Z a-z 0-9 _ . -`,
+      `${shown(tenantId)} is not a tenant id: 1 to 64 of A-Z a-z 0-9 _ . -`,
     );
   }
   return `${prefix}t:${tenantId}:`;

@@ -1,5 +1,5 @@
 import type { InboxOffset } from '@herald/protocol';
-import { InboxError, InboxErrorCode } from './errors.js';
+import { InboxError, InboxErrorCode, shown } from './errors.js';
 
 /** The offset before the first notification of any inbox: `lastOffset: ZERO_OFFSET` replays everything kept. */
 export const ZERO_OFFSET: InboxOffset = '0-0';
@@ -35,11 +35,12 @@ export function isOffset(value: unknown): value is InboxOffset {
  * ```
  */
 export function parseOffset(offset: string): ParsedOffset {
-  const match = OFFSET.exec(offset);
+  // A string first: `exec` would stringify anything else (a client's deeply nested array overflows).
+  const match = typeof offset === 'string' ? OFFSET.exec(offset) : null;
   if (!match) {
     throw new InboxError(
       InboxErrorCode.INVALID_OFFSET,
-      `"${offset.slice(0, 40)}" is not an inbox offset: pass the \`offset\` of a notification (<ms>-<seq>).`,
+      `${shown(offset)} is not an inbox offset: pass the \`offset\` of a notification (<ms>-<seq>).`,
     );
   }
   return { ms: Number(match[1]), seq: Number(match[2]) };

@@ -1,7 +1,7 @@
 import { type FanoutAudience, type RecipientCounts, TOPIC_MAX_LENGTH, TOPIC_PATTERN } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { checkUserId } from './checks.js';
-import { InboxError, InboxErrorCode } from './errors.js';
+import { InboxError, InboxErrorCode, shown } from './errors.js';
 import { escapeTag, tenantLayout } from './keys.js';
 import { DEFAULT_INBOX_PREFIX } from './types.js';
 
@@ -265,7 +265,7 @@ export function checkLabel(name: string, what: 'topic' | 'type'): string {
   if (typeof name !== 'string' || name.length > TOPIC_MAX_LENGTH || !TOPIC.test(name)) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
-      `"${name}" is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+      `${shown(name)} is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
     );
   }
   return name;

@@ -1,7 +1,7 @@
 import { randomId, testRedis } from '@herald/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkTopic, InboxError, Topics } from '../src/index.js';
+import { checkTopic, InboxError, InboxErrorCode, Topics } from '../src/index.js';
 
 describe('topics', () => {
   let redis: Redis | Cluster;
@@ -96,5 +96,27 @@ describe('topics', () => {
     expect(checkTopic('orders/eu:v1')).toBe('orders/eu:v1');
     for (const bad of ['', 'a b', '{x}', 't'.repeat(65), 'é'])
       expect(() => checkTopic(bad)).toThrow(InboxError);
+  });
+
+  it('refuses a value that is no string at all with an InboxError naming its type, whatever its nesting', () => {
+    // A socket client's `mute { topics: [[[…]]] }`: building the message must not stringify what it was
+    // sent (20,000 nested arrays overflowed the stack there, and the client got "Redis unavailable").
+    let deep: unknown = [];
+    for (let i = 0; i < 20_000; i++) deep = [deep];
+    for (const [bad, shown] of [
+      [deep, 'an array'],
+      [{ toString: () => 'x' }, 'an object'],
+      [5, 'a number'],
+      [null, 'null'],
+    ] as const) {
+      expect(() => checkTopic(bad as unknown as string)).toThrow(
+        new InboxError(
+          InboxErrorCode.INVALID_ARGUMENT,
+          `${shown} is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+        ),
+      );
+    }
+    // A long string is cut in the message.
+    expect(() => checkTopic('x'.repeat(5000))).toThrow(/^"x{64}…" is not a topic name/);
   });
 });

@@ -31,6 +31,14 @@ describe('web server configuration', () => {
     ).toThrow(/HERALD_DEMO_API_KEY is set but HERALD_DEV_MODE is not true[\s\S]*HERALD_GATEWAY_URL/);
   });
 
+  it('refuses a demo user in production: a demo setting outside development mode is a mistake, not a no-op', () => {
+    expect(() => loadConfig({ HERALD_DEMO_USER: 'bob' })).toThrow(
+      /HERALD_DEMO_USER is set but HERALD_DEV_MODE is not true/,
+    );
+    // Empty is unset (a compose file's `HERALD_DEMO_USER=`).
+    expect(loadConfig({ HERALD_DEMO_USER: '' }).demo).toBeUndefined();
+  });
+
   it('strips a trailing slash from the upstream URLs', () => {
     expect(loadConfig({ HERALD_REALTIME_URL: 'http://rt:3001/' }).realtimeUrl).toBe('http://rt:3001');
   });

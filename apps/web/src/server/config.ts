@@ -46,8 +46,9 @@ const PUBLIC_DIR = fileURLToPath(new URL('../public', import.meta.url));
 
 /**
  * Reads the web server's configuration from `env` (default `process.env`) and nothing else; every
- * problem is named in one `ConfigError`. `HERALD_DEMO_API_KEY` outside development mode is refused: the
- * demo token route mints a token for any user who asks, which production must never offer.
+ * problem is named in one `ConfigError`. `HERALD_DEMO_API_KEY` or `HERALD_DEMO_USER` outside development mode is
+ * refused: the demo token route they set up mints a token for any user who asks, which production must never
+ * offer, so either one there is a mistake to report, not a setting to ignore.
  */
 export function loadConfig(
   env: Record<string, string | undefined> = process.env,
@@ -55,10 +56,12 @@ export function loadConfig(
 ): WebConfig {
   const devMode = (env.HERALD_DEV_MODE ?? '') === 'true';
   const problems: string[] = [];
-  if (!devMode && env.HERALD_DEMO_API_KEY) {
-    problems.push(
-      'HERALD_DEMO_API_KEY is set but HERALD_DEV_MODE is not true: the demo token route mints tokens for anyone and exists in development mode only; unset it in production',
-    );
+  for (const name of ['HERALD_DEMO_API_KEY', 'HERALD_DEMO_USER'] as const) {
+    if (!devMode && env[name]) {
+      problems.push(
+        `${name} is set but HERALD_DEV_MODE is not true: the demo token route mints tokens for anyone and exists in development mode only; unset it in production`,
+      );
+    }
   }
   const { values, warnings } = readEnv('web', EnvSchema, env, problems);
   const devWarnings = devMode
