@@ -22,6 +22,9 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
       'https://user:pw@example.com/',
       'https://example.com/#x',
       '',
+      // Control characters: the URL parser drops them, the stored (and echoed) URL would keep them.
+      'https://example.com\u0000',
+      'https://example.com/hook\r\nX-Injected: 1',
     ]) {
       const answer = await put({ url });
       expect(answer.statusCode, url).toBe(400);
@@ -37,6 +40,12 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
       'http://[::1]/',
       'http://169.254.169.254/latest/meta-data',
       'http://10.0.0.5/',
+      // IPv6 forms that carry a private IPv4: NAT64, IPv4-compatible, 6to4 (127.0.0.1, 169.254.169.254).
+      'http://[64:ff9b::7f00:1]:47110/hook',
+      'http://[::127.0.0.1]:47110/',
+      'http://[2002:7f00:1::]/',
+      'http://[2002:a9fe:a9fe::]/latest/meta-data',
+      'http://[fd00::1]/',
     ]) {
       for (const [headers, path] of [
         [auth, '/webhook'],
@@ -99,6 +108,23 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
       (await app.inject({ method: 'GET', url: '/admin/webhooks', headers: admin })).json().webhooks,
     ).toContainEqual(expect.objectContaining({ tenantId: 'default', url: 'https://example.com/herald-2' }));
     expect((await app.inject({ method: 'GET', url: '/admin/webhooks', headers: auth })).statusCode).toBe(401);
+  });
+
+  it('accepts an IPv6 form of a public IPv4 (NAT64 of 8.8.8.8); with a control character it is a 400 naming body.url', async () => {
+    const answer = await put({ url: 'http://[64:ff9b::808:808]/hook' });
+    expect(answer.statusCode).toBeLessThan(300);
+    expect(answer.json()).toMatchObject({ url: 'http://[64:ff9b::808:808]/hook' });
+    const refused = await put({ url: 'http://[64:ff9b::808:808]/hook\u0000' });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json()).toMatchObject({
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.url', message: expect.stringContaining('control character') }],
+    });
+    expect(refused.json().error).toMatch(/^body\.url /);
+    expect(JSON.stringify(refused.json())).not.toContain('\\u0000');
+    expect((await app.inject({ method: 'GET', url: '/webhook', headers: auth })).json().url).toBe(
+      'http://[64:ff9b::808:808]/hook',
+    );
   });
 
   it('documents every webhook route in /openapi.json', async () => {

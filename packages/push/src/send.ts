@@ -1,6 +1,6 @@
 import { Agent } from 'node:https';
 import type { PushMessage, PushSubscriptionJSON } from '@herald/protocol';
-import { guardedLookup } from '@herald/webhooks';
+import { checkWebhookUrl, guardedLookup } from '@herald/webhooks';
 import webpush from 'web-push';
 import type { VapidKeys } from './settings.js';
 
@@ -63,6 +63,15 @@ export async function sendPush(
   vapid: VapidKeys,
   options: { allowPrivate: boolean; timeoutMs: number },
 ): Promise<PushOutcome> {
+  if (!options.allowPrivate) {
+    // The guarded lookup checks names; an IP literal is never looked up, so it is checked here (one stored
+    // before the subscribe-time check refused its form would otherwise be sent to).
+    const problem = checkWebhookUrl(subscription.endpoint, {
+      allowPrivate: false,
+      setting: 'HERALD_PUSH_ALLOW_PRIVATE',
+    });
+    if (problem) return { kind: 'rejected', reason: `Push endpoint refused: it ${problem.message}` };
+  }
   try {
     const answer = await webpush.sendNotification(
       { endpoint: subscription.endpoint, keys: subscription.keys },

@@ -40,6 +40,11 @@ describe('checkSubscription', () => {
     'https://169.254.169.254/latest',
     'https://10.1.2.3/push',
     'https://user:pw@push.example.com/x',
+    'https://[64:ff9b::7f00:1]/push',
+    'https://[::127.0.0.1]/push',
+    'https://[2002:a9fe:a9fe::]/latest',
+    'https://[fec0::1]/push',
+    'https://push.example.com/send/abc\u0000',
   ])('refuses the endpoint %s (https only, no private address: SSRF)', (endpoint) => {
     const problem = checkSubscription({ ...good, endpoint }, strict);
     expect(problem).toMatchObject({ code: ErrorCode.PUSH_ENDPOINT_REFUSED });

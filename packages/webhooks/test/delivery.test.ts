@@ -144,6 +144,26 @@ describe('one delivery attempt (real Redis, real HTTP)', () => {
     expect(error).toBeInstanceOf(PrivateAddressError);
   });
 
+  it('without allowPrivate, an IPv6 form of a loopback IPv4 stored anyway (NAT64, IPv4-compatible, 6to4) is refused at delivery', async () => {
+    for (const url of [
+      'http://[64:ff9b::7f00:1]:47110/hook',
+      'http://[::127.0.0.1]:47110/',
+      'http://[2002:7f00:1::]/',
+    ]) {
+      const { store, tenantId, job } = setup();
+      await store.set(tenantId, { url });
+      const outcome = await deliverWebhook(job(1), store, {
+        ...settings,
+        allowPrivate: false,
+        parkAfter: 100,
+      });
+      expect(outcome, url).toMatchObject({
+        outcome: 'retry',
+        error: expect.stringContaining('loopback or private'),
+      });
+    }
+  });
+
   it('a rotated secret signs beside the previous one', async () => {
     const { store, tenantId, job } = setup();
     const { webhook } = await store.set(tenantId, { url: `${base}/hook` });
