@@ -18,7 +18,7 @@ const AREAS: Record<string, (args: string[], io: CliIo) => Promise<number>> = {
 const USAGE = `usage: herald <area> <command> [options]   (herald <area> help for an area's commands)
   keys create|list|revoke    API keys (stored hashed in Redis), each of one tenant
   limits peek|reset          a user's (and a sender's) token buckets
-  inbox migrate              move inboxes written before tenants to a tenant
+  inbox migrate [--dry-run]  move inboxes written before tenants to a tenant, user by user
   failed list|retry          notifications that failed every attempt
   webhooks set|show|list|rotate|resume|delete   tenants' delivery webhooks
 Reads REDIS_URL (or HERALD_REDIS_CLUSTER_NODES) and the HERALD_* settings like the apps.`;

@@ -9,7 +9,7 @@ export {
   tenantLayout,
   tenantPrefix,
 } from './keys.js';
-export { type MigrationReport, migrateToTenant } from './migrate.js';
+export { type KeptUser, type MigrationReport, migrateToTenant, migrationJournalKey } from './migrate.js';
 export {
   compareOffsets,
   isOffset,

@@ -1,67 +1,281 @@
 import { DEFAULT_TENANT } from '@herald/protocol';
 import { Cluster, type Redis } from 'ioredis';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, tenantPrefix } from './keys.js';
+import { assertPrefix, escapeTag, tenantPrefix } from './keys.js';
+import { defineScripts } from './scripts.js';
 
-/** What {@link migrateToTenant} did. */
-export interface MigrationReport {
-  /** Keys renamed into the tenant's layout. */
-  moved: number;
+/** A user of the layout from before tenants whom {@link migrateToTenant} kept where they were, whole. */
+export interface KeptUser {
+  userId: string;
+  /** Their keys left in the old layout: their inbox's, and the id index keys of their notifications. */
+  keys: number;
   /**
-   * Keys left where they were because the tenant already has a key of that name (the user got new
-   * notifications under the tenant before the migration ran); they stay readable as tenant `default`'s.
+   * When the tenant's layout was found to hold keys of theirs: `before` the run (the tenant's workers or
+   * API stored, cancelled or muted something for them before the migration), or `during` it (the
+   * tenant's workers were running).
+   */
+  found: 'before' | 'during';
+  /** How many keys of theirs the tenant's layout holds (`during`: of the names the run looked at). */
+  existing: number;
+  /** Up to 3 of those names (the stream first when it is one), to show the operator. */
+  examples: string[];
+}
+
+/** What {@link migrateToTenant} did, or (dry run) would do. */
+export interface MigrationReport {
+  /** A dry run: nothing was changed, and the figures say what a run would do now. */
+  dryRun: boolean;
+  /** Keys renamed into the tenant's layout (or that would be), id index keys included. */
+  moved: number;
+  /** Users whose keys were moved (or would be), each whole. */
+  movedUsers: number;
+  /**
+   * Users kept where they were, whole, because the tenant's layout already holds keys of theirs; by user
+   * id. Nothing of theirs moved: they stay tenant `default`'s (their inbox, statuses and id index keys).
+   */
+  kept: KeptUser[];
+  /**
+   * Keys left in place although their user's other keys moved, because their name in the tenant's layout
+   * was taken in the meantime (the tenant's workers wrote for that user while the migration ran, or
+   * since an interrupted run). Empty when the migration runs before the new workers start, as it should.
    */
   conflicts: string[];
 }
 
-/** Glob characters of SCAN's MATCH, escaped so that a prefix is matched literally. */
-function globEscape(text: string): string {
-  return text.replace(/[*?[\]\\]/g, (char) => `\\${char}`);
+/**
+ * The per-user names in a user's layout that carry no id (`inboxKeys`: stream, meta, unread, mutes; and
+ * `@herald/push`'s subscriptions): what the first move of a user checks in the tenant's layout besides
+ * the names it moves.
+ */
+const USER_KEYS = ['s', 'm', 'u', 'p', 'push:subs', 'push:order'];
+
+/**
+ * The set of users (escaped hash tags) whose move a run of {@link migrateToTenant} to `tenantId` has
+ * begun; deleted when a run ends. A run that was interrupted left it: the next run finishes moving those
+ * users rather than keeping them (their keys in the tenant's layout are the migration's own).
+ *
+ * @example
+ * ```ts
+ * migrationJournalKey('herald:inbox:', 'acme'); // 'herald:inbox:migrating:acme'
+ * ```
+ */
+export function migrationJournalKey(prefix: string, tenantId: string): string {
+  assertPrefix(prefix);
+  tenantPrefix(prefix, tenantId);
+  return `${prefix}migrating:${tenantId}`;
 }
 
 /**
  * Moves the inboxes written before tenants existed (the layout tenant `default` still reads:
  * `<prefix>{<user>}:…` and `<prefix>id:{<id>}`) into `tenantId`'s layout (`<prefix>t:<tenant>:…`), for a
- * deployment whose one tenant was not `default` (its API keys were created with `--tenant acme`). Each
- * key is renamed with RENAMENX (its hash tag is kept, so it stays in its slot on Redis Cluster): nothing
- * is copied, nothing is lost, and running it again moves what is left. Run it before the upgraded
- * workers start, or a user who receives a notification meanwhile keeps the old inbox as a conflict.
+ * deployment whose one tenant was not `default` (its API keys were created with `--tenant acme`). It
+ * moves every user of the old layout, so it is for a deployment coming from before tenants only: on one
+ * where tenant `default` is in use it would hand `default`'s users to `tenantId`.
  *
+ * Decided per user, never per key: a user any of whose keys already exists in the tenant's layout (their
+ * stream, meta, unread set, a notification's record `n:<id>`, a dedupe key, mutes, push subscriptions:
+ * the tenant's workers or API wrote for them before the migration ran) is kept where they were, whole,
+ * and listed in {@link MigrationReport.kept}: their inbox, statuses and id index keys stay tenant
+ * `default`'s. Every other user is moved whole, with the id index keys of their notifications (an index
+ * key follows its user: `<prefix>id:{<id>}` → user). Each key is renamed (RENAMENX, in one script per
+ * user and batch; its hash tag is kept, so it stays in its slot on Redis Cluster): nothing is copied,
+ * TTLs are kept, nothing is lost. Running it again moves nothing more and keeps the same users; a run
+ * that was interrupted is finished by the next ({@link migrationJournalKey}). Run it before the upgraded
+ * workers start: a user who receives a notification meanwhile is kept (or, once their move began, has
+ * keys in {@link MigrationReport.conflicts}).
+ *
+ * `dryRun`: changes nothing, and reports what a run would move and keep now. Memory: the users found in
+ * the tenant's layout and the users moved (one entry each), never a user's keys.
+ *
+ * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_ARGUMENT` for tenant `default`, an invalid tenant id or
+ *   prefix.
  * @example
  * ```ts
- * const { moved, conflicts } = await migrateToTenant(redis, { prefix: 'herald:inbox:', tenantId: 'acme' });
+ * const plan = await migrateToTenant(redis, { prefix: 'herald:inbox:', tenantId: 'acme', dryRun: true });
+ * const { moved, kept } = await migrateToTenant(redis, { prefix: 'herald:inbox:', tenantId: 'acme' });
  * ```
  */
 export async function migrateToTenant(
   redis: Redis | Cluster,
-  options: { prefix: string; tenantId: string; batch?: number },
+  options: { prefix: string; tenantId: string; batch?: number; dryRun?: boolean },
 ): Promise<MigrationReport> {
-  assertPrefix(options.prefix);
-  if (options.tenantId === DEFAULT_TENANT) {
+  const { prefix, tenantId } = options;
+  assertPrefix(prefix);
+  if (tenantId === DEFAULT_TENANT) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
       `Tenant "${DEFAULT_TENANT}" already reads the layout from before tenants: nothing to migrate.`,
     );
   }
-  const target = tenantPrefix(options.prefix, options.tenantId);
-  const report: MigrationReport = { moved: 0, conflicts: [] };
+  const target = tenantPrefix(prefix, tenantId);
+  const journal = migrationJournalKey(prefix, tenantId);
+  const dryRun = options.dryRun === true;
+  const count = options.batch ?? 1000;
+  // A Cluster client knows its masters once it has read the slot table.
+  if (redis instanceof Cluster && redis.status !== 'ready') await redis.ping();
   const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
-  const patterns = [`${globEscape(options.prefix)}{*`, `${globEscape(options.prefix)}id:{*`];
-  for (const node of nodes) {
-    for (const match of patterns) {
-      let cursor = '0';
-      do {
-        const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', options.batch ?? 1000);
-        cursor = next;
-        for (const key of keys) {
-          const renamed = target + key.slice(options.prefix.length);
-          // Same hash tag on both sides: the same slot, so RENAMENX works on Cluster too.
-          const done = await redis.renamenx(key, renamed);
-          if (done === 1) report.moved++;
-          else report.conflicts.push(key);
-        }
-      } while (cursor !== '0');
+  const report: MigrationReport = { dryRun, moved: 0, movedUsers: 0, kept: [], conflicts: [] };
+
+  // 1. The users the tenant's layout has already, but those an interrupted run had begun to move.
+  const present = new Map<string, { count: number; examples: string[] }>();
+  await scanAll(nodes, `${globEscape(target)}{*`, count, (keys) => {
+    for (const key of keys) {
+      const parsed = parseUserKey(key, target);
+      if (parsed === undefined) continue;
+      let seen = present.get(parsed.tag);
+      if (seen === undefined) {
+        seen = { count: 0, examples: [] };
+        present.set(parsed.tag, seen);
+      }
+      seen.count++;
+      if (parsed.rest === 's') seen.examples.unshift(key);
+      else if (seen.examples.length < 3) seen.examples.push(key);
+      seen.examples.length = Math.min(seen.examples.length, 3);
+    }
+  });
+  const resumed = new Set<string>();
+  if (present.size > 0 && (await redis.exists(journal)) === 1) {
+    const tags = [...present.keys()];
+    for (let i = 0; i < tags.length; i += 1000) {
+      const chunk = tags.slice(i, i + 1000);
+      const begun = await redis.smismember(journal, ...chunk);
+      chunk.forEach((tag, j) => {
+        if (begun[j] !== 1) return;
+        resumed.add(tag);
+        present.delete(tag);
+      });
     }
   }
+
+  const kept = new Map<string, KeptUser>();
+  const keep = (tag: string, found: KeptUser['found'], seen: { count: number; examples: string[] }) => {
+    const examples = seen.examples.slice(0, 3);
+    const user: KeptUser = { userId: unescapeTag(tag), keys: 0, found, existing: seen.count, examples };
+    kept.set(tag, user);
+    return user;
+  };
+
+  // 2. Every user's keys, a batch at a time: a user found in step 1 stays, whole; the others move, whole.
+  const moving = new Set<string>();
+  const migrate = defineScripts(redis).migrate;
+  await scanAll(nodes, `${globEscape(prefix)}{*`, count, async (keys) => {
+    const groups = new Map<string, string[]>();
+    for (const key of keys) {
+      const parsed = parseUserKey(key, prefix);
+      if (parsed === undefined) continue;
+      const group = groups.get(parsed.tag);
+      if (group === undefined) groups.set(parsed.tag, [key]);
+      else group.push(key);
+    }
+    const moves: { tag: string; group: string[]; first: boolean }[] = [];
+    for (const [tag, group] of groups) {
+      const seen = present.get(tag);
+      const stays = kept.get(tag) ?? (seen === undefined ? undefined : keep(tag, 'before', seen));
+      if (stays !== undefined) {
+        stays.keys += group.length;
+      } else if (dryRun) {
+        report.moved += group.length;
+        moving.add(tag);
+      } else {
+        moves.push({ tag, group, first: !moving.has(tag) && !resumed.has(tag) });
+      }
+    }
+    // Recorded before anything of theirs moves: a run interrupted from here on is finished by the next.
+    const begun = moves.filter((move) => move.first).map((move) => move.tag);
+    if (begun.length > 0) await redis.sadd(journal, ...begun);
+    await Promise.all(
+      moves.map(async ({ tag, group, first }) => {
+        const renamed = group.map((key) => target + key.slice(prefix.length));
+        const names = new Set(renamed);
+        const checks = first
+          ? USER_KEYS.map((name) => `${target}{${tag}}:${name}`).filter((name) => !names.has(name))
+          : [];
+        const [done, moved, ...found] = (await migrate(
+          2 * group.length + checks.length,
+          ...group,
+          ...renamed,
+          ...checks,
+          group.length,
+          first ? 'first' : 'more',
+        )) as [number, number, ...string[]];
+        if (done === 0) {
+          // The tenant wrote for this user since step 1: kept whole all the same.
+          await redis.srem(journal, tag);
+          keep(tag, 'during', { count: found.length, examples: found }).keys += group.length;
+          return;
+        }
+        moving.add(tag);
+        report.moved += moved;
+        report.conflicts.push(...found);
+      }),
+    );
+  });
+
+  // 3. The id index (`<prefix>id:{<id>}` → user): each key follows its user, moved unless they were kept.
+  await scanAll(nodes, `${globEscape(prefix)}id:{*`, count, async (keys) => {
+    const users = await Promise.all(keys.map((key) => redis.get(key)));
+    await Promise.all(
+      keys.map(async (key, i) => {
+        const userId = users[i];
+        if (userId === null || userId === undefined) return; // expired meanwhile
+        const stays = kept.get(escapeTag(userId));
+        if (stays !== undefined) {
+          stays.keys++;
+          return;
+        }
+        if (dryRun) {
+          report.moved++;
+          return;
+        }
+        try {
+          if ((await redis.renamenx(key, target + key.slice(prefix.length))) === 1) report.moved++;
+          else report.conflicts.push(key);
+        } catch (error) {
+          // Expired since the GET: nothing to move.
+          if (!/no such key/i.test((error as Error).message)) throw error;
+        }
+      }),
+    );
+  });
+
+  if (!dryRun) await redis.del(journal);
+  report.movedUsers = moving.size;
+  report.kept = [...kept.values()].sort((a, b) => (a.userId < b.userId ? -1 : a.userId > b.userId ? 1 : 0));
   return report;
+}
+
+/** SCANs every node for `match`, handing each non-empty batch to `each` (awaited before the next). */
+async function scanAll(
+  nodes: Redis[],
+  match: string,
+  count: number,
+  each: (keys: string[]) => void | Promise<void>,
+): Promise<void> {
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', match, 'COUNT', count);
+      cursor = next;
+      if (keys.length > 0) await each(keys);
+    } while (cursor !== '0');
+  }
+}
+
+/** `<base>{<tag>}:<rest>` as its tag and rest; undefined for a key of another shape. */
+function parseUserKey(key: string, base: string): { tag: string; rest: string } | undefined {
+  if (!key.startsWith(`${base}{`)) return undefined;
+  const close = key.indexOf('}', base.length);
+  if (close <= base.length + 1) return undefined;
+  return { tag: key.slice(base.length + 1, close), rest: key.slice(close + 2) };
+}
+
+/** The user id of an escaped hash tag (`escapeTag` backwards: it is injective). */
+function unescapeTag(tag: string): string {
+  if (tag === '%') return '';
+  return tag.replace(/%(25|7B|7D)/g, (_, code: string) => (code === '25' ? '%' : code === '7B' ? '{' : '}'));
+}
+
+/** Glob characters of SCAN's MATCH, escaped so that a prefix is matched literally. */
+function globEscape(text: string): string {
+  return text.replace(/[*?[\]\\]/g, (char) => `\\${char}`);
 }

@@ -53,6 +53,7 @@ const SCRIPTS = {
   ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
   cancel: { command: 'heraldInboxCancel', file: 'cancel-1.lua', numberOfKeys: 1 },
   mute: { command: 'heraldInboxMute', file: 'mute-1.lua', numberOfKeys: 1 },
+  migrate: { command: 'heraldInboxMigrate', file: 'migrate-n.lua', numberOfKeys: undefined },
 } as const;
 export type ScriptName = keyof typeof SCRIPTS;
 
