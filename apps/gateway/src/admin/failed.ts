@@ -2,10 +2,12 @@ import {
   DEFAULT_TENANT,
   type FailedJobs,
   NOTIFY_ENVELOPE_JOB_NAME,
+  NOTIFY_JOB_NAME,
   type NotificationEnvelope,
   type NotificationJob,
 } from '@herald/protocol';
 import type { Queue } from 'bullmq';
+import { couldBeJobId, unlessNoJob } from '../queue-jobs.js';
 
 /**
  * The failed set of the notification queue (BullMQ's `failed` jobs of every partition: notifications that
@@ -73,8 +75,13 @@ export async function retryFailed(
   queues: readonly Queue<NotificationJob>[],
   id: string,
 ): Promise<RetryOutcome> {
-  const found = await Promise.all(queues.map((queue) => queue.getJob(id)));
-  const job = found.find((candidate) => candidate !== undefined && candidate !== null);
+  // An id that can be no job names none of the queue's own keys (see `couldBeJobId`); a hash of the
+  // queue that is no notification's nor an envelope's job is none either.
+  if (!couldBeJobId(id)) return { retried: false, state: 'missing' };
+  const found = await Promise.all(queues.map((queue) => unlessNoJob(queue.getJob(id), undefined)));
+  const job = found.find(
+    (candidate) => candidate?.name === NOTIFY_JOB_NAME || candidate?.name === NOTIFY_ENVELOPE_JOB_NAME,
+  );
   if (!job) return { retried: false, state: 'missing' };
   const state = await job.getState();
   if (state !== 'failed') return { retried: false, state };
