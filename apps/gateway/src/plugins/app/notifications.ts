@@ -155,31 +155,36 @@ export default fp(
           backoffMs: config.jobBackoffMs,
           jitter: 0.5,
         });
-      const queueOf = (partition: number) => app.queues[partition] ?? app.queue;
-      const add = (partition: number, group: typeof jobs): Promise<unknown> => {
-        const queue = queueOf(partition);
-        const [single] = group;
+      const add = (): Promise<unknown> => {
         if (enveloped)
-          return (
-            (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ?? Promise.resolve()
+          return Promise.all(
+            [...byPartition].map(
+              ([partition, group]) =>
+                (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ??
+                Promise.resolve(),
+            ),
           );
-        return group.length === 1 && single
-          ? queue.add(single.name, single.data, optsOf(single.data))
-          : queue.addBulk(group.map((job) => ({ ...job, opts: optsOf(job.data) })));
+        const own = [...byPartition].map(([partition, group]) => ({
+          queue: app.queues[partition] ?? app.queue,
+          specs: group.map((job) => ({ ...job, opts: optsOf(job.data) })),
+        }));
+        // BullMQ's checks of every job of its own before any is sent (an envelope's options were checked
+        // once, when its Envelopes started), so that a refusal leaves nothing accepted on any partition.
+        for (const { queue, specs } of own) checkJobs(queue, specs);
+        return Promise.all(
+          own.map(({ queue, specs }) => {
+            const [single] = specs;
+            return specs.length === 1 && single
+              ? queue.add(single.name, single.data, single.opts)
+              : queue.addBulk(specs);
+          }),
+        );
       };
       await addDurably(
         app,
         request,
         () => {
-          // Jobs of their own: BullMQ's checks of every one before any is sent (an envelope's options
-          // were checked once, when its Envelopes started), so that a refusal leaves nothing accepted.
-          if (!enveloped)
-            for (const [partition, group] of byPartition)
-              checkJobs(
-                queueOf(partition),
-                group.map((job) => ({ ...job, opts: optsOf(job.data) })),
-              );
-          const added = Promise.all([...byPartition].map(([partition, group]) => add(partition, group)));
+          const added = add();
           if (enveloped) request.envelopeSender?.wait();
           return added;
         },
