@@ -103,13 +103,16 @@ async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo)
   for (const id of ids) {
     const outcome = await retryFailed(queues, id);
     if (!outcome.retried) {
+      const carrier = outcome.envelopeId === undefined ? '' : `, in envelope ${outcome.envelopeId}`;
       io.err(
-        `${id}: ${outcome.state === 'missing' ? 'no such notification in this queue' : `not failed (it is ${outcome.state})`}; nothing done`,
+        `${id}: ${outcome.state === 'missing' ? 'no such notification in the queue (never sent, or stored already: its tenant’s GET /notifications/:id tells its status)' : `not failed (it is ${outcome.state}${carrier})`}; nothing done`,
       );
       code = 1;
       continue;
     }
-    io.out(`retried ${id}`);
+    io.out(
+      `retried ${id}${outcome.envelopeId === undefined ? '' : ` (with its envelope ${outcome.envelopeId})`}`,
+    );
   }
   return code;
 }

@@ -9,6 +9,7 @@ import {
 } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
+import { checkJobs } from './queue-jobs.js';
 
 interface Pending {
   items: NotificationJob[];
@@ -127,6 +128,15 @@ export class Envelopes {
     },
   ) {
     this.#index = envelopeIndexKey({ prefix: queue.opts.prefix ?? 'bull', name: queue.name });
+    // An envelope's options are the same for every envelope but its id: checked here once, BullMQ
+    // refuses none at run time (so an error of an envelope's add is Redis's: see `addDurably`).
+    checkJobs(queue, [
+      {
+        name: NOTIFY_ENVELOPE_JOB_NAME,
+        data: { items: [] } satisfies NotificationEnvelope,
+        opts: envelopeJobOptions(`envelope-${randomUUID()}`, options.retry),
+      },
+    ]);
     this.#arrivals =
       options.gathered === undefined ? new ArrivalRate(options.windowMs, options.targetItems) : undefined;
   }

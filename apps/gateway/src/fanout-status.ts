@@ -1,5 +1,5 @@
 import type { Inbox, Topics } from '@herald/inbox';
-import type { FanoutJob } from '@herald/protocol';
+import { FANOUT_JOB_NAME, type FanoutJob } from '@herald/protocol';
 import type { Queue } from 'bullmq';
 import { failure, inboxStatus, readJob, type TenantStatus } from './status.js';
 
@@ -19,7 +19,7 @@ export async function fanoutStatusOf(
   userId?: string,
 ): Promise<TenantStatus | undefined> {
   const topics = topicsRoot.tenant(tenantId);
-  const { state, job, record } = await readJob(queue, tenantId, id, () => topics.fanout(id));
+  const { state, job, record } = await readJob(queue, FANOUT_JOB_NAME, tenantId, id, () => topics.fanout(id));
   if (!job && !record) return undefined;
   const audience = record?.audience ?? job?.data.audience ?? { broadcast: true };
   const base = {

@@ -2,12 +2,14 @@ import type { Inbox, NotificationStatus as StoredStatus } from '@herald/inbox';
 import {
   DEFAULT_TENANT,
   envelopeIndexKey,
+  NOTIFY_JOB_NAME,
   type NotificationEnvelope,
   type NotificationJob,
   type NotificationStatus,
 } from '@herald/protocol';
 import type { Job, JobState, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
+import { couldBeJobId, unlessNoJob } from './queue-jobs.js';
 
 /** The notification queue's partitions and the connection that reads their envelope indexes (theirs). */
 export interface NotificationQueue {
@@ -71,18 +73,23 @@ export async function statusOf(
 }
 
 /**
- * `id`'s BullMQ state, then its job (if it is `tenantId`'s) with `record()`, what is kept of it beside
- * the queue. State first, then the job: the job read is at least as new as the state, so a `failed`
- * state never comes with the attempts of an earlier try.
+ * `id`'s BullMQ state, then its job (if it is a `name` job of `tenantId`'s) with `record()`, what is
+ * kept of it beside the queue. State first, then the job: the job read is at least as new as the state,
+ * so a `failed` state never comes with the attempts of an earlier try. An id that can be no job (one of
+ * the queue's own keys, see {@link couldBeJobId}) is not looked up, and a job of another name (an
+ * envelope, a hash of the queue that is no job) is none: unknown either way.
  */
 export async function readJob<Data extends { tenantId?: string | undefined }, Kept>(
   queue: Queue<Data>,
+  name: string,
   tenantId: string,
   id: string,
   record: () => Promise<Kept>,
 ): Promise<{ state: JobState | 'unknown'; job: Job<Data> | undefined; record: Kept }> {
-  const state = await queue.getJobState(id);
-  const [found, kept] = await Promise.all([queue.getJob(id), record()]);
+  if (!couldBeJobId(id)) return { state: 'unknown', job: undefined, record: await record() };
+  const state = await unlessNoJob(queue.getJobState(id), 'unknown');
+  const [found, kept] = await Promise.all([unlessNoJob(queue.getJob(id), undefined), record()]);
+  if (found && found.name !== name) return { state: 'unknown', job: undefined, record: kept };
   return { state, job: tenantsJob(found, tenantId), record: kept };
 }
 
@@ -121,7 +128,7 @@ async function queuedIn(
   tenantId: string,
   id: string,
 ): Promise<{ state: JobState | 'unknown'; job: QueuedNotification | undefined }> {
-  const own = await readJob(queue, tenantId, id, async () => undefined);
+  const own = await readJob(queue, NOTIFY_JOB_NAME, tenantId, id, async () => undefined);
   if (own.job !== undefined || own.state !== 'unknown') {
     return {
       state: own.state,

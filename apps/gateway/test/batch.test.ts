@@ -80,6 +80,33 @@ describe('POST /notify/batch', () => {
     expect(await everyPartition(app).count()).toBe(2);
   });
 
+  it('rejects an item with priority 2097152 alone (naming its priority) and sends the others, 2097151 included', async () => {
+    app = await buildTestApp();
+    const response = await batch(app, [
+      { userId: 'lowest', payload: {}, priority: 2_097_151 },
+      { userId: 'beyond', payload: {}, priority: 2_097_152 },
+      { userId: 'plain', payload: {} },
+    ]);
+    expect(response.statusCode).toBe(202);
+    const body = response.json<{
+      accepted: number;
+      rejected: number;
+      results: { index: number; status: string; id?: string; code?: string; details?: { field: string }[] }[];
+    }>();
+    expect(body).toMatchObject({ accepted: 2, rejected: 1 });
+    expect(body.results[1]).toMatchObject({
+      status: 'rejected',
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.notifications.1.priority' }],
+    });
+    const jobs = await Promise.all(
+      [0, 2].map((i) => everyPartition(app as FastifyInstance).getJob(body.results[i]?.id as string)),
+    );
+    expect(jobs.map((job) => job?.data.userId)).toEqual(['lowest', 'plain']);
+    expect(jobs[0]?.opts.priority).toBe(2_097_151);
+    expect(await everyPartition(app).count()).toBe(2);
+  });
+
   it('answers 400 naming every problem when no item is valid', async () => {
     app = await buildTestApp();
     const response = await batch(app, [{ userId: 'u' }, { payload: {} }]);

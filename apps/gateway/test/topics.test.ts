@@ -157,12 +157,29 @@ describe('POST /notify to a topic or to everyone', () => {
     ['broadcast with a topic', { broadcast: true, topic: 't', payload: {} }, 'body.broadcast'],
     ['broadcast: false', { broadcast: false, payload: {} }, 'body.broadcast'],
     ['a bad topic', { topic: 'a b', payload: {} }, 'body.topic'],
+    // Above BullMQ's largest priority (2 ** 21 - 1): was a 503 "maybe accepted" that stored nothing.
+    ['a topic send with priority 2097152', { topic: 't', payload: {}, priority: 2_097_152 }, 'body.priority'],
+    [
+      'a broadcast with priority 2097152',
+      { broadcast: true, payload: {}, priority: 2_097_152 },
+      'body.priority',
+    ],
   ])('refuses %s with a 400 naming the field', async (_name, payload, field) => {
     const response = await notify(payload);
     expect(response.statusCode).toBe(400);
     const body = response.json<{ code: string; details: { field: string }[] }>();
     expect(body.code).toBe('HERALD_ERR_VALIDATION');
     expect(body.details.map((detail) => detail.field)).toContain(field);
+  });
+
+  it("a topic send and a broadcast with priority 2097151 (BullMQ's largest) are 202, their jobs stored with it", async () => {
+    for (const target of [{ topic: randomId('topic') }, { broadcast: true }]) {
+      const response = await notify({ ...target, payload: {}, priority: 2_097_151 });
+      expect(response.statusCode).toBe(202);
+      const job = await app.fanoutQueue.getJob(response.json<{ id: string }>().id);
+      expect(job?.data.priority).toBe(2_097_151);
+      expect(job?.opts.priority).toBe(2_097_151);
+    }
   });
 
   it('a retry with the same Idempotency-Key answers the same id and enqueues nothing more', async () => {

@@ -1,3 +1,5 @@
+import { PRIORITY_MAX } from '@herald/protocol';
+import { PRIORITY_LIMIT } from 'bullmq';
 import { describe, expect, it } from 'vitest';
 import { auth, everyPartition, postRaw, testAppForFile } from './helpers.js';
 
@@ -15,6 +17,8 @@ describe('validation: every problem is a 4xx naming the field', () => {
     ['a payload that is null', { userId: 'a', payload: null }, 'body.payload'],
     ['priority 0', { userId: 'a', payload: {}, priority: 0 }, 'body.priority'],
     ['priority 1.5', { userId: 'a', payload: {}, priority: 1.5 }, 'body.priority'],
+    // BullMQ's largest priority is 2 ** 21 - 1: one more was a 503 "maybe accepted" that stored nothing.
+    ['priority 2097152', { userId: 'a', payload: {}, priority: 2_097_152 }, 'body.priority'],
     ['a negative delayMs', { userId: 'a', payload: {}, delayMs: -1 }, 'body.delayMs'],
     ['a ttlMs below 1 s', { userId: 'a', payload: {}, ttlMs: 10 }, 'body.ttlMs'],
     ['an empty dedupeKey', { userId: 'a', payload: {}, dedupeKey: '' }, 'body.dedupeKey'],
@@ -27,6 +31,34 @@ describe('validation: every problem is a 4xx naming the field', () => {
     expect(json.code).toBe('HERALD_ERR_VALIDATION');
     expect(json.details[0]?.field).toBe(field);
     expect(json.error).toContain(field);
+  });
+
+  it("names the largest priority in its 400, and takes that one (2097151, BullMQ's largest) with 202, stored", async () => {
+    const above = await post({ userId: 'a', payload: {}, priority: 2_097_152 });
+    expect(above.json<{ error: string }>().error).toContain('2097151');
+    const response = await post({ userId: 'lowest-priority', payload: {}, priority: 2_097_151 });
+    expect(response.statusCode).toBe(202);
+    const job = await everyPartition(app).getJob(response.json<{ id: string }>().id);
+    expect(job?.data).toMatchObject({ userId: 'lowest-priority', priority: 2_097_151 });
+    expect(job?.opts.priority).toBe(2_097_151);
+    expect(await job?.getState()).toBe('prioritized');
+  });
+
+  it("states BullMQ's largest priority everywhere: the protocol's PRIORITY_MAX and every priority of /openapi.json", async () => {
+    expect(PRIORITY_MAX).toBe(PRIORITY_LIMIT);
+    const maxima: unknown[] = [];
+    const walk = (node: unknown): void => {
+      if (typeof node !== 'object' || node === null) return;
+      for (const [key, value] of Object.entries(node)) {
+        if (key === 'priority' && typeof value === 'object' && value !== null && 'maximum' in value)
+          maxima.push(value.maximum);
+        walk(value);
+      }
+    };
+    walk((await app.inject({ method: 'GET', url: '/openapi.json' })).json());
+    // /notify (to a user, a topic, everyone) and a /notify/batch item.
+    expect(maxima.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(maxima)).toEqual(new Set([PRIORITY_LIMIT]));
   });
 
   it('accepts a userId of 256 safe characters', async () => {

@@ -3,7 +3,7 @@ import type { MutedLists, MuteRequest } from './preferences.js';
 import type { PushClientToServerEvents } from './push.js';
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
-  /** BullMQ priority: 1 (highest) to 2 097 152; absent = no priority (FIFO, fastest). */
+  /** BullMQ priority: 1 (highest) to 2 097 151 (`PRIORITY_MAX`); absent = no priority (FIFO, fastest). */
   priority?: number;
   /** Deliver no earlier than this many ms after acceptance (scheduled delivery). */
   delayMs?: number;

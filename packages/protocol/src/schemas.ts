@@ -18,6 +18,12 @@ export const PAYLOAD_MAX_DEPTH = 32;
 export const BODY_MAX_DEPTH = 64;
 /** Most notifications in one `POST /notify/batch`. */
 export const BATCH_MAX_ITEMS = 100;
+/**
+ * Largest `priority` (the lowest): BullMQ's `PRIORITY_LIMIT`, 2 ** 21 - 1, the largest it takes. The
+ * contract said 2 097 152 before 2026-12-05: BullMQ refused that one before sending it, and the gateway
+ * answered a 503 "may or may not have been accepted" for a notification that was never stored.
+ */
+export const PRIORITY_MAX = 2 ** 21 - 1;
 
 /** A recipient id: what the sending backend calls its user. */
 export const UserId = Type.String({
@@ -48,8 +54,8 @@ const NotificationFields = {
   priority: Type.Optional(
     Type.Integer({
       minimum: 1,
-      maximum: 2_097_152,
-      description: '1 is the highest; absent = plain FIFO.',
+      maximum: PRIORITY_MAX,
+      description: `1 is the highest, ${PRIORITY_MAX} the lowest; absent = plain FIFO.`,
       examples: [1],
     }),
   ),

@@ -12,6 +12,7 @@ import { Queue } from 'bullmq';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { fanoutStatusOf } from '../../fanout-status.js';
+import { checkJobs } from '../../queue-jobs.js';
 import type { TenantStatus } from '../../status.js';
 import { addDurably, optional } from './notifications.js';
 
@@ -89,7 +90,10 @@ export default fp(
         backoffMs: config.jobBackoffMs,
         jitter: 0.5,
       });
-      await addDurably(app, () => queue.add(FANOUT_JOB_NAME, data, opts), derivedId !== undefined);
+      await addDurably(app, request, () => {
+        checkJobs(queue, [{ name: FANOUT_JOB_NAME, data, opts }]);
+        return queue.add(FANOUT_JOB_NAME, data, opts);
+      });
       request.log.info({ notificationId: id, tenant: identity.tenantId, ...audience }, 'fan-out queued');
       return id;
     }

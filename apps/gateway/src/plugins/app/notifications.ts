@@ -10,7 +10,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandl
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
 import { EnvelopeSenders, Envelopes, Gathering } from '../../envelopes.js';
-import { enqueueUnsure, neverSent, unavailable } from '../../errors.js';
+import { ErrorCode, enqueueUnsure, HttpError, neverSent, unavailable } from '../../errors.js';
+import { checkJobs, JobRefusedError } from '../../queue-jobs.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -154,25 +155,39 @@ export default fp(
           backoffMs: config.jobBackoffMs,
           jitter: 0.5,
         });
-      const add = (partition: number, group: typeof jobs): Promise<unknown> => {
-        const queue = app.queues[partition] ?? app.queue;
-        const [single] = group;
+      const add = (): Promise<unknown> => {
         if (enveloped)
-          return (
-            (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ?? Promise.resolve()
+          return Promise.all(
+            [...byPartition].map(
+              ([partition, group]) =>
+                (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ??
+                Promise.resolve(),
+            ),
           );
-        return group.length === 1 && single
-          ? queue.add(single.name, single.data, optsOf(single.data))
-          : queue.addBulk(group.map((job) => ({ ...job, opts: optsOf(job.data) })));
+        const own = [...byPartition].map(([partition, group]) => ({
+          queue: app.queues[partition] ?? app.queue,
+          specs: group.map((job) => ({ ...job, opts: optsOf(job.data) })),
+        }));
+        // BullMQ's checks of every job of its own before any is sent (an envelope's options were checked
+        // once, when its Envelopes started), so that a refusal leaves nothing accepted on any partition.
+        for (const { queue, specs } of own) checkJobs(queue, specs);
+        return Promise.all(
+          own.map(({ queue, specs }) => {
+            const [single] = specs;
+            return specs.length === 1 && single
+              ? queue.add(single.name, single.data, single.opts)
+              : queue.addBulk(specs);
+          }),
+        );
       };
       await addDurably(
         app,
+        request,
         () => {
-          const added = Promise.all([...byPartition].map(([partition, group]) => add(partition, group)));
+          const added = add();
           if (enveloped) request.envelopeSender?.wait();
           return added;
         },
-        derivedId !== undefined,
         [...byPartition.keys()],
       );
       // On the request's one log line (OneLinePerRequest).
@@ -208,15 +223,22 @@ export default fp(
 );
 
 /**
- * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) and waits
- * until the jobs are durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`); throws the 503 of an enqueue refused
- * (nothing accepted: also at once while the queue's master lacks replicas) or unsure (`maybeAccepted`:
- * a retry with the key is safe).
+ * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) for `request`
+ * and waits until the jobs are durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`). Throws:
+ * - a 503 of an enqueue refused (nothing accepted: at once while the queue's master lacks replicas, or
+ *   when the connection refused the command before sending it);
+ * - a 503 of an enqueue unsure (`maybeAccepted`: sent, and Redis failed or did not confirm in time; a
+ *   retry with the key is safe), its cause logged as a warning;
+ * - a 500 when BullMQ refused a job before sending anything ({@link JobRefusedError}, from `add`'s
+ *   {@link checkJobs}): nothing was accepted, and a retry would be refused the same, so no 503 (whose
+ *   `Retry-After` would have the client retry forever, with the same Idempotency-Key the same answer
+ *   each time). Input the route schemas let through never should be refused: it is a defect of the
+ *   gateway, logged at error level with BullMQ's reason for the operator.
  */
 export async function addDurably(
   app: FastifyInstance,
+  request: FastifyRequest,
   add: () => Promise<unknown>,
-  hasIdempotencyKey: boolean,
   partitions: readonly number[] = [0],
 ): Promise<void> {
   try {
@@ -229,9 +251,21 @@ export async function addDurably(
     await app.withRedisTimeout<unknown>(add());
     await app.ensureDurable(partitions);
   } catch (error) {
+    if (error instanceof JobRefusedError) {
+      request.log.error(
+        { err: error, jobId: error.jobId },
+        'BullMQ refused a job before sending it: nothing was enqueued (a gateway defect: the route let through what BullMQ does not take)',
+      );
+      throw new HttpError(
+        ErrorCode.INTERNAL,
+        'Internal error: nothing was accepted, and a retry would be refused the same. The gateway log has the details.',
+        { cause: error },
+      );
+    }
     // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
     if (neverSent(error)) throw unavailable('The queue (Redis)', error);
-    throw enqueueUnsure(error, hasIdempotencyKey);
+    request.log.warn({ err: error }, 'enqueue not confirmed: the notification may or may not be in Redis');
+    throw enqueueUnsure(error, request.idempotency?.derivedId !== undefined);
   }
   app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
 }

@@ -101,6 +101,8 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       onRequest: app.authenticateAdmin,
       schema: {
         summary: 'Put a failed notification back in the queue',
+        description:
+          'By its id, or by the id of an envelope (one queue job carrying notifications sent without delay or priority), as `GET /admin/failed` lists it. A notification carried in an envelope has the envelope’s state: `409 HERALD_ERR_NOT_FAILED` with its `state` while it is queued (`waiting`, `delayed`, `active`…); when that envelope failed for good, the envelope is retried (its notifications stored already are stored once). `404` for one in no queue: never sent, or stored already (its tenant’s `GET /notifications/:id` tells its status).',
         tags: ['admin'],
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
         response: { 200: RetriedJob, 409: ErrorResponse, ...ADMIN_ERRORS },
@@ -113,11 +115,15 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       );
       if (outcome.retried) return { id, status: 'retried' as const };
       if (outcome.state === 'missing') {
-        throw new HttpError(ErrorCode.NOT_FOUND, `No notification ${id} in the queue.`);
+        throw new HttpError(
+          ErrorCode.NOT_FOUND,
+          `Notification ${id} is not in the queue: it was never sent, or a worker has stored it already (its tenant's GET /notifications/${id} tells its status).`,
+        );
       }
+      const carrier = outcome.envelopeId === undefined ? '' : `, in envelope ${outcome.envelopeId}`;
       throw new HttpError(
         ErrorCode.NOT_FAILED,
-        `Notification ${id} is not failed (it is ${outcome.state}): nothing to retry.`,
+        `Notification ${id} is not failed (it is ${outcome.state}${carrier}): nothing to retry.`,
         { extra: { state: outcome.state } },
       );
     },
