@@ -114,9 +114,12 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
       const response = await fetch(`${gateway.url}/notifications/${id}`, {
         headers: { authorization: `Bearer ${API_KEY}` },
       });
-      return (await response.json()) as { status: string; deliveredAt?: string };
+      return (await response.json()) as { status: string; deliveredAt?: string; createdAt?: string };
     };
-    expect((await status()).status).toBe('queued');
+    // Received, so stored: its job is gone from the queue, and the status still says when it was sent.
+    const stored = await status();
+    expect(stored.status).toBe('queued');
+    expect(stored.createdAt).toBe(received.find((event) => event.id === id)?.createdAt);
 
     const answer = await tabA.emitWithAck('ack', { ids: [id] });
     expect(answer).toMatchObject({ ok: true });
@@ -128,6 +131,7 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
       { what: 'status delivered' },
     );
     expect(Number.isNaN(Date.parse(delivered.deliveredAt ?? ''))).toBe(false);
+    expect(delivered.createdAt).toBe(stored.createdAt);
 
     const listing = await fetch(`${gateway.url}/users/${bob}/notifications`, {
       headers: { authorization: `Bearer ${API_KEY}` },

@@ -54,8 +54,9 @@ export async function statusOf(
     userId: stored?.userId ?? job?.data.userId ?? '',
     tenantId,
     attempts: job?.attemptsMade ?? 1,
-    // Unknown once the job is gone: absent rather than "" (which is no date-time).
-    ...(job?.data.createdAt ? { createdAt: job.data.createdAt } : {}),
+    // From the job, or once it is gone from the inbox entry; absent (not "", which is no date-time) when
+    // neither has it (a notification never stored, or trimmed from the inbox, after its job went).
+    ...createdAtOf(job?.data.createdAt || stored?.createdAt),
     ...(stored?.escalation ? { escalation: stored.escalation } : {}),
   };
   if (stored?.state === 'cancelled') {
@@ -70,6 +71,11 @@ export async function statusOf(
   if (fromInbox) return fromInbox;
   if (state === 'failed' && job) return { ...base, status: 'failed', ...failure(job) };
   return { ...base, status: 'queued' };
+}
+
+/** `{ createdAt }` when known, else nothing: absent rather than "" or undefined. */
+function createdAtOf(createdAt: string | undefined): { createdAt?: string } {
+  return createdAt ? { createdAt } : {};
 }
 
 /**

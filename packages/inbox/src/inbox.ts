@@ -390,12 +390,16 @@ export class Inbox {
   async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
     const keys = this.keys(userId);
     const results = await this.#redis.multi().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
-    return notificationStatus(
+    const status = notificationStatus(
       userId,
       id,
       (results?.[0]?.[1] ?? {}) as Record<string, string>,
       results?.[1]?.[1] === 1,
     );
+    if (status?.state !== 'inbox' || status.offset === null) return status;
+    // When it was sent: in its inbox entry (its job, which also had it, is gone once it is stored).
+    const createdAt = createdAtOf(await this.#redis.xrange(keys.stream, status.offset, status.offset));
+    return createdAt === undefined ? status : { ...status, createdAt };
   }
 
   /**
@@ -416,4 +420,19 @@ export class Inbox {
     ];
     return { state, at };
   }
+}
+
+/** The `createdAt` of the notification in an inbox entry (XRANGE of its offset), if it is there. */
+function createdAtOf(entries: [id: string, fields: string[]][]): string | undefined {
+  const fields = entries[0]?.[1] ?? [];
+  for (let i = 0; i < fields.length; i += 2) {
+    if (fields[i] !== 'n') continue;
+    try {
+      const createdAt = (JSON.parse(fields[i + 1] ?? '') as { createdAt?: unknown }).createdAt;
+      return typeof createdAt === 'string' ? createdAt : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
 }

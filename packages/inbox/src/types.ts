@@ -119,6 +119,11 @@ export interface NotificationStatus {
   tenantId: string | null;
   /** For `cancelled`: when it was cancelled (ISO time). */
   cancelledAt?: string;
+  /**
+   * When its sender's gateway accepted it (ISO time), read from its inbox entry: absent when it is not
+   * in the inbox (never stored: expired, deduplicated, cancelled, muted; or trimmed since).
+   */
+  createdAt?: string;
   /** Its Web Push fallback (`escalateAfterMs`), from the marker's `escalation` field (`@herald/push`). */
   escalation?: EscalationStatus;
   /** For `muted`: the mute that kept it out of the inbox. */
