@@ -61,6 +61,97 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
   });
 });
 
+describe("requests Node refuses itself before Fastify sees them have Herald's shape", () => {
+  const tokenBody = '{"userId":"u"}';
+  const tokenHead = (headers: string) =>
+    `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${tokenBody.length}\r\n${headers}\r\n`;
+
+  it('an HTTP/1.1 request without Host is a 400 naming the header, before authentication; the connection is closed', async () => {
+    for (const bytes of [
+      'GET /healthz HTTP/1.1\r\n\r\n',
+      `POST /notify HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+    ]) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status, bytes).toBe(400);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expect(answer.headers.connection).toBe('close');
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error).toMatch(/Host header/);
+    }
+  });
+
+  it('a Host header with an empty value, and HTTP/1.0 without Host, are served (as HTTP allows)', async () => {
+    expect((await exchange(port, 'GET /healthz HTTP/1.1\r\nHost:\r\n\r\n')).answer.status).toBe(200);
+    expect((await exchange(port, 'GET /healthz HTTP/1.0\r\n\r\n')).answer.status).toBe(200);
+  });
+
+  it('an Expect other than 100-continue is a 417 naming the value', async () => {
+    for (const expectation of ['bogus', '']) {
+      const { answer } = await exchange(port, `${tokenHead(`Expect: ${expectation}\r\n`)}${tokenBody}`);
+      expect(answer.status, expectation).toBe(417);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expectHeraldError(answer.body, 'HERALD_ERR_EXPECTATION_FAILED');
+      expect(JSON.parse(answer.body).error).toContain(`"${expectation}"`);
+    }
+    // Before authentication, on any path.
+    for (const path of ['/notify', '/nowhere']) {
+      const { answer } = await exchange(
+        port,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      );
+      expect(answer.status, path).toBe(417);
+      expectHeraldError(answer.body, 'HERALD_ERR_EXPECTATION_FAILED');
+    }
+  });
+
+  it('Expect: 100-continue still gets 100 Continue, then the answer to the body', async () => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(tokenHead('Expect: 100-continue\r\nConnection: close\r\n'));
+    await waitFor(() => Buffer.concat(received).toString().startsWith('HTTP/1.1 100 Continue\r\n\r\n'), {
+      what: '100 Continue',
+    });
+    // Not half-closed: Node's server would end the connection before answering (Connection: close ends it).
+    socket.write(tokenBody);
+    await closed;
+    const answer = parseAnswer(
+      Buffer.concat(received).toString().slice('HTTP/1.1 100 Continue\r\n\r\n'.length),
+    );
+    expect(answer?.status).toBe(200);
+    expect(JSON.parse(answer?.body ?? '{}')).toHaveProperty('token');
+  });
+
+  it('CONNECT is a 405 in JSON with Allow (the gateway is no proxy), and the connection is closed', async () => {
+    const tunnel = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    expect(tunnel.answer.status).toBe(405);
+    expect(tunnel.answer.headers['content-type']).toMatch(/^application\/json/);
+    expect(tunnel.answer.headers.connection).toBe('close');
+    expect(tunnel.answer.headers).toHaveProperty('allow', '');
+    expectHeraldError(tunnel.answer.body, 'HERALD_ERR_METHOD_NOT_ALLOWED');
+    expect(JSON.parse(tunnel.answer.body).error).toMatch(/CONNECT/);
+    // A CONNECT to a path of the gateway lists that path's methods, as every other 405 does.
+    const path = await exchange(port, 'CONNECT /notify HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(path.answer.status).toBe(405);
+    expect(path.answer.headers.allow).toBe('POST');
+    expectHeraldError(path.answer.body, 'HERALD_ERR_METHOD_NOT_ALLOWED');
+    // HTTP/1.0 too, and the gateway still serves afterwards.
+    expect((await exchange(port, 'CONNECT example.com:443 HTTP/1.0\r\n\r\n')).answer.status).toBe(405);
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+
+  it('an Upgrade the gateway does not speak is ignored: the request is served as plain HTTP', async () => {
+    const { answer } = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n',
+    );
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ status: 'ok' });
+  });
+});
+
 describe('routing errors', () => {
   it('a method a path does not serve is a 405 with Allow, in JSON', async () => {
     for (const method of ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'GET']) {
