@@ -238,6 +238,61 @@ describe('bodies', () => {
     expectHeraldError(await response.text(), code);
   });
 
+  it('a route that takes no body accepts an empty one with any Content-Type, as it does one without', async () => {
+    const send = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+      fetch(`${base}${path}`, {
+        method,
+        headers: { ...auth, ...headers },
+        ...(body === undefined ? {} : { body }),
+      });
+    for (const [method, path] of [
+      ['DELETE', '/topics/orders/subscribers/alice'],
+      ['DELETE', '/webhook'],
+      ['POST', '/webhook/rotate-secret'],
+      ['DELETE', `/notifications/${randomUUID()}`],
+      ['DELETE', '/notify'],
+      ['PUT', '/nowhere'],
+    ] as const) {
+      const bare = await send(method, path);
+      const expected = { status: bare.status, body: await bare.json() };
+      for (const [headers, body] of [
+        [{ 'content-type': 'application/json' }, undefined],
+        [{ 'content-type': 'application/json; charset=utf-8' }, ''],
+        [{ 'content-type': 'application/json' }, ' \r\n'],
+        // What fetch and others send with an empty string body.
+        [{ 'content-type': 'text/plain;charset=UTF-8' }, ''],
+      ] as const) {
+        const response = await send(method, path, headers, body);
+        const what = `${method} ${path} ${JSON.stringify(headers)} ${JSON.stringify(body)}`;
+        expect({ status: response.status, body: await response.json() }, what).toEqual(expected);
+      }
+    }
+    const subscribe = await send('PUT', '/topics/orders/subscribers/bob', {
+      'content-type': 'application/json',
+    });
+    expect(subscribe.status).toBe(200);
+    expect(await subscribe.json()).toMatchObject({ topic: 'orders', changed: 1 });
+  });
+
+  it('a route that needs a body answers a 400 saying it is empty, with or without a Content-Type', async () => {
+    for (const headers of [{ 'content-type': 'application/json' }, {}]) {
+      for (const [method, path] of [
+        ['POST', '/tokens'],
+        ['DELETE', '/topics/orders/subscribers'],
+        ['POST', '/users/alice/notifications/read'],
+      ] as const) {
+        const response = await fetch(`${base}${path}`, { method, headers: { ...auth, ...headers } });
+        const what = `${method} ${path} ${JSON.stringify(headers)}`;
+        expect(response.status, what).toBe(400);
+        expect(await response.json(), what).toEqual({
+          error: 'Invalid request: body is empty: send a JSON object',
+          code: 'HERALD_ERR_VALIDATION',
+          details: [{ field: 'body', message: 'is empty: send a JSON object' }],
+        });
+      }
+    }
+  });
+
   it('JSON in UTF-8 with a BOM or an odd but UTF-8 charset is accepted; invalid UTF-8 is a 400', async () => {
     expect((await post('\ufeff{"userId":"u"}', { 'content-type': 'application/json' })).status).toBe(200);
     expect(

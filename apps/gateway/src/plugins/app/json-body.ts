@@ -103,12 +103,24 @@ export function invalid(problem: JsonProblem): HttpError {
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
+/** What is wrong with an empty body on a route that needs one (the parser's answer, and the error handler's). */
+export const EMPTY_BODY: JsonProblem = { field: 'body', message: 'is empty: send a JSON object' };
+
+/**
+ * Whether `request`'s route reads no body (no body schema; the not-found handler neither): an empty body
+ * sent to it with a Content-Type is no body, as many HTTP clients send `Content-Type: application/json`
+ * on every request, DELETE included.
+ */
+const takesNoBody = (request: FastifyRequest): boolean => request.routeOptions.schema?.body === undefined;
+
 /**
  * Replaces Fastify's JSON parser with one that says exactly what is wrong, as a 400 naming the field:
  * the body must be UTF-8 (a `charset` parameter other than `utf-8` is a 415; a leading BOM is
  * ignored, as RFC 8259 allows), valid JSON, at most {@link BODY_MAX_DEPTH} levels deep, with finite
  * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}). A `Content-Encoding`
- * other than `identity` is a 415: the gateway does not decompress bodies.
+ * other than `identity` is a 415: the gateway does not decompress bodies. An empty body (or only
+ * whitespace) is a 400 on a route that needs a body, and no body at all on one that takes none, whatever
+ * its Content-Type.
  */
 export default fp(
   async (app: FastifyInstance) => {
@@ -138,13 +150,10 @@ export default fp(
       try {
         value = JSON.parse(text);
       } catch (error) {
-        done(
-          invalid(
-            text.trim() === ''
-              ? { field: 'body', message: 'is empty: send a JSON object' }
-              : { field: 'body', message: `is not valid JSON (${(error as Error).message})` },
-          ),
-        );
+        if (text.trim() !== '') {
+          done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+        } else if (takesNoBody(request)) done(null, undefined);
+        else done(invalid(EMPTY_BODY));
         return;
       }
       const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);
@@ -155,7 +164,16 @@ export default fp(
     // body that is not JSON is a 415 instead.
     app.removeContentTypeParser('text/plain');
     app.addContentTypeParser('*', (request, _payload, done) => {
-      const type = request.headers['content-type'];
+      const {
+        'content-type': type,
+        'content-length': length,
+        'transfer-encoding': chunked,
+      } = request.headers;
+      // An empty body declared as such (`fetch` sends `text/plain` with an empty string body).
+      if ((length === '0' || (length === undefined && chunked === undefined)) && takesNoBody(request)) {
+        done(null, undefined);
+        return;
+      }
       done(
         new HttpError(
           ErrorCode.UNSUPPORTED_MEDIA_TYPE,
