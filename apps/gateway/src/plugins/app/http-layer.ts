@@ -38,7 +38,7 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as 
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
 
-/** A whole HTTP answer carrying `body` (Herald's error JSON) that closes the connection, as bytes to write. */
+/** A whole HTTP answer carrying `body` (Herald's error JSON) and closing the connection, as bytes. */
 function closingAnswer(status: number, body: string, headers = ''): string {
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${headers}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
 }

@@ -46,8 +46,9 @@ const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}�
 /**
  * The first problem of `value` (in document order) that would hurt a notification on its way to the
  * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level
- * `level + 1` when it is one: `level` is how deep it sits in the body it was read from), a number beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity),
- * a string or key that is not well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
+ * `level + 1` when it is one: `level` is how deep it sits in the body it was read from), a number
+ * beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity), a string or key that is not
+ * well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
  * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack. It runs
  * on every request body, so it allocates no object or string per value: the stack is three parallel
  * arrays, and a value's field name (`body.payload.a.0`) is spelled out only for the one with a problem,
@@ -164,7 +165,7 @@ export function invalid(problem: JsonProblem): HttpError {
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
-/** What is wrong with an empty body on a route that needs one (the parser's answer, and the error handler's). */
+/** What is wrong with an empty body on a route that needs one (the parser's and the error handler's). */
 export const EMPTY_BODY: JsonProblem = { field: 'body', message: 'is empty: send a JSON object' };
 
 /**
@@ -179,10 +180,10 @@ const takesNoBody = (request: FastifyRequest): boolean => request.routeOptions.s
  * the body must be UTF-8 (a `charset` parameter other than `utf-8` is a 415; a leading BOM is
  * ignored, as RFC 8259 allows), valid JSON, at most {@link BODY_MAX_DEPTH} levels deep, with finite
  * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}); on a route with
- * `config.jsonItems`, an item with such a problem is set aside alone (see {@link checkBody}). A `Content-Encoding`
- * other than `identity` is a 415: the gateway does not decompress bodies. An empty body (or only
- * whitespace) is a 400 on a route that needs a body, and no body at all on one that takes none, whatever
- * its Content-Type.
+ * `config.jsonItems`, an item with such a problem is set aside alone (see {@link checkBody}). A
+ * `Content-Encoding` other than `identity` is a 415: the gateway does not decompress bodies. An empty
+ * body (or only whitespace) is a 400 on a route that needs a body, and no body at all on one that takes
+ * none, whatever its Content-Type.
  */
 export default fp(
   async (app: FastifyInstance) => {

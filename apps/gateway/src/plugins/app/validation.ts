@@ -148,7 +148,7 @@ function leafFound(root: string, error: AjvIssue): Found {
   return { field, message: messageOf(keyword, error.message), depth };
 }
 
-/** `must be "a"`, `must be one of "a", "b"`, `must be string or null`, `must be integer or one of "a", "b"`. */
+/** `must be "a"`, `must be one of "a", "b"`, `must be string or null`, `must be integer or one of 1, 2`. */
 function allowedFound(field: string, depth: number, allowed: Allowed): Found {
   const values = allowed.values.filter(
     (value, index) => allowed.values.findIndex((other) => shownValue(other) === shownValue(value)) === index,
