@@ -146,3 +146,104 @@ describe('POST /notify/batch', () => {
     expect((await batch(app, [{ userId: 'carol', payload: {} }])).statusCode).toBe(429);
   });
 });
+
+describe('POST /notify/batch over HTTP: every problem of an item rejects that item alone', () => {
+  /** Sends `body` as it is (JSON text: lone surrogates and `__proto__` keys survive) to a listening gateway. */
+  async function post(target: FastifyInstance, body: string) {
+    const address = target.server.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    const response = await fetch(`http://127.0.0.1:${port}/notify/batch`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body,
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  }
+  const item = (userId: string, payload = '{}') => `{"userId":"${userId}","payload":${payload}}`;
+  const nested = (levels: number) => `${'['.repeat(levels)}${']'.repeat(levels)}`;
+
+  it('an item that is no object, or that fails the checks of every body, is rejected alone with its own error', async () => {
+    app = await buildTestApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const items: [string, string | undefined][] = [
+      [item('ok-1'), undefined],
+      ['null', 'body.notifications.1'],
+      ['"x"', 'body.notifications.2'],
+      ['5', 'body.notifications.3'],
+      ['[]', 'body.notifications.4'],
+      [item('u', '{"s":"\\ud800"}'), 'body.notifications.5.payload.s'],
+      [item('u', '{"__proto__":{"polluted":true}}'), 'body.notifications.6.payload.__proto__'],
+      [
+        item('u', '{"constructor":{"prototype":{"polluted":true}}}'),
+        'body.notifications.7.payload.constructor.prototype',
+      ],
+      [item('u', '{"n":1e400}'), 'body.notifications.8.payload.n'],
+      [item('u', '{"n":9007199254740993}'), 'body.notifications.9.payload.n'],
+      [`{"__proto__":{"polluted":true},"userId":"u","payload":{}}`, 'body.notifications.10.__proto__'],
+      [item('u', `{"a":${nested(70)}}`), 'body.notifications.11.payload.a'],
+      // Deep enough to overflow any recursive walk of it: it must never reach one.
+      [item('u', `{"a":${nested(20_000)}}`), 'body.notifications.12.payload.a'],
+      [item('ok-2'), undefined],
+    ];
+    const response = await post(app, `{"notifications":[${items.map(([text]) => text).join(',')}]}`);
+    expect(response.status, JSON.stringify(response.body).slice(0, 500)).toBe(202);
+    expect(response.body).toMatchObject({ accepted: 2, rejected: items.length - 2 });
+    const results = response.body.results as {
+      index: number;
+      status: string;
+      code?: string;
+      error?: string;
+      details?: { field: string; message: string }[];
+    }[];
+    expect(results.map((result) => result.index)).toEqual(items.map((_, index) => index));
+    items.forEach(([, field], index) => {
+      const result = results[index];
+      if (field === undefined) {
+        expect(result?.status, `item ${index}`).toBe('queued');
+        return;
+      }
+      expect(result, `item ${index}`).toMatchObject({ status: 'rejected', code: 'HERALD_ERR_VALIDATION' });
+      const detail = result?.details?.[0];
+      expect(detail?.field.startsWith(field), `item ${index}: ${detail?.field}`).toBe(true);
+      expect(result?.error).toBe(`Invalid notification: ${detail?.field} ${detail?.message}`);
+    });
+    expect(results[1]?.details).toEqual([{ field: 'body.notifications.1', message: 'must be object' }]);
+    expect(results[6]?.details).toEqual([
+      { field: 'body.notifications.6.payload.__proto__', message: 'is not an accepted key' },
+    ]);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    const jobs = await everyPartition(app).getJobs();
+    expect(jobs.map((job) => job.data.userId).sort()).toEqual(['ok-1', 'ok-2']);
+  });
+
+  it('a batch of only such items is a 400 naming each; problems outside the items are still the whole body’s', async () => {
+    app = await buildTestApp();
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const none = await post(app, `{"notifications":[null,${item('u', '{"s":"\\udc00"}')}]}`);
+    expect(none.status).toBe(400);
+    expect((none.body.details as { field: string }[]).map((detail) => detail.field)).toEqual([
+      'body.notifications.0',
+      'body.notifications.1.payload.s',
+    ]);
+    for (const [body, field] of [
+      [`{"notifications":[${item('u')}],"x":"\\ud800"}`, 'body.x'],
+      [`{"__proto__":{"polluted":true},"notifications":[${item('u')}]}`, 'body.__proto__'],
+      [`{"notifications":"x"}`, 'body.notifications'],
+      [`{"notifications":[]}`, 'body.notifications'],
+      [
+        `{"notifications":[${Array.from({ length: 101 }, () => item('u', '{"__proto__":1}')).join(',')}]}`,
+        'body.notifications',
+      ],
+      [`{"notifications":[${item('u')}]`, 'body'],
+      [`[${item('u')}]`, 'body'],
+    ] as const) {
+      const response = await post(app, body);
+      expect(response.status, body.slice(0, 80)).toBe(400);
+      expect(response.body.code).toBe('HERALD_ERR_VALIDATION');
+      const first = (response.body.details as { field: string }[])[0]?.field ?? '';
+      expect(first.startsWith(field), `${body.slice(0, 80)}: ${first}`).toBe(true);
+    }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(await everyPartition(app).count()).toBe(0);
+  });
+});

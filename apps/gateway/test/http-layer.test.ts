@@ -61,6 +61,97 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
   });
 });
 
+describe("requests Node refuses itself before Fastify sees them have Herald's shape", () => {
+  const tokenBody = '{"userId":"u"}';
+  const tokenHead = (headers: string) =>
+    `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: ${tokenBody.length}\r\n${headers}\r\n`;
+
+  it('an HTTP/1.1 request without Host is a 400 naming the header, before authentication; the connection is closed', async () => {
+    for (const bytes of [
+      'GET /healthz HTTP/1.1\r\n\r\n',
+      `POST /notify HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+    ]) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status, bytes).toBe(400);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expect(answer.headers.connection).toBe('close');
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error).toMatch(/Host header/);
+    }
+  });
+
+  it('a Host header with an empty value, and HTTP/1.0 without Host, are served (as HTTP allows)', async () => {
+    expect((await exchange(port, 'GET /healthz HTTP/1.1\r\nHost:\r\n\r\n')).answer.status).toBe(200);
+    expect((await exchange(port, 'GET /healthz HTTP/1.0\r\n\r\n')).answer.status).toBe(200);
+  });
+
+  it('an Expect other than 100-continue is a 417 naming the value', async () => {
+    for (const expectation of ['bogus', '']) {
+      const { answer } = await exchange(port, `${tokenHead(`Expect: ${expectation}\r\n`)}${tokenBody}`);
+      expect(answer.status, expectation).toBe(417);
+      expect(answer.headers['content-type']).toMatch(/^application\/json/);
+      expectHeraldError(answer.body, 'HERALD_ERR_EXPECTATION_FAILED');
+      expect(JSON.parse(answer.body).error).toContain(`"${expectation}"`);
+    }
+    // Before authentication, on any path.
+    for (const path of ['/notify', '/nowhere']) {
+      const { answer } = await exchange(
+        port,
+        `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: bogus\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`,
+      );
+      expect(answer.status, path).toBe(417);
+      expectHeraldError(answer.body, 'HERALD_ERR_EXPECTATION_FAILED');
+    }
+  });
+
+  it('Expect: 100-continue still gets 100 Continue, then the answer to the body', async () => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(tokenHead('Expect: 100-continue\r\nConnection: close\r\n'));
+    await waitFor(() => Buffer.concat(received).toString().startsWith('HTTP/1.1 100 Continue\r\n\r\n'), {
+      what: '100 Continue',
+    });
+    // Not half-closed: Node's server would end the connection before answering (Connection: close ends it).
+    socket.write(tokenBody);
+    await closed;
+    const answer = parseAnswer(
+      Buffer.concat(received).toString().slice('HTTP/1.1 100 Continue\r\n\r\n'.length),
+    );
+    expect(answer?.status).toBe(200);
+    expect(JSON.parse(answer?.body ?? '{}')).toHaveProperty('token');
+  });
+
+  it('CONNECT is a 405 in JSON with Allow (the gateway is no proxy), and the connection is closed', async () => {
+    const tunnel = await exchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    expect(tunnel.answer.status).toBe(405);
+    expect(tunnel.answer.headers['content-type']).toMatch(/^application\/json/);
+    expect(tunnel.answer.headers.connection).toBe('close');
+    expect(tunnel.answer.headers).toHaveProperty('allow', '');
+    expectHeraldError(tunnel.answer.body, 'HERALD_ERR_METHOD_NOT_ALLOWED');
+    expect(JSON.parse(tunnel.answer.body).error).toMatch(/CONNECT/);
+    // A CONNECT to a path of the gateway lists that path's methods, as every other 405 does.
+    const path = await exchange(port, 'CONNECT /notify HTTP/1.1\r\nHost: x\r\n\r\n');
+    expect(path.answer.status).toBe(405);
+    expect(path.answer.headers.allow).toBe('POST');
+    expectHeraldError(path.answer.body, 'HERALD_ERR_METHOD_NOT_ALLOWED');
+    // HTTP/1.0 too, and the gateway still serves afterwards.
+    expect((await exchange(port, 'CONNECT example.com:443 HTTP/1.0\r\n\r\n')).answer.status).toBe(405);
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+
+  it('an Upgrade the gateway does not speak is ignored: the request is served as plain HTTP', async () => {
+    const { answer } = await exchange(
+      port,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n',
+    );
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body)).toEqual({ status: 'ok' });
+  });
+});
+
 describe('routing errors', () => {
   it('a method a path does not serve is a 405 with Allow, in JSON', async () => {
     for (const method of ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'GET']) {
@@ -145,6 +236,61 @@ describe('bodies', () => {
     const response = await post('{"userId":"u"}', headers);
     expect(response.status).toBe(status);
     expectHeraldError(await response.text(), code);
+  });
+
+  it('a route that takes no body accepts an empty one with any Content-Type, as it does one without', async () => {
+    const send = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+      fetch(`${base}${path}`, {
+        method,
+        headers: { ...auth, ...headers },
+        ...(body === undefined ? {} : { body }),
+      });
+    for (const [method, path] of [
+      ['DELETE', '/topics/orders/subscribers/alice'],
+      ['DELETE', '/webhook'],
+      ['POST', '/webhook/rotate-secret'],
+      ['DELETE', `/notifications/${randomUUID()}`],
+      ['DELETE', '/notify'],
+      ['PUT', '/nowhere'],
+    ] as const) {
+      const bare = await send(method, path);
+      const expected = { status: bare.status, body: await bare.json() };
+      for (const [headers, body] of [
+        [{ 'content-type': 'application/json' }, undefined],
+        [{ 'content-type': 'application/json; charset=utf-8' }, ''],
+        [{ 'content-type': 'application/json' }, ' \r\n'],
+        // What fetch and others send with an empty string body.
+        [{ 'content-type': 'text/plain;charset=UTF-8' }, ''],
+      ] as const) {
+        const response = await send(method, path, headers, body);
+        const what = `${method} ${path} ${JSON.stringify(headers)} ${JSON.stringify(body)}`;
+        expect({ status: response.status, body: await response.json() }, what).toEqual(expected);
+      }
+    }
+    const subscribe = await send('PUT', '/topics/orders/subscribers/bob', {
+      'content-type': 'application/json',
+    });
+    expect(subscribe.status).toBe(200);
+    expect(await subscribe.json()).toMatchObject({ topic: 'orders', changed: 1 });
+  });
+
+  it('a route that needs a body answers a 400 saying it is empty, with or without a Content-Type', async () => {
+    for (const headers of [{ 'content-type': 'application/json' }, {}]) {
+      for (const [method, path] of [
+        ['POST', '/tokens'],
+        ['DELETE', '/topics/orders/subscribers'],
+        ['POST', '/users/alice/notifications/read'],
+      ] as const) {
+        const response = await fetch(`${base}${path}`, { method, headers: { ...auth, ...headers } });
+        const what = `${method} ${path} ${JSON.stringify(headers)}`;
+        expect(response.status, what).toBe(400);
+        expect(await response.json(), what).toEqual({
+          error: 'Invalid request: body is empty: send a JSON object',
+          code: 'HERALD_ERR_VALIDATION',
+          details: [{ field: 'body', message: 'is empty: send a JSON object' }],
+        });
+      }
+    }
   });
 
   it('JSON in UTF-8 with a BOM or an odd but UTF-8 charset is accepted; invalid UTF-8 is a 400', async () => {

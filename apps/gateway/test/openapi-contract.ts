@@ -19,6 +19,16 @@ const UNROUTED: Record<number, string> = {
   404: 'NotFound',
   405: 'MethodNotAllowed',
   414: 'UriTooLong',
+  417: 'ExpectationFailed',
+};
+
+/**
+ * Answers the HTTP layer gives on any path before the route runs, though the route is known (no `Host`,
+ * an unmet `Expect`): documented once in `components.responses`, recognised by their code.
+ */
+const ANY_PATH: Record<number, { name: string; code: string }> = {
+  400: { name: 'BadRequest', code: 'HERALD_ERR_BAD_REQUEST' },
+  417: { name: 'ExpectationFailed', code: 'HERALD_ERR_EXPECTATION_FAILED' },
 };
 
 const problemsOf = new WeakMap<FastifyInstance, string[]>();
@@ -63,6 +73,11 @@ export function checkAgainstOpenApi(app: FastifyInstance): void {
       response = resolve(
         responses[String(status)] ?? responses[`${String(status)[0]}XX`] ?? responses.default,
       );
+      const anyPath = ANY_PATH[status];
+      if (response === undefined && anyPath !== undefined && typeof payload === 'string') {
+        const code = (JSON.parse(payload) as { code?: unknown }).code;
+        if (code === anyPath.code) response = document.components?.responses?.[anyPath.name];
+      }
       if (response === undefined) {
         problems.push(`${where}: status not documented`);
         return;

@@ -1,9 +1,17 @@
 import { PRIORITY_MAX } from '@herald/protocol';
 import { PRIORITY_LIMIT } from 'bullmq';
-import { describe, expect, it } from 'vitest';
+import Type from 'typebox';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { compileBodySchema, issueDetails } from '../src/plugins/app/validation.js';
 import { auth, everyPartition, postRaw, testAppForFile } from './helpers.js';
 
 const app = await testAppForFile({ HERALD_RATE_LIMIT_BURST: '1000', HERALD_SENDER_RATE_LIMIT_BURST: '1000' });
+let base: string;
+beforeAll(async () => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const address = app.server.address();
+  base = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+});
 
 const post = (payload: unknown, headers: Record<string, string> = auth) =>
   app.inject({ method: 'POST', url: '/notify', headers, payload: payload as object });
@@ -156,5 +164,111 @@ describe('operations', () => {
     const docs = await app.inject({ method: 'GET', url: '/docs/' });
     expect(docs.statusCode).toBe(200);
     expect(docs.body).toContain('swagger');
+  });
+});
+
+describe('validation messages say what is allowed, and which form of a union body was meant', () => {
+  const send = async (method: string, path: string, body: unknown) => {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return {
+      status: response.status,
+      body: (await response.json()) as { error: string; details: unknown[] },
+    };
+  };
+
+  it('a value outside a union of constants is named once, with the values allowed', async () => {
+    const events = await send('PUT', '/webhook', {
+      url: 'https://example.com/h',
+      events: ['notification.read', 'notification.nope'],
+    });
+    expect(events.status).toBe(400);
+    const allowed =
+      'must be one of "notification.delivered", "notification.read", "notification.failed", "notification.expired"';
+    expect(events.body).toMatchObject({
+      error: `Invalid request: body.events.1 ${allowed}`,
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.events.1', message: allowed }],
+    });
+    expect(events.body.details).toHaveLength(1);
+    // A single constant says which.
+    const broadcast = await send('POST', '/notify', { broadcast: false, payload: {} });
+    expect(broadcast.status).toBe(400);
+    expect(broadcast.body.error).toBe('Invalid request: body.broadcast must be true');
+  });
+
+  it.each([
+    [{ all: true, upTo: 'bad' }, 'body.upTo must match pattern "^\\d+-\\d+$"'],
+    [{ all: false }, 'body.all must be true'],
+    [{ all: true, x: 1 }, 'body.x is not an accepted field'],
+    [{ upTo: '1-1' }, 'body.all is required'],
+    [{ ids: [] }, 'body.ids must NOT have fewer than 1 items'],
+    [{ ids: 'a' }, 'body.ids must be array'],
+    [{ ids: [''] }, 'body.ids.0 must NOT have fewer than 1 characters'],
+    [[], 'body must be object'],
+    // Nothing of either form: both are named.
+    [{}, 'body matches none of its accepted forms: body.ids is required; or body.all is required'],
+    [{ x: 1 }, 'body matches none of its accepted forms: body.ids is required; or body.all is required'],
+    // Both forms' keys: `all: true` matched its constant, so the form meant is `{ all, upTo? }`.
+    [{ ids: ['a'], all: true }, 'body.ids is not an accepted field'],
+  ])(
+    'POST /users/:userId/notifications/read %j: the headline is the problem of the form that was meant',
+    async (body, headline) => {
+      const response = await send('POST', '/users/alice/notifications/read', body);
+      expect(response.status).toBe(400);
+      expect(response.body.error).toBe(`Invalid request: ${headline}`);
+      expect(JSON.stringify(response.body.details)).not.toContain('must match a schema in anyOf');
+    },
+  );
+
+  it('the details of a union body are those of the form that was meant', async () => {
+    const response = await send('POST', '/users/alice/notifications/read', { all: true, upTo: 'bad' });
+    expect(response.body.details).toEqual([
+      { field: 'body.upTo', message: 'must match pattern "^\\d+-\\d+$"' },
+    ]);
+  });
+
+  it('a body that needs at least one of its fields names them', async () => {
+    const response = await send('PUT', '/users/alice/preferences/mutes', {});
+    expect(response.status).toBe(400);
+    expect(response.body.error).toBe(
+      'Invalid request: body must have at least 1 of its fields topics, types',
+    );
+  });
+
+  it('any union of constants or enum, nested or beside null, and any enum, lists the values allowed', () => {
+    const validate = compileBodySchema(
+      Type.Object({
+        level: Type.Union([Type.Literal('low'), Type.Union([Type.Literal('mid'), Type.Literal('high')])]),
+        color: Type.Optional(Type.Unsafe<string>({ enum: ['red', 'green'] })),
+        size: Type.Optional(Type.Union([Type.Literal(1), Type.Literal(2), Type.Null()])),
+        label: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+        tags: Type.Optional(
+          Type.Array(Type.Union([Type.Literal('a'), Type.Unsafe<string>({ enum: ['b', 'c'] })])),
+        ),
+      }),
+    );
+    const problem = (value: unknown) => {
+      expect(validate(value)).toBe(false);
+      return issueDetails('body', validate.errors ?? []);
+    };
+    expect(problem({ level: 'none' })).toEqual([
+      { field: 'body.level', message: 'must be one of "low", "mid", "high"' },
+    ]);
+    expect(problem({ level: 'low', color: 'blue' })).toEqual([
+      { field: 'body.color', message: 'must be one of "red", "green"' },
+    ]);
+    expect(problem({ level: 'low', size: 3 })).toEqual([
+      { field: 'body.size', message: 'must be one of 1, 2, null' },
+    ]);
+    expect(problem({ level: 'low', label: 5 })).toEqual([
+      { field: 'body.label', message: 'must be string or null' },
+    ]);
+    expect(problem({ level: 'low', tags: ['a', 'd'] })).toEqual([
+      { field: 'body.tags.1', message: 'must be one of "a", "b", "c"' },
+    ]);
   });
 });

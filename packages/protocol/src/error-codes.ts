@@ -105,6 +105,11 @@ export const ERRORS = {
     status: 415,
     message: 'Send JSON in UTF-8, uncompressed, with "Content-Type: application/json".',
   },
+  EXPECTATION_FAILED: {
+    code: 'HERALD_ERR_EXPECTATION_FAILED',
+    status: 417,
+    message: 'The gateway meets no `Expect` but `100-continue`: send the request without that header.',
+  },
   IDEMPOTENCY_MISMATCH: {
     code: 'HERALD_ERR_IDEMPOTENCY_MISMATCH',
     status: 422,

@@ -140,14 +140,12 @@ export type NotifyAccepted = Static<typeof NotifyAccepted>;
 export const BatchRequest = Type.Object(
   {
     notifications: Type.Array(
-      Type.Object(
-        {},
-        {
-          additionalProperties: true,
-          description:
-            'A notification, exactly as the body of POST /notify. Each item is validated on its own: an invalid one is rejected alone, in `results`.',
-        },
-      ),
+      // Any JSON value here: the gateway validates each item on its own (an object, as the body of
+      // POST /notify), so that anything else is rejected alone, in `results`, not with the whole batch.
+      Type.Unknown({
+        description:
+          'A notification: an object exactly as the body of POST /notify. Each item is validated on its own: an invalid one (not an object included) is rejected alone, in `results`.',
+      }),
       { minItems: 1, maxItems: BATCH_MAX_ITEMS },
     ),
   },

@@ -4,6 +4,7 @@ import { RateLimitedError } from '@herald/rate-limiter/fastify';
 import type { FastifyError, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
 import { ErrorCode, HttpError } from '../../errors.js';
+import { EMPTY_BODY } from './json-body.js';
 import { issueDetails } from './validation.js';
 
 /** Codes Fastify raises for bad input, mapped to ours. */
@@ -88,7 +89,11 @@ export default fp(
       }
       if (limiterAnswer(error, reply)) return;
       if (error.validation) {
-        const details = issueDetails(error.validationContext ?? 'body', error.validation);
+        // A route that needs a body, sent none (no Content-Type: the JSON parser never ran): say so.
+        const details =
+          error.validationContext === 'body' && request.body === undefined
+            ? [EMPTY_BODY]
+            : issueDetails(error.validationContext ?? 'body', error.validation);
         const first = details[0];
         void reply.code(400).send({
           error: first ? `Invalid request: ${first.field} ${first.message}` : 'Invalid request',

@@ -1,6 +1,7 @@
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type {
   FastifyError,
   FastifyHttpOptions,
@@ -10,7 +11,7 @@ import type {
 } from 'fastify';
 import fp from 'fastify-plugin';
 import FindMyWay from 'find-my-way';
-import { ErrorCode } from '../../errors.js';
+import { ErrorCode, HttpError } from '../../errors.js';
 
 /**
  * How long a request may take to arrive, headers and body together. Bodies are at most 64 KB, so 10 s
@@ -36,6 +37,15 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as 
 
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
+
+/** A whole HTTP answer carrying `body` (Herald's error JSON) and closing the connection, as bytes. */
+function closingAnswer(status: number, body: string, headers = ''): string {
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${headers}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+}
+
+/** A header value as an error message quotes it: JSON-escaped, long ones cut. */
+const quoted = (value: string): string =>
+  JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
 
 /**
  * Errors Node's HTTP parser raises before any route runs (malformed request line or headers, bad
@@ -66,11 +76,7 @@ function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException,
     );
   }
   this.log.debug({ err: error }, 'client error');
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+  if (socket.writable) socket.write(closingAnswer(status, body));
   socket.destroy(error);
 }
 
@@ -98,7 +104,9 @@ export const httpServerOptions = {
   keepAliveTimeout: KEEP_ALIVE_TIMEOUT_MS,
   // Node checks request and headers timeouts every `connectionsCheckingInterval` (30 s by default,
   // which would let a slow client hold a connection for up to 40 s): every second instead.
-  http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: 1000 },
+  // Node answers an HTTP/1.1 request without Host itself, with an empty 400: the app hook below answers
+  // it in Herald's shape instead.
+  http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: 1000, requireHostHeader: false },
   routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
   clientErrorHandler,
   frameworkErrors,
@@ -110,8 +118,14 @@ export const httpServerOptions = {
  *   precheck in `preParsing`) whose body is chunked or declared over the body limit gets
  *   `Connection: close`, so Node closes the connection after the answer instead of reading an
  *   unbounded body to reuse it;
- * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON.
- * Register before every other plugin that declares routes (it learns them from `onRoute`).
+ * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON;
+ * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
+ *   a word, is answered in Herald's shape: an HTTP/1.1 request without `Host` (400, connection closed;
+ *   RFC 9112 §3.2), an `Expect` other than `100-continue` (417; `100-continue` still gets its
+ *   `100 Continue` from Node), and `CONNECT` (405: the gateway is no proxy; connection closed). An
+ *   `Upgrade` needs no answer: with no `upgrade` listener Node serves the request as plain HTTP.
+ * Register before every other plugin that declares routes (it learns them from `onRoute`) or answers in
+ * `onRequest` (its `onRequest` hook must run first).
  */
 export default fp(
   async (app: FastifyInstance) => {
@@ -125,6 +139,55 @@ export default fp(
         seen.add(id);
         known.on(method as (typeof METHODS)[number], route.url, () => {});
       }
+    });
+    const allowedOn = (path: string) => METHODS.filter((method) => known.find(method, path) !== null);
+
+    // Node answers an `Expect` other than 100-continue with an empty 417 unless this event has a
+    // listener: the request goes to Fastify as any other, marked, and the hook below answers it.
+    const unmetExpectations = new WeakSet<IncomingMessage>();
+    app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
+      unmetExpectations.add(request);
+      app.server.emit('request', request, response);
+    });
+    app.addHook('onRequest', (request, _reply, done) => {
+      const raw = request.raw;
+      if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
+        done(
+          new HttpError(
+            ErrorCode.BAD_REQUEST,
+            'An HTTP/1.1 request needs a Host header: send "Host: <the gateway\'s host[:port]>".',
+            { headers: { Connection: 'close' } },
+          ),
+        );
+        return;
+      }
+      if (unmetExpectations.has(raw)) {
+        done(
+          new HttpError(
+            ErrorCode.EXPECTATION_FAILED,
+            `Unsupported Expect ${quoted(String(raw.headers.expect))}: the gateway meets only "100-continue"; send the request without this header.`,
+          ),
+        );
+        return;
+      }
+      done();
+    });
+
+    // Node closes a CONNECT's connection without a word unless this event has a listener. The socket is
+    // the client's raw connection now, out of Node's HTTP handling: answer on it and close it.
+    app.server.on('connect', (request: IncomingMessage, socket: Duplex) => {
+      socket.on('error', () => {});
+      const target = request.url ?? '';
+      const path = target.startsWith('/') ? (target.split('?')[0] ?? '/') : undefined;
+      const allowed = path === undefined ? [] : allowedOn(path);
+      const body = errorJson(
+        allowed.length > 0
+          ? `CONNECT is not allowed on ${path}: use ${allowed.join(' or ')}.`
+          : `CONNECT ${quoted(target)} is not supported: the gateway is not a proxy; send requests to its own paths (e.g. POST /notify).`,
+        ErrorCode.METHOD_NOT_ALLOWED,
+      );
+      app.log.debug({ method: 'CONNECT', url: target }, 'CONNECT refused');
+      socket.end(closingAnswer(405, body, `Allow: ${allowed.join(', ')}\r\n`), () => socket.destroy());
     });
 
     const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
@@ -142,7 +205,7 @@ export default fp(
 
     app.setNotFoundHandler((request, reply) => {
       const path = request.url.split('?')[0] ?? '/';
-      const allowed = METHODS.filter((method) => known.find(method, path) !== null);
+      const allowed = allowedOn(path);
       if (allowed.length > 0) {
         void reply
           .code(405)

@@ -10,6 +10,31 @@ export interface JsonProblem {
   message: string;
 }
 
+/**
+ * A body whose array `field` holds items checked one by one (`POST /notify/batch`'s `notifications`):
+ * an item with a problem of {@link jsonProblem} is rejected alone, as long as the array has 1 to
+ * `maxItems` items (else the body is checked whole, as any other).
+ */
+export interface JsonItems {
+  field: string;
+  maxItems: number;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The body's items checked one by one by the JSON parser (see {@link checkBody}). */
+    jsonItems?: JsonItems;
+  }
+}
+
+/**
+ * What stands in the body for an item set aside by {@link checkBody}: its problem, and nothing of the
+ * item, so that no later step (validation, idempotency fingerprint, enqueue) ever walks or merges it.
+ */
+export class RefusedItem {
+  constructor(readonly problem: JsonProblem) {}
+}
+
 /** A key as it appears in a field name: long keys are cut, so that an error stays readable. */
 const NUMBER_RANGE = `must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER} (larger ones are not carried exactly: send them as strings)`;
 
@@ -20,17 +45,23 @@ const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}�
 
 /**
  * The first problem of `value` (in document order) that would hurt a notification on its way to the
- * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level 1
- * when it is one), a number beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity),
- * a string or key that is not well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
+ * browser, or undefined: objects and arrays nested deeper than `maxDepth` (`value` itself is level
+ * `level + 1` when it is one: `level` is how deep it sits in the body it was read from), a number
+ * beyond ±(2^53 - 1) (not carried exactly; `1e400` parses to Infinity), a string or key that is not
+ * well-formed Unicode (a lone surrogate cannot be sent as UTF-8), and the
  * prototype keys `__proto__` and `constructor.prototype`. Iterative: any depth costs no stack. It runs
  * on every request body, so it allocates no object or string per value: the stack is three parallel
  * arrays, and a value's field name (`body.payload.a.0`) is spelled out only for the one with a problem,
  * from the path of keys kept beside the stack.
  */
-export function jsonProblem(value: unknown, root: string, maxDepth: number): JsonProblem | undefined {
+export function jsonProblem(
+  value: unknown,
+  root: string,
+  maxDepth: number,
+  level = 0,
+): JsonProblem | undefined {
   const values: unknown[] = [value];
-  const depths: number[] = [0];
+  const depths: number[] = [level];
   /** Per stack entry, its node in the path tree (-1: the root). */
   const nodes: number[] = [-1];
   /** The path tree: node i is key `keys[i]` of node `parents[i]`. */
@@ -94,6 +125,37 @@ export function jsonProblem(value: unknown, root: string, maxDepth: number): Jso
   return undefined;
 }
 
+/**
+ * {@link jsonProblem} of a request body (`body`, at most {@link BODY_MAX_DEPTH} levels deep), with
+ * `items` checked one by one when the body has them: the problem of the body outside its items, or
+ * undefined; each item with a problem is replaced in its array by a {@link RefusedItem} naming it.
+ */
+export function checkBody(value: unknown, items: JsonItems | undefined): JsonProblem | undefined {
+  const record = value as Record<string, unknown>;
+  const list =
+    items !== undefined &&
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.hasOwn(record, items.field)
+      ? record[items.field]
+      : undefined;
+  if (items === undefined || !Array.isArray(list) || list.length === 0 || list.length > items.maxItems) {
+    return jsonProblem(value, 'body', BODY_MAX_DEPTH);
+  }
+  // The body without its items (rest properties define each key as its own: a `__proto__` one stays a
+  // plain key, checked as such).
+  const { [items.field]: _items, ...rest } = record;
+  const problem = jsonProblem(rest, 'body', BODY_MAX_DEPTH);
+  if (problem) return problem;
+  for (let index = 0; index < list.length; index++) {
+    // Each item sits 2 levels down: body (0) > array (1) > item (2).
+    const itemProblem = jsonProblem(list[index], `body.${items.field}.${index}`, BODY_MAX_DEPTH, 2);
+    if (itemProblem) list[index] = new RefusedItem(itemProblem);
+  }
+  return undefined;
+}
+
 /** A 400 naming `problem`'s field. */
 export function invalid(problem: JsonProblem): HttpError {
   return new HttpError(ErrorCode.VALIDATION, `Invalid request: ${problem.field} ${problem.message}`, {
@@ -103,12 +165,25 @@ export function invalid(problem: JsonProblem): HttpError {
 
 const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)"?/i;
 
+/** What is wrong with an empty body on a route that needs one (the parser's and the error handler's). */
+export const EMPTY_BODY: JsonProblem = { field: 'body', message: 'is empty: send a JSON object' };
+
+/**
+ * Whether `request`'s route reads no body (no body schema; the not-found handler neither): an empty body
+ * sent to it with a Content-Type is no body, as many HTTP clients send `Content-Type: application/json`
+ * on every request, DELETE included.
+ */
+const takesNoBody = (request: FastifyRequest): boolean => request.routeOptions.schema?.body === undefined;
+
 /**
  * Replaces Fastify's JSON parser with one that says exactly what is wrong, as a 400 naming the field:
  * the body must be UTF-8 (a `charset` parameter other than `utf-8` is a 415; a leading BOM is
  * ignored, as RFC 8259 allows), valid JSON, at most {@link BODY_MAX_DEPTH} levels deep, with finite
- * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}). A `Content-Encoding`
- * other than `identity` is a 415: the gateway does not decompress bodies.
+ * numbers, well-formed strings and no prototype keys (see {@link jsonProblem}); on a route with
+ * `config.jsonItems`, an item with such a problem is set aside alone (see {@link checkBody}). A
+ * `Content-Encoding` other than `identity` is a 415: the gateway does not decompress bodies. An empty
+ * body (or only whitespace) is a 400 on a route that needs a body, and no body at all on one that takes
+ * none, whatever its Content-Type.
  */
 export default fp(
   async (app: FastifyInstance) => {
@@ -138,16 +213,13 @@ export default fp(
       try {
         value = JSON.parse(text);
       } catch (error) {
-        done(
-          invalid(
-            text.trim() === ''
-              ? { field: 'body', message: 'is empty: send a JSON object' }
-              : { field: 'body', message: `is not valid JSON (${(error as Error).message})` },
-          ),
-        );
+        if (text.trim() !== '') {
+          done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+        } else if (takesNoBody(request)) done(null, undefined);
+        else done(invalid(EMPTY_BODY));
         return;
       }
-      const problem = jsonProblem(value, 'body', BODY_MAX_DEPTH);
+      const problem = checkBody(value, request.routeOptions.config?.jsonItems);
       done(problem ? invalid(problem) : null, value);
     });
 
@@ -155,7 +227,16 @@ export default fp(
     // body that is not JSON is a 415 instead.
     app.removeContentTypeParser('text/plain');
     app.addContentTypeParser('*', (request, _payload, done) => {
-      const type = request.headers['content-type'];
+      const {
+        'content-type': type,
+        'content-length': length,
+        'transfer-encoding': chunked,
+      } = request.headers;
+      // An empty body declared as such (`fetch` sends `text/plain` with an empty string body).
+      if ((length === '0' || (length === undefined && chunked === undefined)) && takesNoBody(request)) {
+        done(null, undefined);
+        return;
+      }
       done(
         new HttpError(
           ErrorCode.UNSUPPORTED_MEDIA_TYPE,

@@ -73,13 +73,14 @@ const error = (description: string, headers: string[] = []): Response => ({
 /** Answers any path may get, before or without a route: in `components.responses`. */
 const COMMON_RESPONSES: Record<string, Response> = {
   BadRequest: error(
-    `Malformed HTTP (request line, headers, chunked encoding) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
+    `Malformed HTTP (request line, headers, chunked encoding, an HTTP/1.1 request without \`Host\`) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
   ),
   NotFound: error(`No route for this path: \`${ErrorCode.NOT_FOUND}\`.`),
   MethodNotAllowed: error(
-    `The path exists with other methods (\`Allow\`): \`${ErrorCode.METHOD_NOT_ALLOWED}\`.`,
+    `The path exists with other methods (\`Allow\`), or \`CONNECT\` (the gateway is no proxy): \`${ErrorCode.METHOD_NOT_ALLOWED}\`.`,
     ['Allow'],
   ),
+  ExpectationFailed: error(`An \`Expect\` other than \`100-continue\`: \`${ErrorCode.EXPECTATION_FAILED}\`.`),
   RequestTimeout: error(
     `Headers not received within ${HEADERS_TIMEOUT_MS / 1000} s, or the whole request within ${REQUEST_TIMEOUT_MS / 1000} s: \`${ErrorCode.REQUEST_TIMEOUT}\`; the connection is closed.`,
   ),
@@ -196,7 +197,7 @@ export default fp(
           description: [
             'Send real-time notifications: authenticated, rate-limited, durably queued.',
             '',
-            'Every error is JSON `{ "error", "code", "details"? }`. Before any route runs, any path may also answer: 400 (malformed HTTP), 404 (no route), 405 (another method, with `Allow`), 408 (too slow), 414 (path parameter too long), 431 (headers too large): see `components.responses`.',
+            'Every error is JSON `{ "error", "code", "details"? }`. Before any route runs, any path may also answer: 400 (malformed HTTP, no `Host`), 404 (no route), 405 (another method, with `Allow`), 408 (too slow), 414 (path parameter too long), 417 (an `Expect` other than `100-continue`), 431 (headers too large): see `components.responses`.',
           ].join('\n'),
         },
         components: {

@@ -8,7 +8,7 @@ import {
 import type { FastifyRequest } from 'fastify';
 import type { Static } from 'typebox';
 import { ErrorCode, HttpError } from '../../errors.js';
-import { jsonProblem } from '../../plugins/app/json-body.js';
+import { jsonProblem, RefusedItem } from '../../plugins/app/json-body.js';
 import { compileBodySchema, issueDetails } from '../../plugins/app/validation.js';
 import { escalationRefusal } from './escalation.js';
 
@@ -66,9 +66,13 @@ export function checkPayload(request: FastifyRequest): void {
 
 const validateItem = compileBodySchema<NotifyItem>(NotifyRequest);
 
+/** The route option that has the JSON parser check each item of a batch on its own (see `checkBody`). */
+export const BATCH_ITEMS = { field: 'notifications', maxItems: BATCH_MAX_ITEMS };
+
 /**
  * `preValidation` of `POST /notify/batch`: validates every item on its own, as `POST /notify` would, so
- * one bad item is rejected alone; a batch with no valid item is a 400 naming each item's problem.
+ * one bad item is rejected alone (one the JSON parser set aside, too: a lone surrogate, a prototype
+ * key, a number out of range, too deep); a batch with no valid item is a 400 naming each item's problem.
  */
 export async function sortBatch(request: FastifyRequest): Promise<void> {
   const items = (request.body as { notifications?: unknown } | null)?.notifications;
@@ -77,6 +81,17 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
   const sorted: SortedBatch = { valid: [], rejected: [] };
   items.forEach((item: unknown, index) => {
     const root = `body.notifications.${index}`;
+    if (item instanceof RefusedItem) {
+      const { problem } = item;
+      sorted.rejected.push({
+        index,
+        status: 'rejected',
+        code: ErrorCode.VALIDATION,
+        error: `Invalid notification: ${problem.field} ${problem.message}`,
+        details: [problem],
+      });
+      return;
+    }
     if (!validateItem(item)) {
       const details = issueDetails(root, validateItem.errors ?? []);
       const first = details[0];

@@ -11,7 +11,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import Type from 'typebox';
 import { IDEMPOTENCY_KEY_MAX_LENGTH } from '../../idempotency.js';
 import { isFanoutSend } from '../../plugins/app/limits.js';
-import { checkPayload, type NotifyItem, sortBatch, sortedBatch, validItems } from './batch.js';
+import { BATCH_ITEMS, checkPayload, type NotifyItem, sortBatch, sortedBatch, validItems } from './batch.js';
 import { checkEscalation } from './escalation.js';
 import { checkTarget } from './target.js';
 
@@ -98,7 +98,7 @@ const notifyRoutes: FastifyPluginAsyncTypebox = async (app) => {
       onRequest: [app.authenticate, app.notifications.refuseUndurable],
       preParsing: [app.notifications.track],
       preValidation: [app.idempotencyCheck, sortBatch],
-      config: { rateLimit: app.notifyRateLimit(validItems) },
+      config: { rateLimit: app.notifyRateLimit(validItems), jsonItems: BATCH_ITEMS },
       schema: {
         summary: 'Send up to 100 notifications at once',
         description:
