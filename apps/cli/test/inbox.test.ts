@@ -1,17 +1,16 @@
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
 import { Inbox } from '@herald/inbox';
-import { deleteMatching, keysMatching, queueConnection, randomId, testRedis, waitFor } from '@herald/testing';
+import { deleteMatching, keysMatching, randomId, testRedis, waitFor } from '@herald/testing';
 import { startWorker } from '@herald/worker';
 import { loadConfig as loadWorkerConfig } from '@herald/worker/operator';
-import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import type { Cluster, Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/inbox.js';
 import { run as keys } from '../src/keys.js';
-import { API_KEY, testEnv } from './helpers.js';
+import { API_KEY, dropQueue, testEnv } from './helpers.js';
 
 describe('herald inbox migrate: user by user, with --dry-run', () => {
   // The env's HERALD_API_KEYS key is tenant `default`'s: it reads the layout of before tenants.
@@ -30,12 +29,7 @@ describe('herald inbox migrate: user by user, with --dry-run', () => {
   });
   afterAll(async () => {
     await app.close();
-    const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
-      prefix: '{herald}',
-      connection: queueConnection(),
-    });
-    await queue.obliterate({ force: true });
-    await queue.close();
+    await dropQueue(env.HERALD_QUEUE_NAME as string);
     for (const keyPrefix of [prefix, env.HERALD_KEY_PREFIX, env.HERALD_RATE_LIMIT_PREFIX]) {
       await deleteMatching(redis, `${keyPrefix}*`);
     }

@@ -1,11 +1,9 @@
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
-import { queueConnection } from '@herald/testing';
-import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/limits.js';
-import { auth, testEnv } from './helpers.js';
+import { auth, dropQueue, testEnv } from './helpers.js';
 
 describe('herald limits peek|reset', () => {
   const env = testEnv({
@@ -18,12 +16,7 @@ describe('herald limits peek|reset', () => {
   });
   afterAll(async () => {
     await app.close();
-    const queue = new Queue(env.HERALD_QUEUE_NAME as string, {
-      prefix: '{herald}',
-      connection: queueConnection(),
-    });
-    await queue.obliterate({ force: true });
-    await queue.close();
+    await dropQueue(env.HERALD_QUEUE_NAME as string);
   });
 
   async function cli(args: string[]): Promise<{ code: number; out: string; err: string }> {

@@ -2,6 +2,13 @@ import type { FastifyInstance } from 'fastify';
 import { afterEach, describe, expect, it } from 'vitest';
 import { auth, buildTestApp, disposeTestApp, everyPartition } from './helpers.js';
 
+/** The 202 of POST /notify/batch. */
+interface BatchReply {
+  accepted: number;
+  rejected: number;
+  results: { index: number; status: string; id?: string; code?: string; details?: { field: string }[] }[];
+}
+
 let app: FastifyInstance | undefined;
 afterEach(async () => {
   if (app) await disposeTestApp(app);
@@ -51,11 +58,7 @@ describe('POST /notify/batch', () => {
       { userId: 'bad id', payload: {} },
     ]);
     expect(response.statusCode).toBe(202);
-    const body = response.json<{
-      accepted: number;
-      rejected: number;
-      results: { index: number; status: string; id?: string; code?: string; details?: { field: string }[] }[];
-    }>();
+    const body = response.json<BatchReply>();
     expect(body).toMatchObject({ accepted: 2, rejected: 3 });
     expect(body.results.map((result) => [result.index, result.status])).toEqual([
       [0, 'queued'],
@@ -88,11 +91,7 @@ describe('POST /notify/batch', () => {
       { userId: 'plain', payload: {} },
     ]);
     expect(response.statusCode).toBe(202);
-    const body = response.json<{
-      accepted: number;
-      rejected: number;
-      results: { index: number; status: string; id?: string; code?: string; details?: { field: string }[] }[];
-    }>();
+    const body = response.json<BatchReply>();
     expect(body).toMatchObject({ accepted: 2, rejected: 1 });
     expect(body.results[1]).toMatchObject({
       status: 'rejected',
