@@ -12,6 +12,7 @@ import {
 import { RateLimiter } from '@herald/rate-limiter';
 import {
   type AppProcess,
+  deleteMatching,
   liveRedis,
   queueConnection,
   randomId,
@@ -98,6 +99,9 @@ describe('fan-out (topic sends and broadcasts)', () => {
       await queue.obliterate({ force: true });
       await queue.close();
     }
+    // ~100,000 keys of its topics' recipients: the shared Redis must not keep them after every run.
+    await deleteMatching(redis, `${config.inbox.prefix}*`);
+    await deleteMatching(redis, `${senderPrefix}*`);
     redis.disconnect();
   });
 
