@@ -56,7 +56,7 @@ export async function statusOf(
     attempts: job?.attemptsMade ?? 1,
     // From the job, or once it is gone from the inbox entry; absent (not "", which is no date-time) when
     // neither has it (a notification never stored, or trimmed from the inbox, after its job went).
-    ...createdAtOf(job?.data.createdAt || stored?.createdAt),
+    ...withCreatedAt(job?.data.createdAt || stored?.createdAt),
     ...(stored?.escalation ? { escalation: stored.escalation } : {}),
   };
   if (stored?.state === 'cancelled') {
@@ -74,7 +74,7 @@ export async function statusOf(
 }
 
 /** `{ createdAt }` when known, else nothing: absent rather than "" or undefined. */
-function createdAtOf(createdAt: string | undefined): { createdAt?: string } {
+function withCreatedAt(createdAt: string | undefined): { createdAt?: string } {
   return createdAt ? { createdAt } : {};
 }
 
