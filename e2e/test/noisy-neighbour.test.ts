@@ -38,6 +38,9 @@ describe('a tenant flooding the gateway and the realtime server does not hurt an
       // What is measured is interference through limits and slots, not a starved 2-core machine: Redis
       // calls get 5 s before a 503 (default 800 ms), so CPU starvation alone cannot fail the calm tenant.
       HERALD_REDIS_TIMEOUT_MS: '5000',
+      // And the limiter's decisions as long (150 ms by default, then a 503 for a flood request too: a
+      // starved machine, not the flood, would have failed it).
+      HERALD_RATE_LIMIT_TIMEOUT_MS: '5000',
       HERALD_RATE_LIMIT_BURST: '100',
       HERALD_SENDER_RATE_LIMIT_BURST: String(BURST),
       HERALD_SENDER_RATE_LIMIT_PER_SECOND: '5',
