@@ -33,11 +33,9 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   if (typeof parsed === 'number') return parsed;
   const { command, values, positionals: ids } = parsed;
   const limit = values.limit === undefined ? 50 : Number(values.limit);
-  const usable =
-    command === 'list'
-      ? Number.isInteger(limit) && limit >= 1 && values.all === undefined
-      : values.limit === undefined && (values.all === true ? ids.length === 0 : ids.length > 0);
-  if (!usable) {
+  const problem = usageProblem(command, values, ids.length);
+  if (problem !== undefined) {
+    io.err(problem);
     io.err(USAGE);
     return 2;
   }
@@ -115,4 +113,23 @@ async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo)
     );
   }
   return code;
+}
+
+/** What is wrong with a `failed` command line, in words, or undefined when it is usable. */
+function usageProblem(
+  command: string,
+  values: { limit?: string | undefined; all?: boolean | undefined },
+  ids: number,
+): string | undefined {
+  if (command === 'list') {
+    if (values.all !== undefined) return '--all goes with retry, not list';
+    if (values.limit !== undefined && !(/^\d+$/.test(values.limit) && Number(values.limit) >= 1)) {
+      return `--limit must be a whole number from 1, got "${values.limit}"`;
+    }
+    return undefined;
+  }
+  if (values.limit !== undefined) return '--limit goes with list, not retry';
+  if (values.all === true && ids > 0) return 'retry takes notification ids or --all, not both';
+  if (values.all !== true && ids === 0) return 'retry needs notification ids or --all';
+  return undefined;
 }

@@ -1,12 +1,17 @@
-import { type ApiKeyIdentity, Limits, loadConfig } from '@herald/gateway/operator';
-import { DEFAULT_TENANT, isTenantId, userKey } from '@herald/protocol';
+import { type ApiKeyIdentity, ApiKeyStore, Limits, loadConfig } from '@herald/gateway/operator';
+import { DEFAULT_TENANT, isTenantId, USER_ID_MAX_LENGTH, USER_ID_PATTERN, userKey } from '@herald/protocol';
 import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
   reset --user <userId> [--tenant <tenant id>] [--key <api key id>]   refill them (e.g. after a mistaken flood)
---tenant defaults to "default" (the tenant of HERALD_API_KEYS).
-Uses the gateway's default limits; reads REDIS_URL and the HERALD_* settings like the gateway.`;
+--tenant defaults to the key's tenant with --key, else to "default" (the tenant of HERALD_API_KEYS).
+With --key, the key's own limits (herald keys create --sender-burst …), else the gateway's defaults;
+reads REDIS_URL and the HERALD_* settings like the gateway.`;
+
+/** The ids the gateway gives the keys of `HERALD_API_KEYS` (tenant `default`, default limits; not stored). */
+const ENV_KEY_ID = /^env-\d+$/;
+const USER_ID = new RegExp(USER_ID_PATTERN);
 
 const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} };
 
@@ -33,15 +38,41 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     io.err(`${command} needs --user\n${USAGE}`);
     return 2;
   }
-  const tenant = values.tenant ?? DEFAULT_TENANT;
-  if (!isTenantId(tenant)) {
-    io.err(`--tenant "${tenant}" is not a tenant id\n${USAGE}`);
+  if (user.length > USER_ID_MAX_LENGTH || !USER_ID.test(user)) {
+    io.err(
+      `--user "${user}" is not a user id: 1 to ${USER_ID_MAX_LENGTH} of A-Z a-z 0-9 _ . : @ + = | / ~ -\n${USAGE}`,
+    );
+    return 2;
+  }
+  if (values.tenant !== undefined && !isTenantId(values.tenant)) {
+    io.err(`--tenant "${values.tenant}" is not a tenant id\n${USAGE}`);
     return 2;
   }
   const config = loadConfig(env, { secrets: false });
   return withRedis(redisTarget(config), io, async (redis) => {
+    // The key's buckets are where its tenant and its own limits put them: read with anything else,
+    // a peek shows another bucket (or this one against another capacity) and a reset refills nothing.
+    let sender: ApiKeyIdentity = { id: '-', name: '', tenantId: values.tenant ?? DEFAULT_TENANT, limits: {} };
+    if (values.key !== undefined) {
+      const stored = ENV_KEY_ID.test(values.key)
+        ? undefined
+        : await new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] }).get(
+            values.key,
+          );
+      if (stored === undefined && !ENV_KEY_ID.test(values.key)) {
+        io.err(`no key with id ${values.key} (see \`herald keys list\`)`);
+        return 1;
+      }
+      sender = stored ?? { id: values.key, name: '', tenantId: DEFAULT_TENANT, limits: {} };
+      if (values.tenant !== undefined && values.tenant !== sender.tenantId) {
+        io.err(
+          `key ${values.key} belongs to tenant ${sender.tenantId}, not ${values.tenant}: leave --tenant out\n${USAGE}`,
+        );
+        return 2;
+      }
+    }
+    const tenant = sender.tenantId;
     // The tenant's buckets: on Redis Cluster its id is their keys' hash tag (ratelimit:{<tenant>}:…).
-    const sender: ApiKeyIdentity = { id: values.key ?? '-', name: '', tenantId: tenant, limits: {} };
     const limiter = new Limits(redis, config, quietLog as never).for(sender);
     const key = { sender: sender.id, recipient: userKey(tenant, user) };
     if (command === 'reset') {

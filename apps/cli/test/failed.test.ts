@@ -127,8 +127,19 @@ describe('herald failed list|retry', () => {
     const usage = capture();
     expect(await run([], usage.io)).toBe(2);
     expect(usage.err[0]).toMatch(/usage: herald failed list/);
-    expect(await run(['list', '--limit', 'x'], capture().io)).toBe(2);
-    expect(await run(['retry'], capture().io)).toBe(2);
+    // Each says what is wrong, before the usage.
+    for (const [args, problem] of [
+      [['list', '--limit', 'x'], '--limit must be a whole number from 1, got "x"'],
+      [['list', '--limit', '0'], '--limit must be a whole number from 1, got "0"'],
+      [['list', '--all'], '--all goes with retry, not list'],
+      [['retry'], 'retry needs notification ids or --all'],
+      [['retry', 'a', '--all'], 'retry takes notification ids or --all, not both'],
+      [['retry', 'a', '--limit', '3'], '--limit goes with list, not retry'],
+    ] as const) {
+      const wrong = capture();
+      expect(await run([...args], wrong.io), args.join(' ')).toBe(2);
+      expect(wrong.err[0], args.join(' ')).toBe(problem);
+    }
 
     process.env.REDIS_URL = 'redis://127.0.0.1:1';
     delete process.env.HERALD_REDIS_CLUSTER_NODES;

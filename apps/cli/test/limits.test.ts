@@ -1,7 +1,9 @@
+import { randomUUID } from 'node:crypto';
 import { buildApp } from '@herald/gateway';
 import { loadConfig } from '@herald/gateway/operator';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { run as keys } from '../src/keys.js';
 import { run } from '../src/limits.js';
 import { auth, dropQueue, testEnv } from './helpers.js';
 
@@ -50,6 +52,70 @@ describe('herald limits peek|reset', () => {
     // Another tenant's user of the same name has its own, untouched bucket.
     expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'acme'])).out).toContain('10 of 10');
     expect((await cli(['peek', '--user', 'tenant-user', '--tenant', 'not/a/tenant'])).code).toBe(2);
+  });
+
+  /** `herald keys create` with `options`: the new key's id and the key itself. */
+  async function createKey(options: string[]): Promise<{ id: string; key: string }> {
+    const out: string[] = [];
+    const code = await keys(
+      ['create', '--name', 'limits-test', ...options],
+      { out: (line) => out.push(line), err: () => {} },
+      env,
+    );
+    expect(code).toBe(0);
+    const field = (name: string) =>
+      new RegExp(`^${name}:\\s+(\\S+)`, 'm').exec(out.join('\n'))?.[1] as string;
+    return { id: field('id'), key: field('key') };
+  }
+
+  it('with --key, reads that key’s own buckets: its tenant and its own limits, not the defaults', async () => {
+    const tenant = `t${randomUUID().slice(0, 8)}`;
+    const { id, key } = await createKey([
+      '--tenant',
+      tenant,
+      '--sender-burst',
+      '50',
+      '--sender-rate',
+      '0.001',
+      '--recipient-burst',
+      '4',
+      '--recipient-rate',
+      '0.001',
+    ]);
+    for (let i = 0; i < 3; i++) {
+      const sent = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { authorization: `Bearer ${key}` },
+        payload: { userId: 'own-limits', payload: {} },
+      });
+      expect(sent.statusCode).toBe(202);
+    }
+    const peek = await cli(['peek', '--user', 'own-limits', '--key', id]);
+    expect(peek).toMatchObject({ code: 0 });
+    expect(peek.out).toContain(`sender ${id}: 47 of 50 tokens`);
+    expect(peek.out).toContain('recipient own-limits: 1 of 4 tokens');
+    // Its tenant named again is fine; another tenant is not this key's.
+    expect((await cli(['peek', '--user', 'own-limits', '--key', id, '--tenant', tenant])).out).toContain(
+      '47 of 50',
+    );
+    const other = await cli(['peek', '--user', 'own-limits', '--key', id, '--tenant', 'acme']);
+    expect(other).toMatchObject({ code: 2 });
+    expect(other.err).toContain(`key ${id} belongs to tenant ${tenant}, not acme`);
+
+    expect((await cli(['reset', '--user', 'own-limits', '--key', id])).code).toBe(0);
+    const after = await cli(['peek', '--user', 'own-limits', '--key', id]);
+    expect(after.out).toContain(`sender ${id}: 50 of 50 tokens`);
+    expect(after.out).toContain('recipient own-limits: 4 of 4 tokens');
+  });
+
+  it('refuses a key id that names no key, and a user id POST /notify would refuse', async () => {
+    const unknown = await cli(['peek', '--user', 'alice', '--key', 'no-such-key']);
+    expect(unknown).toMatchObject({ code: 1 });
+    expect(unknown.err).toContain('no key with id no-such-key');
+    const badUser = await cli(['reset', '--user', 'bad user']);
+    expect(badUser).toMatchObject({ code: 2 });
+    expect(badUser.err).toContain('--user "bad user" is not a user id');
   });
 
   it('refuses wrong usage with exit code 2', async () => {

@@ -203,6 +203,14 @@ export class ApiKeyStore {
       .sort((a, b) => b.createdAt.localeCompare(a.createdAt));
   }
 
+  /** Stored key `id` (revoked or not), or undefined when there is none (keys from `HERALD_API_KEYS` are not stored). */
+  async get(id: string): Promise<ApiKeyRecord | undefined> {
+    const digest = await this.#redis.hget(this.#indexKey(), id);
+    if (!digest) return undefined;
+    const fields = await this.#redis.hgetall(this.#recordKey(digest));
+    return fields.id ? toRecord(fields) : undefined;
+  }
+
   /**
    * Revokes key `id`; false when there is no such key. Every gateway refuses it within `cacheMs`, and
    * the realtime servers refuse the user tokens it minted and disconnect their sockets (the id joins

@@ -10,9 +10,6 @@ const config = configOrExit(() => loadConfig());
 const log = pino(loggerOptions(config.log, 'worker'));
 for (const warning of config.warnings) log.warn(warning);
 for (const warning of config.push.warnings) log.warn(warning);
-// The operations server first: while the worker waits for Redis (at start), /healthz answers 200, so
-// that an orchestrator does not restart workers because Redis is away, and /readyz says 503.
-let running: NotificationWorker | undefined;
 // The settings that must agree with the gateway's and the realtime servers': /readyz names a mismatch.
 const fingerprintRedis = createRedis(
   { url: config.redisUrl, clusterNodes: config.redisClusterNodes },
@@ -26,7 +23,20 @@ const fingerprint = new DeploymentFingerprint(fingerprintRedis, {
   settings: config.deployment.settings,
 });
 fingerprint.start();
-const http = await startHttp({
+// The operations server first: while the worker waits for Redis (at start), /healthz answers 200, so
+// that an orchestrator does not restart workers because Redis is away, and /readyz says 503.
+let running: NotificationWorker | undefined;
+let http: Awaited<ReturnType<typeof startHttp>> | undefined;
+// SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect. Registered
+// before anything starts: a worker stopped while it waits for Redis (no job taken yet) exits 0, and one
+// that cannot start (its port taken) logs why as JSON and exits 1, like the gateway and realtime.
+onShutdown(log, async () => {
+  await http?.close();
+  await running?.close();
+  await fingerprint.stop();
+  fingerprintRedis.disconnect();
+});
+http = await startHttp({
   port: config.port,
   host: config.host,
   instanceId: config.instanceId,
@@ -35,13 +45,5 @@ const http = await startHttp({
   mismatches: () => fingerprint.mismatches(),
 });
 running = await startWorker(config, log);
-
-// SIGTERM/SIGINT: let in-flight jobs finish (BullMQ's close waits for them), then disconnect.
-onShutdown(log, async () => {
-  await http.close();
-  await running?.close();
-  await fingerprint.stop();
-  fingerprintRedis.disconnect();
-});
 
 log.info({ port: http.port, queue: config.queue.name, concurrency: config.concurrency }, 'listening');

@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
 import {
@@ -96,6 +98,66 @@ describe('a worker started while Redis is down', () => {
     } finally {
       child.kill('SIGTERM');
       await exited;
+      await redis.dispose();
+    }
+  });
+});
+
+describe('a worker that cannot start, or is stopped before it has', () => {
+  /** The worker as a process on `port` with Redis at `redisUrl`; its log lines and its exit. */
+  function spawnWorker(port: number, redisUrl: string) {
+    const lines: string[] = [];
+    const child = spawn(process.execPath, [entry], {
+      env: { ...process.env, PORT: String(port), REDIS_URL: redisUrl, HERALD_QUEUE_NAME: randomId('queue') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => lines.push(chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    return { child, lines, exited };
+  }
+
+  it('SIGTERM while it waits for Redis: shuts down as on any SIGTERM, exit 0', async () => {
+    const redis = await startRedisServer();
+    await redis.stop();
+    const port = await freePort();
+    const worker = spawnWorker(port, redis.url);
+    try {
+      await waitFor(
+        async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok,
+        {
+          timeoutMs: 20_000,
+          what: '/healthz while Redis is down',
+        },
+      );
+      worker.child.kill('SIGTERM');
+      expect(await worker.exited).toBe(0);
+      expect(worker.lines.join('')).toContain('"msg":"shutting down"');
+    } finally {
+      worker.child.kill('SIGKILL');
+      await redis.dispose();
+    }
+  });
+
+  it('a port already taken: exits 1 with one JSON log line naming it (never a bare stack trace)', async () => {
+    const redis = await startRedisServer();
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '0.0.0.0', resolve));
+    const port = (taken.address() as AddressInfo).port;
+    const worker = spawnWorker(port, redis.url);
+    try {
+      expect(await worker.exited).toBe(1);
+      const output = worker.lines.join('');
+      const fatal = output
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { level: number; msg: string; err?: { message: string } })
+        .find((entry) => entry.level >= 50);
+      expect(fatal?.err?.message, output).toContain(`EADDRINUSE: address already in use 0.0.0.0:${port}`);
+      expect(output).not.toMatch(/^\s+at /m);
+    } finally {
+      worker.child.kill('SIGKILL');
+      taken.close();
       await redis.dispose();
     }
   });

@@ -133,10 +133,21 @@ export class DeploymentFingerprint {
     this.#timer.unref();
   }
 
-  /** Leaves the deployment (on shutdown). */
+  /**
+   * Leaves the deployment (on shutdown), waiting at most one heartbeat for Redis: while Redis is away
+   * a connection that queues commands (the worker's) would hold the shutdown for its whole grace, and
+   * the registration is ignored three heartbeats after its last beat anyway.
+   */
   async stop(): Promise<void> {
     clearInterval(this.#timer);
-    await this.#redis.hdel(this.key, this.#instanceId).catch(() => {});
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.#redis.hdel(this.key, this.#instanceId).catch(() => {}),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, this.#heartbeatMs);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 
   /**
