@@ -121,6 +121,7 @@ const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$/;
 interface AjvError {
   instancePath: string;
   message?: string;
+  keyword?: string;
   params: Record<string, unknown>;
 }
 
@@ -197,6 +198,11 @@ export function readEnv<S extends TObject>(
   return { values, warnings };
 }
 
+/** What a variable whose value does not match its schema's `pattern` must be, said in words. */
+const PATTERN_MESSAGES: Readonly<Record<string, string>> = {
+  REDIS_URL: 'must be a redis:// or rediss:// URL with a host (redis://[:password@]host[:port][/db])',
+};
+
 /** One line per variable from ajv's errors; a union of literals reads "must be one of: a, b". */
 function describe(errors: readonly AjvError[], data: Record<string, string>): string[] {
   const byName = new Map<string, AjvError[]>();
@@ -209,7 +215,15 @@ function describe(errors: readonly AjvError[], data: Record<string, string>): st
     const message =
       allowed.length > 0
         ? `must be one of: ${allowed.join(', ')}`
-        : [...new Set(list.map((error) => error.message ?? 'is invalid'))].join(', ');
+        : [
+            ...new Set(
+              list.map((error) =>
+                error.keyword === 'pattern' && PATTERN_MESSAGES[name] !== undefined
+                  ? PATTERN_MESSAGES[name]
+                  : (error.message ?? 'is invalid'),
+              ),
+            ),
+          ].join(', ');
     return `${name} ${message}${shown(name, data[name])}`;
   });
 }

@@ -1,5 +1,7 @@
+import Type from 'typebox';
 import { describe, expect, it } from 'vitest';
-import { clusterNodes } from './redis.js';
+import { readEnv } from './env.js';
+import { clusterNodes, RedisEnv } from './redis.js';
 
 describe('Redis settings', () => {
   it('reads Cluster start-up nodes from HERALD_REDIS_CLUSTER_NODES', () => {
@@ -8,5 +10,25 @@ describe('Redis settings', () => {
       { host: '10.0.0.2', port: 7002 },
     ]);
     expect(clusterNodes({})).toBeUndefined();
+  });
+
+  it('refuses a REDIS_URL without a host (ioredis would quietly connect to 127.0.0.1:6379)', () => {
+    const read = (url: string) => () => readEnv('test', Type.Object(RedisEnv), { REDIS_URL: url });
+    for (const url of [
+      'redis://:pw@',
+      'redis://',
+      'rediss://user:pw@/0',
+      'redis://:6379',
+      'http://redis:6379',
+    ])
+      expect(read(url), url).toThrow(/REDIS_URL must be a redis:\/\/ or rediss:\/\/ URL with a host/);
+    for (const url of [
+      'redis://127.0.0.1:6379',
+      'redis://:pw@redis:6379/1',
+      'rediss://user:p%40ss@cache.example.com',
+      'redis://[::1]:6379',
+      'redis://:p@ss@redis:6379',
+    ])
+      expect(read(url)().values.REDIS_URL, url).toBe(url);
   });
 });

@@ -12,7 +12,12 @@ import Type from 'typebox';
  * ```
  */
 export const RedisEnv = {
-  REDIS_URL: Type.String({ pattern: '^rediss?://', default: 'redis://127.0.0.1:6379' }),
+  // A host is required: ioredis reads `redis://:pw@` (no host) as 127.0.0.1:6379, which would quietly
+  // connect a production app to whatever listens there.
+  REDIS_URL: Type.String({
+    pattern: '^rediss?://([^/?#]*@)?(\\[[0-9A-Fa-f:.]+\\]|[^@/?#:\\[\\]]+)(:\\d*)?([/?#].*)?$',
+    default: 'redis://127.0.0.1:6379',
+  }),
   HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
 };
 
