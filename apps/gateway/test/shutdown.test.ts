@@ -34,7 +34,8 @@ describe('graceful shutdown', () => {
           });
           const body = (await response.json()) as { id?: string; code?: string };
           if (response.status === 202 && body.id) accepted.push(body.id);
-          else if (response.status === 503) refused.push(`503 ${body.code}`);
+          else if (response.status === 503)
+            refused.push(`503 ${body.code} retry-after ${response.headers.get('retry-after') ?? 'none'}`);
           else throw new Error(`unexpected ${response.status} ${JSON.stringify(body)}`);
         } catch (error) {
           if (!stopping) throw error;
@@ -56,6 +57,12 @@ describe('graceful shutdown', () => {
     expect(exitCode).toBe(0);
     expect(tookMs).toBeLessThan(10_000);
     expect(refused.length).toBeGreaterThan(0);
+    // A request that reached the closing gateway is refused in Herald's own terms (not Fastify's
+    // `{ statusCode, error, message }`): retry elsewhere, nothing was accepted.
+    const answered = refused.filter((outcome) => outcome.startsWith('503'));
+    expect(
+      answered.filter((outcome) => !/^503 HERALD_ERR_UNAVAILABLE retry-after \d+$/.test(outcome)),
+    ).toEqual([]);
     // Nothing answered 202 is lost.
     const jobs = await Promise.all(
       accepted.map(async (id) => (await Promise.all(queues.map((queue) => queue.getJob(id)))).find(Boolean)),

@@ -108,6 +108,9 @@ export const httpServerOptions = {
   // it in Herald's shape instead.
   http: { headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: 1000, requireHostHeader: false },
   routerOptions: { maxParamLength: MAX_PARAM_LENGTH },
+  // Fastify answers a request that reaches a closing server `503 { statusCode, error, message }`, without
+  // Herald's `code` or a `Retry-After`: the app hook below answers it in Herald's shape instead.
+  return503OnClosing: false,
   clientErrorHandler,
   frameworkErrors,
 } satisfies FastifyHttpOptions<Server>;
@@ -119,6 +122,8 @@ export const httpServerOptions = {
  *   `Connection: close`, so Node closes the connection after the answer instead of reading an
  *   unbounded body to reuse it;
  * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON;
+ * - a request that reaches the gateway while it shuts down (on a keep-alive connection) is a 503
+ *   `HERALD_ERR_UNAVAILABLE` with `Retry-After`, nothing accepted, the connection closed after it;
  * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
  *   a word, is answered in Herald's shape: an HTTP/1.1 request without `Host` (400, connection closed;
  *   RFC 9112 §3.2), an `Expect` other than `100-continue` (417; `100-continue` still gets its
@@ -149,8 +154,25 @@ export default fp(
       unmetExpectations.add(request);
       app.server.emit('request', request, response);
     });
+    // Set once the gateway is closing (Fastify runs `preClose` after it stops routing to new
+    // connections): what still arrives on an open keep-alive connection is refused, nothing accepted.
+    let closing = false;
+    app.addHook('preClose', (done) => {
+      closing = true;
+      done();
+    });
     app.addHook('onRequest', (request, _reply, done) => {
       const raw = request.raw;
+      if (closing) {
+        done(
+          new HttpError(
+            ErrorCode.UNAVAILABLE,
+            'The gateway is shutting down; nothing was accepted. Retry: another instance will take it.',
+            { headers: { 'Retry-After': '1', Connection: 'close' } },
+          ),
+        );
+        return;
+      }
       if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
         done(
           new HttpError(
