@@ -128,7 +128,7 @@ describe('gateway configuration', () => {
       'HERALD_RATE_LIMIT_BURST must be a finite decimal number',
       'HERALD_SENDER_RATE_LIMIT_PER_SECOND must be > 0',
       'HERALD_DURABILITY must be one of: redis, aof',
-      'REDIS_URL must match pattern',
+      'REDIS_URL must be a redis:// or rediss:// URL with a host',
     ]);
     expect(message).not.toContain('http://redis:6379');
   });

@@ -51,7 +51,7 @@ describe('worker configuration', () => {
       'HERALD_WORKER_CONCURRENCY must be a finite decimal number (got "Infinity")',
       'HERALD_WORKER_LOCK_MS must be >= 1000',
       'PORT must be >= 0',
-      'HERALD_REDIS_CLUSTER_NODES must match pattern',
+      'HERALD_REDIS_CLUSTER_NODES must be host:port pairs separated by commas, each port 1 to 65535',
     ]);
   });
 

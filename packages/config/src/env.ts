@@ -201,6 +201,8 @@ export function readEnv<S extends TObject>(
 /** What a variable whose value does not match its schema's `pattern` must be, said in words. */
 const PATTERN_MESSAGES: Readonly<Record<string, string>> = {
   REDIS_URL: 'must be a redis:// or rediss:// URL with a host (redis://[:password@]host[:port][/db])',
+  HERALD_REDIS_CLUSTER_NODES:
+    'must be host:port pairs separated by commas, each port 1 to 65535 (e.g. 10.0.0.1:7000,10.0.0.2:7000)',
 };
 
 /** One line per variable from ajv's errors; a union of literals reads "must be one of: a, b". */

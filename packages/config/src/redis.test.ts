@@ -31,4 +31,19 @@ describe('Redis settings', () => {
     ])
       expect(read(url)().values.REDIS_URL, url).toBe(url);
   });
+
+  it('refuses HERALD_REDIS_CLUSTER_NODES that are not host:port pairs with ports 1 to 65535, saying so', () => {
+    const read = (nodes: string) => () =>
+      readEnv('test', Type.Object(RedisEnv), { HERALD_REDIS_CLUSTER_NODES: nodes });
+    for (const nodes of ['foo', 'foo,bar:99999', 'a:0', 'a:1,', ':7000', 'a:7000,b'])
+      expect(read(nodes), nodes).toThrow(
+        /HERALD_REDIS_CLUSTER_NODES must be host:port pairs separated by commas, each port 1 to 65535/,
+      );
+    for (const nodes of [
+      'a:1',
+      'redis-0.redis:6379,10.0.0.2:65535',
+      '10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002',
+    ])
+      expect(read(nodes)().values.HERALD_REDIS_CLUSTER_NODES, nodes).toBe(nodes);
+  });
 });

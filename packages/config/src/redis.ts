@@ -2,6 +2,9 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import Type from 'typebox';
 
+/** One `host:port` of `HERALD_REDIS_CLUSTER_NODES`, its port 1 to 65535. */
+const CLUSTER_NODE = '[^,:]+:([1-9]\\d{0,3}|[1-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])';
+
 /**
  * The Redis variables every Herald app reads, as TypeBox properties to spread into its env schema:
  * `REDIS_URL`, and `HERALD_REDIS_CLUSTER_NODES` (`host:port,…`), which switches the app to Redis Cluster.
@@ -18,7 +21,7 @@ export const RedisEnv = {
     pattern: '^rediss?://([^/?#]*@)?(\\[[0-9A-Fa-f:.]+\\]|[^@/?#:\\[\\]]+)(:\\d*)?([/?#].*)?$',
     default: 'redis://127.0.0.1:6379',
   }),
-  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: '^[^,:]+:\\d+(,[^,:]+:\\d+)*$' })),
+  HERALD_REDIS_CLUSTER_NODES: Type.Optional(Type.String({ pattern: `^${CLUSTER_NODE}(,${CLUSTER_NODE})*$` })),
 };
 
 /**
