@@ -87,6 +87,19 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     expect(stale.resyncs[0]).toMatchObject({ lastOffset: client.lastOffset });
   });
 
+  it('a lastOffset past the newest, with seq 0: resync to the newest, then live (not a silent dead stream)', async () => {
+    const user = randomId('future');
+    await stack.send(user, 2);
+    await waitFor(async () => (await stack.inboxIds(user)).length === 2, { what: 'inbox' });
+    const client = stack.client(user);
+    await client.connect(a.url, '99999999999999-0');
+    expect(client.resyncs).toHaveLength(1);
+    expect(client.resyncs[0]?.lastOffset).toMatch(/-2$/);
+    const live = await stack.send(user, 2);
+    await waitFor(() => client.received.length === 2, { what: 'live after the resync' });
+    client.check(live);
+  });
+
   it('acks record delivered once, with time and instance; status shows it', async () => {
     const user = randomId('ack');
     const [id] = await stack.send(user, 1);
