@@ -8,7 +8,7 @@ import type {
 import type { Socket } from 'socket.io-client';
 import { AckQueue } from './acks.js';
 import { Emitter } from './emitter.js';
-import { type HeraldItem, InboxStore } from './store.js';
+import { type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 import { TabRequests } from './tab-requests.js';
 import type { ChannelLike, LockManagerLike, TabElection } from './tabs.js';
 import type {
@@ -67,6 +67,8 @@ export class Core {
   _lastServerPing = 0;
   _silenceLimitMs = 0;
   _token: string | undefined;
+  /** When `getToken()` answered `_token` (this clock): its life counts from then. */
+  _tokenAt = 0;
   _tokenRefused = false;
 
   // The inbox: inbox-sync.ts
@@ -159,17 +161,9 @@ export class Core {
   /** Calls the subscribers if anything they see changed. */
   _emitState(): void {
     const next = this.#build();
-    const previous = this._state;
-    if (
-      previous.items === next.items &&
-      previous.unread === next.unread &&
-      previous.lastOffset === next.lastOffset &&
-      previous.connection === next.connection &&
-      previous.role === next.role &&
-      previous.lastResume === next.lastResume &&
-      previous.error === next.error
-    )
-      return;
+    const previous = this._state as unknown as Record<string, unknown>;
+    // Every member is an immutable value or object: a shallow comparison tells.
+    if (Object.entries(next).every(([key, value]) => previous[key] === value)) return;
     this._state = next;
     for (const listener of this._listeners) {
       try {
@@ -182,11 +176,9 @@ export class Core {
 
   /** What a leader sends a follower: the whole inbox held and the connection (`reset`: drop yours first). */
   _shareableState(reset = false): SharedState {
-    const snapshot = this._store.snapshot();
+    // The snapshot's items are never changed in place (a change makes a new snapshot): shared as they are.
     return {
-      items: [...snapshot.items],
-      unread: snapshot.unread,
-      lastOffset: snapshot.lastOffset,
+      ...(this._store.snapshot() as InboxSnapshot & { items: HeraldItem[] }),
       connection: this._connection,
       lastResume: this._lastResume,
       reset,

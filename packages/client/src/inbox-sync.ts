@@ -2,28 +2,29 @@ import type { InboxListPage, InboxOffset, ListReply, NotificationEvent, ResyncEv
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError } from './errors.js';
 import { compareOffsets } from './offsets.js';
+import type { AddOutcome } from './store.js';
 
 // The inbox held in step with the server's: the stream, its gaps, and the snapshots (first connection, resync).
 
 /** A notification on the leader's (or solo tab's) socket. */
 export function onStream(c: Core, event: NotificationEvent): void {
-  const outcome = c._store.add(event);
-  c._store.setUnread(event.unread);
-  if (outcome.kind === 'duplicate') {
-    c._emitState();
-    return;
-  }
   // Before `synced` it is the replay; once live (the old socket of a token refresh included) it is new.
   const replayed = c._connection !== 'live';
   const toastTab = replayed ? undefined : toastTabOf(c);
+  const outcome = received(c, event, replayed, !replayed && (toastTab ?? c._tabs?.id) === c._tabs?.id);
+  if (outcome.kind === 'duplicate') return;
   c._tabs?.post({ t: 'n', event, replayed, toast: toastTab });
   if (outcome.kind === 'gap') void fill(c, outcome.after, outcome.before);
-  c._emitNotification(
-    c._itemOf(event.offset) ?? { ...event, read: false },
-    replayed,
-    !replayed && (toastTab === undefined || toastTab === c._tabs?.id),
-  );
+}
+
+/** A notification from the stream or the leader tab: stored, reported once (a duplicate is dropped). */
+export function received(c: Core, event: NotificationEvent, replayed: boolean, toast: boolean): AddOutcome {
+  const outcome = c._store.add(event);
+  c._store.setUnread(event.unread);
+  if (outcome.kind !== 'duplicate')
+    c._emitNotification(c._itemOf(event.offset) ?? { ...event, read: false }, replayed, toast);
   c._emitState();
+  return outcome;
 }
 
 /** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */

@@ -4,7 +4,7 @@ import { run } from './commands.js';
 import { getToken, open, stopSocket, tokenFailed } from './connection.js';
 import type { Core, SharedState } from './core.js';
 import { type HeraldError, HeraldUnauthorizedError } from './errors.js';
-import { resync } from './inbox-sync.js';
+import { received, resync } from './inbox-sync.js';
 import { compareOffsets } from './offsets.js';
 import { TabElection, type TabMessage } from './tabs.js';
 import { tokenClaims } from './token.js';
@@ -121,24 +121,18 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
       c._emitState();
       return;
     }
-    case 'n': {
-      const event = message.event as NotificationEvent;
-      const outcome = c._store.add(event);
-      c._store.setUnread(event.unread);
-      if (outcome.kind === 'duplicate') {
-        c._emitState();
-        return;
-      }
+    case 'n':
       // A gap can only mean this tab missed the leader's messages: ask for its whole state.
-      if (outcome.kind === 'gap') c._tabs?.post({ t: 'hello' });
-      c._emitNotification(
-        c._itemOf(event.offset) ?? { ...event, read: false },
-        message.replayed === true,
-        message.toast === c._tabs?.id,
-      );
-      c._emitState();
+      if (
+        received(
+          c,
+          message.event as NotificationEvent,
+          message.replayed === true,
+          message.toast === c._tabs?.id,
+        ).kind === 'gap'
+      )
+        c._tabs?.post({ t: 'hello' });
       return;
-    }
     case 'unread':
       if (c._store.setUnread(message.unread as UnreadEvent)) c._emitState();
       return;
