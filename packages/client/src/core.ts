@@ -8,6 +8,7 @@ import type {
 import type { Socket } from 'socket.io-client';
 import { AckQueue } from './acks.js';
 import { Emitter } from './emitter.js';
+import { isOffset } from './offsets.js';
 import { type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 import { TabRequests } from './tab-requests.js';
 import type { ChannelLike, LockManagerLike, TabElection } from './tabs.js';
@@ -87,7 +88,9 @@ export class Core {
   constructor(options: HeraldClientOptions) {
     this._options = options;
     this._store = new InboxStore({ maxItems: options.maxItems ?? 200 });
-    if (options.lastOffset) this._store.advanceTo(options.lastOffset);
+    // A saved offset that is none (corrupted storage) would be refused on every handshake, for good:
+    // left out, the first connection loads the inbox all the same.
+    if (isOffset(options.lastOffset)) this._store.advanceTo(options.lastOffset);
     this._events = new Emitter((error) => this._log('listener threw', { error: String(error) }));
     const page = options.page === undefined ? (globalThis as unknown as PageLike) : options.page;
     this._page = page && typeof page.addEventListener === 'function' ? page : undefined;

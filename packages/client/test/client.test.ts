@@ -154,6 +154,26 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect(again.client.getState().items.every((item) => item.read)).toBe(true);
   });
 
+  it('a saved lastOffset that is no offset (corrupted storage, 16 digits) is left out, not refused forever', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('gina');
+    const sent = await notify(gateway, user, 2);
+    await appended(gateway, user, sent.at(-1));
+    // Each used to be sent on every handshake, refused (HERALD_ERR_OFFSET_INVALID) and retried for good.
+    for (const lastOffset of ['[object Object]', '1234567890123456-1']) {
+      const gina = client({
+        url: a.url,
+        backoff: { minMs: 10, maxMs: 20 },
+        getToken: () => stack.token(user),
+        lastOffset,
+      });
+      await live(gina);
+      await waitFor(() => itemIds(gina).length === 2, { what: 'the inbox loaded' });
+      expect(itemIds(gina)).toEqual(sent);
+      gina.client.close();
+    }
+  });
+
   it('getToken throwing HeraldUnauthorizedError stops retrying: unauthorized until reconnect()', async () => {
     const { stack, a } = await startStack();
     const user = randomId('erin');
