@@ -154,6 +154,28 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect(again.client.getState().items.every((item) => item.read)).toBe(true);
   });
 
+  it('markAllRead() marks what the client has seen: one stored meanwhile, still on its way, stays unread', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('hana');
+    const seen = await notify(gateway, user, 2);
+    const hana = client({ url: a.url, getToken: () => stack.token(user) });
+    await live(hana);
+    await waitFor(() => itemIds(hana).length === 2, { what: 'the two' });
+    // A worker stored one more; its live event has not reached this socket yet (the same moment as a
+    // click on "Mark all read" while it travels): appended to the inbox, not published.
+    const appended = await stack.inbox.append({
+      id: randomId('travelling'),
+      userId: user,
+      payload: { title: 'not seen yet' },
+      createdAt: new Date().toISOString(),
+    });
+    expect(appended.outcome).toBe('appended');
+    const result = await hana.client.markAllRead();
+    expect(result).toMatchObject({ changed: 2, unread: { count: 1 } });
+    expect(hana.client.getState().unread?.count).toBe(1);
+    expect(seen.every((id) => hana.client.getState().items.find((item) => item.id === id)?.read)).toBe(true);
+  });
+
   it('a saved lastOffset that is no offset (corrupted storage, 16 digits) is left out, not refused forever', async () => {
     const { stack, gateway, a } = await startStack();
     const user = randomId('gina');
