@@ -32,8 +32,17 @@ export function Toasts({ client }: { client: HeraldClient }) {
       {toast && shown ? (
         <div class="toast" key={toast.item.id} data-id={toast.item.id}>
           <div class="toast-text">
-            <strong>{shown.title}</strong>
-            {shown.body ? <span> {shown.body}</span> : null}
+            {/* The sender's text in <bdi>: a bidi control in it (U+202E) stays in it, and does not turn
+                the toast's own words around it ("(and 1 more)"). */}
+            <strong>
+              <bdi>{shown.title}</bdi>
+            </strong>
+            {shown.body ? (
+              <span>
+                {' '}
+                <bdi>{shown.body}</bdi>
+              </span>
+            ) : null}
             {toast.more > 0 ? <span class="toast-more"> (and {toast.more} more)</span> : null}
           </div>
           <button
