@@ -241,6 +241,19 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
       .map(({ char }) => char)
       .join('');
     expect(visual).toBe('(and1more)');
+
+    // A payload as long as the gateway takes (16 KiB): the toast used to grow to 8,800 px, over half
+    // the page, with its Dismiss button far above the window.
+    const long = await env.stack.notify(user, {
+      title: 'word '.repeat(1500),
+      body: 'long body '.repeat(700),
+    });
+    const toast = inbox.page.locator(`.toast[data-id="${long}"]`);
+    await toast.waitFor();
+    const box = await toast.boundingBox();
+    const dismiss = await toast.getByRole('button', { name: /^Dismiss/ }).boundingBox();
+    expect(box && box.y >= 0 && box.height <= 700 / 2).toBe(true);
+    expect(dismiss && dismiss.y >= 0).toBe(true);
     await context.close();
   });
 
