@@ -1,4 +1,4 @@
-import { signUserToken } from '@herald/protocol';
+import { signUserToken, type UnreadChangeEvent } from '@herald/protocol';
 import type { AppProcess } from '@herald/testing';
 import { redisUrl } from '@herald/testing';
 import { io } from 'socket.io-client';
@@ -149,9 +149,14 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
       what: 'final count on every tab',
     });
 
-    // read-all: zero, pushed everywhere.
+    // read-all: zero, pushed everywhere, with the ids it marked read (so that lists follow, not only badges).
+    const pushed: UnreadChangeEvent[] = [];
+    tabs[1]?.socket?.on('unread', (event: UnreadChangeEvent) => pushed.push(event));
+    const stillUnread = sent.filter((id) => !marked.has(id));
     expect(await tabs[0]?.command('read-all', {})).toMatchObject({ ok: true });
     await waitFor(() => tabs.every((tab) => tab.unread?.count === 0), { what: 'zero on every tab' });
+    await waitFor(() => pushed.some((event) => event.count === 0), { what: 'the read-all pushed' });
+    expect([...(pushed.find((event) => event.count === 0)?.read ?? [])].sort()).toEqual(stillUnread.sort());
   });
 
   it('a user’s token cannot receive, replay, ack or read another user’s notifications', async () => {

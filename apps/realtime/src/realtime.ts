@@ -297,8 +297,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
 
   async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
     const { ids, ...result } = await userInbox.markRead(userId, selection);
-    // Every tab of the user, on every instance (this one included), gets the new count.
-    if (result.changed > 0) live.unread(userInbox.tenantId, userId, result.unread);
+    // Every tab of the user, on every instance (this one included), gets the new count and the ids read.
+    if (result.changed > 0) live.unread(userInbox.tenantId, userId, { ...result.unread, read: ids });
     webhooks.read(userInbox.tenantId, userId, ids);
     return result;
   }

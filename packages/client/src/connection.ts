@@ -3,7 +3,7 @@ import { io } from 'socket.io-client';
 import { backoffDelay } from './backoff.js';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError, HeraldUnauthorizedError } from './errors.js';
-import { loadSnapshot, onResync, onStream } from './inbox-sync.js';
+import { loadSnapshot, onResync, onStream, readMarks } from './inbox-sync.js';
 import { refreshDelay, tokenClaims } from './token.js';
 import type { HeraldState, ResumeInfo } from './types.js';
 
@@ -97,7 +97,8 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
   });
   socket.on('unread', (unread) => {
     if (!mine()) return;
-    if (c._store.setUnread(unread)) c._emitState();
+    // A read on another device (or over REST): its ids, so that the list follows as well as the count.
+    readMarks(c, unread.read, unread);
     c._tabs?.post({ t: 'unread', unread });
   });
   socket.on('synced', (synced) => {

@@ -1,4 +1,11 @@
-import type { InboxListPage, InboxOffset, ListReply, NotificationEvent, ResyncEvent } from '@herald/protocol';
+import type {
+  InboxListPage,
+  InboxOffset,
+  ListReply,
+  NotificationEvent,
+  ResyncEvent,
+  UnreadEvent,
+} from '@herald/protocol';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError } from './errors.js';
 import { compareOffsets } from './offsets.js';
@@ -25,6 +32,17 @@ export function received(c: Core, event: NotificationEvent, replayed: boolean, t
     c._emitNotification(c._itemOf(event.offset) ?? { ...event, read: false }, replayed, toast);
   c._emitState();
   return outcome;
+}
+
+/** Read marks made elsewhere (another device, through the server; the leader tab): ids, then the count. */
+export function readMarks(
+  c: Core,
+  ids: readonly string[] | undefined,
+  unread: UnreadEvent | undefined,
+): void {
+  c._store.markRead(ids ?? []);
+  c._store.setUnread(unread);
+  c._emitState();
 }
 
 /** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */

@@ -1,10 +1,10 @@
-import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
+import type { InboxOffset, NotificationEvent, UnreadChangeEvent, UnreadEvent } from '@herald/protocol';
 import { backoffDelay } from './backoff.js';
 import { run } from './commands.js';
 import { getToken, open, stopSocket, tokenFailed } from './connection.js';
 import type { Core, SharedState } from './core.js';
 import { type HeraldError, HeraldUnauthorizedError } from './errors.js';
-import { received, resync } from './inbox-sync.js';
+import { readMarks, received, resync } from './inbox-sync.js';
 import { compareOffsets } from './offsets.js';
 import { TabElection, type TabMessage } from './tabs.js';
 import { tokenClaims } from './token.js';
@@ -133,18 +133,17 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
       )
         c._tabs?.post({ t: 'hello' });
       return;
-    case 'unread':
-      if (c._store.setUnread(message.unread as UnreadEvent)) c._emitState();
+    case 'unread': {
+      const unread = message.unread as UnreadChangeEvent;
+      readMarks(c, unread.read, unread);
       return;
+    }
     case 'read':
-      c._store.markRead(message.ids as string[]);
-      c._store.setUnread(message.unread as UnreadEvent | undefined);
-      c._emitState();
+      readMarks(c, message.ids as string[], message.unread as UnreadEvent | undefined);
       return;
     case 'read-all':
       c._store.markAllRead(message.upTo as InboxOffset | undefined);
-      c._store.setUnread(message.unread as UnreadEvent | undefined);
-      c._emitState();
+      readMarks(c, [], message.unread as UnreadEvent | undefined);
       return;
     case 'conn':
       c._lastResume = (message.lastResume as ResumeInfo | undefined) ?? c._lastResume;

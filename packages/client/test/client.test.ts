@@ -89,11 +89,24 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect((await api.status(ids[2] as string))?.status).toBe('delivered');
     expect((await api.status(ids[1] as string))?.status).toBe('queued');
 
-    // Another device of bob marks all read: this client's count follows (version-stamped).
+    // Another device of bob marks all read: this client's count follows (version-stamped), and so do
+    // its items' read marks (they used to stay unread under a badge of 0 until a reload).
     const other = client({ url: a.url, getToken: () => stack.token(user) });
     await live(other);
+    await waitFor(() => itemIds(other).length === 4, { what: 'the other device’s snapshot' });
+    await other.client.markRead([ids[1] as string]);
+    await waitFor(() => bob.client.getState().items[1]?.read === true, {
+      what: 'a read on the other device',
+    });
+    expect(bob.client.getState().items.map((item) => item.read)).toEqual([true, true, false, false]);
     await other.client.markAllRead();
     await waitFor(() => bob.client.getState().unread?.count === 0, { what: 'count 0 from the other device' });
+    await waitFor(() => bob.client.getState().items.every((item) => item.read), { what: 'every item read' });
+    // The same from the backend (REST, API key).
+    await notify(gateway, user, 1, 4);
+    await waitFor(() => itemIds(bob).length === 5, { what: 'a fifth' });
+    await api.inbox.markRead(user, { all: true });
+    await waitFor(() => bob.client.getState().items.every((item) => item.read), { what: 'read over REST' });
   });
 
   it('refreshes short-lived tokens before they expire, without a gap or a duplicate', async () => {
