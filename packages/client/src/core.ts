@@ -110,7 +110,9 @@ export class Core {
     this._acks = new AckQueue(
       (ids, failed) => {
         if (this._role === 'follower') {
-          this._tabs?.post({ t: 'ack', ids });
+          // A request like any command: waits for a leader, is sent again to a new one, and runs here
+          // if this tab leads first (a fire-and-forget post was lost with a leader frozen or closing).
+          this._requests.send('ack', { ids }).catch(() => failed());
           return true;
         }
         const socket = this._socket;

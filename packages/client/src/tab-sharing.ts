@@ -94,9 +94,6 @@ function onTabMessage(c: Core, message: TabMessage): void {
     case 'req':
       if (leading) void answer(c, message);
       return;
-    case 'ack':
-      if (leading) c._acks.add(message.ids as string[]);
-      return;
   }
   if (!leading) onLeaderMessage(c, message);
 }
