@@ -142,6 +142,30 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
     raw.drop();
   });
 
+  it('an unknown event is answered with an error naming it; a read-all body that is no object marks nothing', async () => {
+    const user = randomId('typo');
+    await stack.inbox.append({
+      id: randomId('n'),
+      userId: user,
+      payload: {},
+      createdAt: new Date().toISOString(),
+    });
+    const socket = await connected(direct.url, user);
+    // A typo used to get no answer at all: the caller waited out its own timeout.
+    expect(await socket.timeout(10_000).emitWithAck('mark-read', { ids: ['x'] })).toEqual({
+      ok: false,
+      code: 'HERALD_ERR_BAD_REQUEST',
+      error: expect.stringContaining('"mark-read"'),
+    });
+    // `read` meant, `read-all` sent: it used to mark the whole inbox read.
+    for (const body of [['an-id'], 'all'])
+      expect(await socket.timeout(10_000).emitWithAck('read-all', body)).toMatchObject({
+        ok: false,
+        code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+      });
+    expect((await stack.inbox.unread(user)).count).toBe(1);
+  });
+
   it('refused handshakes per client address behind a trusted proxy (X-Forwarded-For)', async () => {
     const attacker = '203.0.113.7';
     for (let n = 0; n < REFUSED_BURST; n++) {

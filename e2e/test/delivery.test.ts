@@ -1,4 +1,4 @@
-import { signUserToken } from '@herald/protocol';
+import { signUserToken, type UnreadChangeEvent } from '@herald/protocol';
 import type { AppProcess } from '@herald/testing';
 import { redisUrl } from '@herald/testing';
 import { io } from 'socket.io-client';
@@ -87,6 +87,19 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     expect(stale.resyncs[0]).toMatchObject({ lastOffset: client.lastOffset });
   });
 
+  it('a lastOffset past the newest, with seq 0: resync to the newest, then live (not a silent dead stream)', async () => {
+    const user = randomId('future');
+    await stack.send(user, 2);
+    await waitFor(async () => (await stack.inboxIds(user)).length === 2, { what: 'inbox' });
+    const client = stack.client(user);
+    await client.connect(a.url, '99999999999999-0');
+    expect(client.resyncs).toHaveLength(1);
+    expect(client.resyncs[0]?.lastOffset).toMatch(/-2$/);
+    const live = await stack.send(user, 2);
+    await waitFor(() => client.received.length === 2, { what: 'live after the resync' });
+    client.check(live);
+  });
+
   it('acks record delivered once, with time and instance; status shows it', async () => {
     const user = randomId('ack');
     const [id] = await stack.send(user, 1);
@@ -136,9 +149,14 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
       what: 'final count on every tab',
     });
 
-    // read-all: zero, pushed everywhere.
+    // read-all: zero, pushed everywhere, with the ids it marked read (so that lists follow, not only badges).
+    const pushed: UnreadChangeEvent[] = [];
+    tabs[1]?.socket?.on('unread', (event: UnreadChangeEvent) => pushed.push(event));
+    const stillUnread = sent.filter((id) => !marked.has(id));
     expect(await tabs[0]?.command('read-all', {})).toMatchObject({ ok: true });
     await waitFor(() => tabs.every((tab) => tab.unread?.count === 0), { what: 'zero on every tab' });
+    await waitFor(() => pushed.some((event) => event.count === 0), { what: 'the read-all pushed' });
+    expect([...(pushed.find((event) => event.count === 0)?.read ?? [])].sort()).toEqual(stillUnread.sort());
   });
 
   it('a user’s token cannot receive, replay, ack or read another user’s notifications', async () => {

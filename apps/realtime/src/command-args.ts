@@ -1,5 +1,11 @@
-import { InboxError } from '@herald/inbox';
-import { type CommandReply, ErrorCode } from '@herald/protocol';
+import { InboxError, isOffset } from '@herald/inbox';
+import {
+  type CommandReply,
+  ErrorCode,
+  type InboxOffset,
+  PushSocketEvent,
+  SocketEvent,
+} from '@herald/protocol';
 import type { Logger } from 'pino';
 
 type Reply = (answer: CommandReply) => void;
@@ -46,4 +52,56 @@ export function answerCommand<Answer>(
       reply?.({ ok: false, code: ErrorCode.UNAVAILABLE, error: 'Redis unavailable: retry shortly.' });
     },
   );
+}
+
+/** Every event a client may send. */
+const CLIENT_EVENTS: ReadonlySet<unknown> = new Set([
+  SocketEvent.ACK,
+  SocketEvent.READ,
+  SocketEvent.READ_ALL,
+  SocketEvent.LIST,
+  SocketEvent.PREFERENCES,
+  SocketEvent.MUTE,
+  SocketEvent.UNMUTE,
+  SocketEvent.TOPICS,
+  SocketEvent.SUBSCRIBE,
+  SocketEvent.UNSUBSCRIBE,
+  ...Object.values(PushSocketEvent),
+]);
+
+/**
+ * Answers an event the server does not know (a typo: `mark-read`), when it came with a callback,
+ * `{ ok: false, code: HERALD_ERR_BAD_REQUEST, error }` naming it: without an answer the caller waits out
+ * its own timeout and never learns why. (It cost its budgets like any event, in `socket.use`.)
+ */
+export function answerUnknownEvents(socket: {
+  onAny(listener: (event: unknown, ...args: unknown[]) => void): void;
+}): void {
+  socket.onAny((event, ...args) => {
+    const reply = args.at(-1);
+    if (CLIENT_EVENTS.has(event) || typeof reply !== 'function') return;
+    const name = JSON.stringify(String(event).slice(0, 64));
+    (reply as Reply)({
+      ok: false,
+      code: ErrorCode.BAD_REQUEST,
+      error: `Unknown event ${name}: the events a client sends are ${[...CLIENT_EVENTS].join(', ')}.`,
+    });
+  });
+}
+
+/**
+ * The `upTo` of a `read-all` body: none (everything) for no body or `{}`; anything but an object
+ * (`['id']`: a `read` sent as `read-all`) is refused rather than taken as "everything".
+ */
+export function upToOf(body: unknown): InboxOffset | undefined {
+  if (body === undefined || body === null) return undefined;
+  if (typeof body !== 'object' || Array.isArray(body))
+    throw new InboxError(
+      ErrorCode.INBOX_INVALID_ARGUMENT,
+      'Expected { upTo?: offset } (read-all), or no body',
+    );
+  const upTo = (body as { upTo?: unknown }).upTo;
+  if (upTo !== undefined && !isOffset(upTo))
+    throw new InboxError(ErrorCode.INBOX_INVALID_OFFSET, 'upTo is not an offset');
+  return upTo;
 }

@@ -1,4 +1,4 @@
-import type { Inbox, InboxPage } from '@herald/inbox';
+import { type Inbox, type InboxPage, offsetSeq } from '@herald/inbox';
 import type { NotificationEvent, ResyncEvent, SyncedEvent } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
 import { pino } from 'pino';
@@ -113,6 +113,43 @@ describe('Delivery', () => {
     expect(synced[0]?.lastOffset).toBe('1000-12');
     delivery.live(event(13));
     expect(sent).toEqual([13]);
+  });
+
+  it('a replay cut by a Redis error resumes where it stopped (nothing sent twice); a failed count is asked again', async () => {
+    const state = { from: 1, to: 7, reads: 0 };
+    const inbox = fakeInbox(state);
+    const read = inbox.read.bind(inbox);
+    // The second page's read fails once (Redis restarting), and so does the first count.
+    inbox.read = async (...args) => {
+      if (state.reads === 1) {
+        state.reads++;
+        throw new Error('Connection is closed.');
+      }
+      return read(...args);
+    };
+    let counts = 0;
+    const flakyUnread = async () => {
+      if (counts++ === 0) throw new Error('Connection is closed.');
+      return { count: 7, version: 7 };
+    };
+    const sent: number[] = [];
+    const synced: SyncedEvent[] = [];
+    const delivery = new Delivery(
+      'u',
+      inbox,
+      {
+        notification: (e) => sent.push(offsetSeq(e.offset)),
+        synced: (e) => synced.push(e),
+        resync: () => {},
+      },
+      { gapWaitMs: 5, replayPage: 3, retryMs: 1 },
+      pino({ level: 'silent' }),
+    );
+    await delivery.start('0-0', flakyUnread);
+    // The first page used to be sent again after the retry (1, 2, 3, 1, 2, 3, …), and a failed count
+    // left the socket without `synced` for good.
+    expect(sent).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(synced).toEqual([{ lastOffset: '1000-7', replayed: 7, unread: { count: 7, version: 7 } }]);
   });
 
   it('ignores a notification without an offset', async () => {

@@ -41,6 +41,8 @@ export class Delivery {
   #closed = false;
   /** Live events were dropped because too many were held: read the inbox again once the read is done. */
   #overflowed = false;
+  /** Notifications sent so far (the replay's are what `synced` reports as `replayed`). */
+  #sent = 0;
   readonly #userId: string;
   readonly #inbox: Inbox;
   readonly #target: DeliveryTarget;
@@ -65,27 +67,34 @@ export class Delivery {
    * Call once the user's live channel is subscribed (Redis confirmed it).
    */
   async start(lastOffset: InboxOffset | undefined, unread: () => Promise<UnreadEvent>): Promise<void> {
-    let replayed = 0;
-    for (;;) {
+    // Set once: a read that fails part-way resumes from the last offset sent, not the client's (which
+    // would send the pages already sent again).
+    if (lastOffset !== undefined) this.#moveTo(lastOffset);
+    const sentBefore = this.#sent;
+    let caughtUp = false;
+    let count: UnreadEvent | undefined;
+    while (count === undefined) {
       try {
-        if (lastOffset === undefined) {
+        if (!caughtUp && lastOffset === undefined) {
           this.#moveTo(await this.#inbox.latestOffset(this.#userId));
-        } else {
-          this.#moveTo(lastOffset);
-          replayed = await this.#readInbox();
+        } else if (!caughtUp) {
+          await this.#readInbox();
         }
-        break;
+        caughtUp = true;
+        // Asked until it answers: without `synced` the client would wait for good.
+        count = await unread();
       } catch (error) {
         if (this.#closed) return;
         this.#log.warn({ err: error, userId: this.#userId }, 'replay failed; retrying');
         await new Promise((resolve) => setTimeout(resolve, this.#options.retryMs));
       }
+      if (this.#closed) return;
     }
-    if (this.#closed) return;
+    const replayed = this.#sent - sentBefore;
     this.#reading = false;
     this.#release();
     this.#afterRead();
-    this.#target.synced({ lastOffset: this.#lastOffset, replayed, unread: await unread() });
+    this.#target.synced({ lastOffset: this.#lastOffset, replayed, unread: count });
   }
 
   /** A live notification for this socket's user (from its live channel). */
@@ -199,6 +208,7 @@ export class Delivery {
   }
 
   #send(event: NotificationEvent): void {
+    this.#sent++;
     this.#target.notification(event);
     this.#moveTo(event.offset);
   }

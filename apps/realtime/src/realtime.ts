@@ -19,7 +19,7 @@ import {
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import { AbuseLimits, RATE_LIMITED } from './abuse.js';
-import { answerCommand, commandArgs } from './command-args.js';
+import { answerCommand, answerUnknownEvents, commandArgs, upToOf } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
@@ -272,17 +272,12 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     });
     socket.on(SocketEvent.READ_ALL, (...args) => {
       const [body, reply] = commandArgs(args);
-      const upTo = (body as { upTo?: unknown } | undefined)?.upTo;
-      if (upTo !== undefined && !isOffset(upTo)) {
-        command(reply, async () => {
-          throw new InboxError(ErrorCode.INBOX_INVALID_OFFSET, 'upTo is not an offset');
-        });
-        return;
-      }
-      command(reply, () =>
-        markRead(userInbox, userId, upTo === undefined ? { all: true } : { all: true, upTo }),
-      );
+      command(reply, async () => {
+        const upTo = upToOf(body);
+        return markRead(userInbox, userId, upTo === undefined ? { all: true } : { all: true, upTo });
+      });
     });
+    answerUnknownEvents(socket);
 
     push.attach(socket);
     socket.on(SocketEvent.LIST, (...args) => {
@@ -302,8 +297,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
 
   async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
     const { ids, ...result } = await userInbox.markRead(userId, selection);
-    // Every tab of the user, on every instance (this one included), gets the new count.
-    if (result.changed > 0) live.unread(userInbox.tenantId, userId, result.unread);
+    // Every tab of the user, on every instance (this one included), gets the new count and the ids read.
+    if (result.changed > 0) live.unread(userInbox.tenantId, userId, { ...result.unread, read: ids });
     webhooks.read(userInbox.tenantId, userId, ids);
     return result;
   }

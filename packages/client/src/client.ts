@@ -79,7 +79,8 @@ class Client implements HeraldClient {
     return run(this.#c, 'read', { ids: [...ids] }) as Promise<{ changed: number; unread?: UnreadEvent }>;
   }
 
-  markAllRead(upTo?: InboxOffset): Promise<{ changed: number; unread?: UnreadEvent }> {
+  markAllRead(upTo = this.#c._store.lastOffset): Promise<{ changed: number; unread?: UnreadEvent }> {
+    // Up to the last offset this client has: not one stored meanwhile that the user has not seen yet.
     return run(this.#c, 'read-all', upTo === undefined ? {} : { upTo }) as Promise<{
       changed: number;
       unread?: UnreadEvent;

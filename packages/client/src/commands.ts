@@ -1,6 +1,7 @@
 import type { CommandReply, InboxOffset, ListReply, UnreadEvent } from '@herald/protocol';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError } from './errors.js';
+import { readMarks } from './inbox-sync.js';
 
 /** A command (`list`, `read`, `read-all`, `preferences`, `mute`, `unmute`, `topics`, `subscribe`, `unsubscribe`): through this tab's socket (leader, solo) or the leader's (follower). */
 export async function run(c: Core, op: string, args: unknown): Promise<unknown> {
@@ -23,11 +24,9 @@ export async function run(c: Core, op: string, args: unknown): Promise<unknown> 
   if (op === 'read' || op === 'read-all') {
     const result = value as { changed: number; unread?: UnreadEvent };
     const body = args as { ids?: string[]; upTo?: InboxOffset };
-    if (op === 'read') c._store.markRead(body.ids ?? []);
-    else c._store.markAllRead(body.upTo);
-    c._store.setUnread(result.unread);
+    if (op === 'read-all') c._store.markAllRead(body.upTo);
+    readMarks(c, body.ids, result.unread);
     c._tabs?.post({ t: op, ids: body.ids, upTo: body.upTo, unread: result.unread });
-    c._emitState();
   }
   return value;
 }

@@ -3,7 +3,7 @@ import { io } from 'socket.io-client';
 import { backoffDelay } from './backoff.js';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError, HeraldUnauthorizedError } from './errors.js';
-import { loadSnapshot, onResync, onStream } from './inbox-sync.js';
+import { loadSnapshot, onResync, onStream, readMarks } from './inbox-sync.js';
 import { refreshDelay, tokenClaims } from './token.js';
 import type { HeraldState, ResumeInfo } from './types.js';
 
@@ -17,15 +17,18 @@ const TOKEN_CODES = new Set([
   'HERALD_ERR_TOKEN_REVOKED',
 ]);
 
+/** When the token held is due for a refresh (ms from now), by its life since `getToken()` answered it. */
+const tokenLeft = (c: Core) =>
+  c._token ? refreshDelay(tokenClaims(c._token), Date.now(), c._tokenAt) : undefined;
+
 /** The token held while it is fresh and was not refused, else a new one from `getToken()`. */
 export async function getToken(c: Core): Promise<string> {
-  const claims = c._token ? tokenClaims(c._token) : undefined;
-  const fresh = claims && !c._tokenRefused && (refreshDelay(claims) ?? 1) > 0;
-  if (c._token && fresh) return c._token;
+  if (c._token && !c._tokenRefused && (tokenLeft(c) ?? 1) > 0) return c._token;
   const token = await c._options.getToken();
   if (typeof token !== 'string' || token.length === 0)
     throw new HeraldError('HERALD_ERR_TOKEN_MISSING', 'getToken() returned no token.');
   c._token = token;
+  c._tokenAt = Date.now();
   c._tokenRefused = false;
   return token;
 }
@@ -94,7 +97,8 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
   });
   socket.on('unread', (unread) => {
     if (!mine()) return;
-    if (c._store.setUnread(unread)) c._emitState();
+    // A read on another device (or over REST): its ids, so that the list follows as well as the count.
+    readMarks(c, unread.read, unread);
     c._tabs?.post({ t: 'unread', unread });
   });
   socket.on('synced', (synced) => {
@@ -196,7 +200,7 @@ function scheduleRetry(c: Core, atLeastMs = 0): void {
 
 function scheduleRefresh(c: Core, overrideMs?: number): void {
   clearTimeout(c._refreshTimer);
-  const delay = overrideMs ?? (c._token ? refreshDelay(tokenClaims(c._token)) : undefined);
+  const delay = overrideMs ?? tokenLeft(c);
   if (delay === undefined) return;
   c._refreshTimer = setTimeout(() => {
     const current = c._socket;

@@ -8,7 +8,8 @@ import type {
 import type { Socket } from 'socket.io-client';
 import { AckQueue } from './acks.js';
 import { Emitter } from './emitter.js';
-import { type HeraldItem, InboxStore } from './store.js';
+import { isOffset } from './offsets.js';
+import { type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 import { TabRequests } from './tab-requests.js';
 import type { ChannelLike, LockManagerLike, TabElection } from './tabs.js';
 import type {
@@ -67,6 +68,8 @@ export class Core {
   _lastServerPing = 0;
   _silenceLimitMs = 0;
   _token: string | undefined;
+  /** When `getToken()` answered `_token` (this clock): its life counts from then. */
+  _tokenAt = 0;
   _tokenRefused = false;
 
   // The inbox: inbox-sync.ts
@@ -85,7 +88,9 @@ export class Core {
   constructor(options: HeraldClientOptions) {
     this._options = options;
     this._store = new InboxStore({ maxItems: options.maxItems ?? 200 });
-    if (options.lastOffset) this._store.advanceTo(options.lastOffset);
+    // A saved offset that is none (corrupted storage) would be refused on every handshake, for good:
+    // left out, the first connection loads the inbox all the same.
+    if (isOffset(options.lastOffset)) this._store.advanceTo(options.lastOffset);
     this._events = new Emitter((error) => this._log('listener threw', { error: String(error) }));
     const page = options.page === undefined ? (globalThis as unknown as PageLike) : options.page;
     this._page = page && typeof page.addEventListener === 'function' ? page : undefined;
@@ -105,7 +110,9 @@ export class Core {
     this._acks = new AckQueue(
       (ids, failed) => {
         if (this._role === 'follower') {
-          this._tabs?.post({ t: 'ack', ids });
+          // A request like any command: waits for a leader, is sent again to a new one, and runs here
+          // if this tab leads first (a fire-and-forget post was lost with a leader frozen or closing).
+          this._requests.send('ack', { ids }).catch(() => failed());
           return true;
         }
         const socket = this._socket;
@@ -159,17 +166,9 @@ export class Core {
   /** Calls the subscribers if anything they see changed. */
   _emitState(): void {
     const next = this.#build();
-    const previous = this._state;
-    if (
-      previous.items === next.items &&
-      previous.unread === next.unread &&
-      previous.lastOffset === next.lastOffset &&
-      previous.connection === next.connection &&
-      previous.role === next.role &&
-      previous.lastResume === next.lastResume &&
-      previous.error === next.error
-    )
-      return;
+    const previous = this._state as unknown as Record<string, unknown>;
+    // Every member is an immutable value or object: a shallow comparison tells.
+    if (Object.entries(next).every(([key, value]) => previous[key] === value)) return;
     this._state = next;
     for (const listener of this._listeners) {
       try {
@@ -182,11 +181,9 @@ export class Core {
 
   /** What a leader sends a follower: the whole inbox held and the connection (`reset`: drop yours first). */
   _shareableState(reset = false): SharedState {
-    const snapshot = this._store.snapshot();
+    // The snapshot's items are never changed in place (a change makes a new snapshot): shared as they are.
     return {
-      items: [...snapshot.items],
-      unread: snapshot.unread,
-      lastOffset: snapshot.lastOffset,
+      ...(this._store.snapshot() as InboxSnapshot & { items: HeraldItem[] }),
       connection: this._connection,
       lastResume: this._lastResume,
       reset,

@@ -1,28 +1,47 @@
-import type { InboxListPage, InboxOffset, ListReply, NotificationEvent, ResyncEvent } from '@herald/protocol';
+import type {
+  InboxListPage,
+  InboxOffset,
+  ListReply,
+  NotificationEvent,
+  ResyncEvent,
+  UnreadEvent,
+} from '@herald/protocol';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError } from './errors.js';
 import { compareOffsets } from './offsets.js';
+import type { AddOutcome } from './store.js';
 
 // The inbox held in step with the server's: the stream, its gaps, and the snapshots (first connection, resync).
 
 /** A notification on the leader's (or solo tab's) socket. */
 export function onStream(c: Core, event: NotificationEvent): void {
-  const outcome = c._store.add(event);
-  c._store.setUnread(event.unread);
-  if (outcome.kind === 'duplicate') {
-    c._emitState();
-    return;
-  }
   // Before `synced` it is the replay; once live (the old socket of a token refresh included) it is new.
   const replayed = c._connection !== 'live';
   const toastTab = replayed ? undefined : toastTabOf(c);
+  const outcome = received(c, event, replayed, !replayed && (toastTab ?? c._tabs?.id) === c._tabs?.id);
+  if (outcome.kind === 'duplicate') return;
   c._tabs?.post({ t: 'n', event, replayed, toast: toastTab });
   if (outcome.kind === 'gap') void fill(c, outcome.after, outcome.before);
-  c._emitNotification(
-    c._itemOf(event.offset) ?? { ...event, read: false },
-    replayed,
-    !replayed && (toastTab === undefined || toastTab === c._tabs?.id),
-  );
+}
+
+/** A notification from the stream or the leader tab: stored, reported once (a duplicate is dropped). */
+export function received(c: Core, event: NotificationEvent, replayed: boolean, toast: boolean): AddOutcome {
+  const outcome = c._store.add(event);
+  c._store.setUnread(event.unread);
+  if (outcome.kind !== 'duplicate')
+    c._emitNotification(c._itemOf(event.offset) ?? { ...event, read: false }, replayed, toast);
+  c._emitState();
+  return outcome;
+}
+
+/** Read marks made elsewhere (another device, through the server; the leader tab): ids, then the count. */
+export function readMarks(
+  c: Core,
+  ids: readonly string[] | undefined,
+  unread: UnreadEvent | undefined,
+): void {
+  c._store.markRead(ids ?? []);
+  c._store.setUnread(unread);
   c._emitState();
 }
 

@@ -13,7 +13,7 @@ export function compareOffsets(a: InboxOffset, b: InboxOffset): number {
   return x.ms - y.ms || x.seq - y.seq;
 }
 
-/** True for a string shaped like an inbox offset. */
+/** True for a string shaped like an inbox offset (as the server checks it: up to 15 digits each). */
 export function isOffset(value: unknown): value is InboxOffset {
-  return typeof value === 'string' && /^\d{1,16}-\d{1,16}$/.test(value);
+  return typeof value === 'string' && /^\d{1,15}-\d{1,15}$/.test(value);
 }

@@ -1,10 +1,10 @@
-import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
+import type { InboxOffset, NotificationEvent, UnreadChangeEvent, UnreadEvent } from '@herald/protocol';
 import { backoffDelay } from './backoff.js';
 import { run } from './commands.js';
 import { getToken, open, stopSocket, tokenFailed } from './connection.js';
 import type { Core, SharedState } from './core.js';
 import { type HeraldError, HeraldUnauthorizedError } from './errors.js';
-import { resync } from './inbox-sync.js';
+import { readMarks, received, resync } from './inbox-sync.js';
 import { compareOffsets } from './offsets.js';
 import { TabElection, type TabMessage } from './tabs.js';
 import { tokenClaims } from './token.js';
@@ -94,9 +94,6 @@ function onTabMessage(c: Core, message: TabMessage): void {
     case 'req':
       if (leading) void answer(c, message);
       return;
-    case 'ack':
-      if (leading) c._acks.add(message.ids as string[]);
-      return;
   }
   if (!leading) onLeaderMessage(c, message);
 }
@@ -121,36 +118,29 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
       c._emitState();
       return;
     }
-    case 'n': {
-      const event = message.event as NotificationEvent;
-      const outcome = c._store.add(event);
-      c._store.setUnread(event.unread);
-      if (outcome.kind === 'duplicate') {
-        c._emitState();
-        return;
-      }
+    case 'n':
       // A gap can only mean this tab missed the leader's messages: ask for its whole state.
-      if (outcome.kind === 'gap') c._tabs?.post({ t: 'hello' });
-      c._emitNotification(
-        c._itemOf(event.offset) ?? { ...event, read: false },
-        message.replayed === true,
-        message.toast === c._tabs?.id,
-      );
-      c._emitState();
+      if (
+        received(
+          c,
+          message.event as NotificationEvent,
+          message.replayed === true,
+          message.toast === c._tabs?.id,
+        ).kind === 'gap'
+      )
+        c._tabs?.post({ t: 'hello' });
+      return;
+    case 'unread': {
+      const unread = message.unread as UnreadChangeEvent;
+      readMarks(c, unread.read, unread);
       return;
     }
-    case 'unread':
-      if (c._store.setUnread(message.unread as UnreadEvent)) c._emitState();
-      return;
     case 'read':
-      c._store.markRead(message.ids as string[]);
-      c._store.setUnread(message.unread as UnreadEvent | undefined);
-      c._emitState();
+      readMarks(c, message.ids as string[], message.unread as UnreadEvent | undefined);
       return;
     case 'read-all':
       c._store.markAllRead(message.upTo as InboxOffset | undefined);
-      c._store.setUnread(message.unread as UnreadEvent | undefined);
-      c._emitState();
+      readMarks(c, [], message.unread as UnreadEvent | undefined);
       return;
     case 'conn':
       c._lastResume = (message.lastResume as ResumeInfo | undefined) ?? c._lastResume;

@@ -22,4 +22,13 @@ describe('token: claims read without verifying, refresh before exp', () => {
     expect(refreshDelay({ exp: now / 1000 + 2 }, now)).toBe(0);
     expect(refreshDelay({}, now)).toBeUndefined();
   });
+
+  it('with an iat: counts the token’s own life (exp − iat) from when it arrived, whatever this clock says', () => {
+    const now = 1_000_000_000_000;
+    // An hour's token minted by servers an hour behind this clock: by `exp` alone, expired on arrival.
+    const behind = { iat: now / 1000 - 3600, exp: now / 1000 };
+    expect(refreshDelay(behind, now, now)).toBe(2_880_000);
+    expect(refreshDelay(behind, now + 60_000, now)).toBe(2_832_000);
+    expect(refreshDelay(behind, now + 3_600_000, now)).toBe(0);
+  });
 });

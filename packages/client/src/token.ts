@@ -6,6 +6,8 @@ export interface TokenClaims {
   tid?: string;
   /** Expiry, seconds since the epoch. */
   exp?: number;
+  /** Issue time, seconds since the epoch (the server's clock). */
+  iat?: number;
 }
 
 /** Reads a JWT's payload; an unreadable token gives `{}` (the server will say what is wrong with it). */
@@ -25,10 +27,14 @@ export function tokenClaims(token: string): TokenClaims {
 
 /**
  * When to fetch the next token (ms from `now`): at 80 % of its remaining life, and at least 5 s before
- * `exp` (a clock a few seconds off still refreshes in time); undefined without an `exp`.
+ * `exp`; undefined without an `exp`. With an `iat`, the life is the token's own (`exp` − `iat`, both the
+ * server's clock) counted from `receivedAt` (when `getToken()` answered it, this clock), so a client
+ * clock that is off does not matter (an hour ahead, every token looked expired on arrival and was
+ * replaced at once, in a loop); without one, `exp` by this clock.
  */
-export function refreshDelay(claims: TokenClaims, now = Date.now()): number | undefined {
-  if (typeof claims.exp !== 'number') return undefined;
-  const left = claims.exp * 1000 - now;
+export function refreshDelay(claims: TokenClaims, now = Date.now(), receivedAt = now): number | undefined {
+  const { exp, iat } = claims;
+  if (typeof exp !== 'number') return undefined;
+  const left = typeof iat === 'number' ? (exp - iat) * 1000 - now + receivedAt : exp * 1000 - now;
   return Math.max(0, Math.min(left * 0.8, left - 5000));
 }

@@ -129,7 +129,10 @@ export interface HeraldClient {
   list(options?: { after?: InboxOffset; limit?: number }): Promise<InboxListPage>;
   /** Marks notifications read (idempotent); every tab and device gets the new exact count. */
   markRead(ids: readonly string[]): Promise<{ changed: number; unread?: UnreadEvent }>;
-  /** Marks everything read, or up to and including `upTo`. */
+  /**
+   * Marks read everything up to and including `upTo`, by default the last offset this client has: a
+   * notification stored meanwhile, still on its way to the screen, stays unread.
+   */
   markAllRead(upTo?: InboxOffset): Promise<{ changed: number; unread?: UnreadEvent }>;
   /** Records that notifications were shown (acks, batched: they feed delivery status and latency). */
   shown(ids: readonly string[]): void;

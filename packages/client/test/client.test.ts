@@ -89,11 +89,24 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect((await api.status(ids[2] as string))?.status).toBe('delivered');
     expect((await api.status(ids[1] as string))?.status).toBe('queued');
 
-    // Another device of bob marks all read: this client's count follows (version-stamped).
+    // Another device of bob marks all read: this client's count follows (version-stamped), and so do
+    // its items' read marks (they used to stay unread under a badge of 0 until a reload).
     const other = client({ url: a.url, getToken: () => stack.token(user) });
     await live(other);
+    await waitFor(() => itemIds(other).length === 4, { what: 'the other device’s snapshot' });
+    await other.client.markRead([ids[1] as string]);
+    await waitFor(() => bob.client.getState().items[1]?.read === true, {
+      what: 'a read on the other device',
+    });
+    expect(bob.client.getState().items.map((item) => item.read)).toEqual([true, true, false, false]);
     await other.client.markAllRead();
     await waitFor(() => bob.client.getState().unread?.count === 0, { what: 'count 0 from the other device' });
+    await waitFor(() => bob.client.getState().items.every((item) => item.read), { what: 'every item read' });
+    // The same from the backend (REST, API key).
+    await notify(gateway, user, 1, 4);
+    await waitFor(() => itemIds(bob).length === 5, { what: 'a fifth' });
+    await api.inbox.markRead(user, { all: true });
+    await waitFor(() => bob.client.getState().items.every((item) => item.read), { what: 'read over REST' });
   });
 
   it('refreshes short-lived tokens before they expire, without a gap or a duplicate', async () => {
@@ -152,6 +165,48 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     await again.client.resync();
     expect(itemIds(again)).toEqual([...later.slice(-4), ...next]);
     expect(again.client.getState().items.every((item) => item.read)).toBe(true);
+  });
+
+  it('markAllRead() marks what the client has seen: one stored meanwhile, still on its way, stays unread', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('hana');
+    const seen = await notify(gateway, user, 2);
+    const hana = client({ url: a.url, getToken: () => stack.token(user) });
+    await live(hana);
+    await waitFor(() => itemIds(hana).length === 2, { what: 'the two' });
+    // A worker stored one more; its live event has not reached this socket yet (the same moment as a
+    // click on "Mark all read" while it travels): appended to the inbox, not published.
+    const appended = await stack.inbox.append({
+      id: randomId('travelling'),
+      userId: user,
+      payload: { title: 'not seen yet' },
+      createdAt: new Date().toISOString(),
+    });
+    expect(appended.outcome).toBe('appended');
+    const result = await hana.client.markAllRead();
+    expect(result).toMatchObject({ changed: 2, unread: { count: 1 } });
+    expect(hana.client.getState().unread?.count).toBe(1);
+    expect(seen.every((id) => hana.client.getState().items.find((item) => item.id === id)?.read)).toBe(true);
+  });
+
+  it('a saved lastOffset that is no offset (corrupted storage, 16 digits) is left out, not refused forever', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('gina');
+    const sent = await notify(gateway, user, 2);
+    await appended(gateway, user, sent.at(-1));
+    // Each used to be sent on every handshake, refused (HERALD_ERR_OFFSET_INVALID) and retried for good.
+    for (const lastOffset of ['[object Object]', '1234567890123456-1']) {
+      const gina = client({
+        url: a.url,
+        backoff: { minMs: 10, maxMs: 20 },
+        getToken: () => stack.token(user),
+        lastOffset,
+      });
+      await live(gina);
+      await waitFor(() => itemIds(gina).length === 2, { what: 'the inbox loaded' });
+      expect(itemIds(gina)).toEqual(sent);
+      gina.client.close();
+    }
   });
 
   it('getToken throwing HeraldUnauthorizedError stops retrying: unauthorized until reconnect()', async () => {

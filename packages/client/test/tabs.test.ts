@@ -223,6 +223,10 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     await waitFor(() => itemIds(second).length === 2, { what: 'follower has two' });
 
     frozen = true;
+    // The follower shows the two while its leader is frozen: its acks wait in the frozen page, which
+    // thaws as a follower. They used to be dropped there: never `delivered` (a Web Push escalation then
+    // goes out for what the user saw).
+    second.client.shown(before);
     await waitFor(() => second.client.getState().role === 'leader', { what: 'the follower stole the lock' });
     await waitFor(() => first.client.getState().role === 'follower', { what: 'the old leader stepped down' });
     const whileFrozen = await notify(gateway, user, 2, 2);
@@ -241,6 +245,12 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     expect(once(first.notifications)).toBe(true);
     expect(once(second.notifications)).toBe(true);
     expect(second.notifications).toEqual([...before, ...whileFrozen, ...after]);
+    const api = createHeraldServer({ url: gateway.url, apiKey: API_KEY });
+    await waitFor(
+      async () =>
+        (await Promise.all(before.map((id) => api.status(id)))).every((s) => s?.status === 'delivered'),
+      { what: 'the follower’s acks delivered' },
+    );
   });
 
   it('a command sent before the tab won the election (the first tab, just opened; a follower whose leader closes) is answered once it leads', async () => {

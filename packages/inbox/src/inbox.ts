@@ -210,14 +210,17 @@ export class Inbox {
     const keys = this.keys(userId);
     const limit = checkLimit(options.limit ?? MAX_PAGE);
     const after = options.after ?? ZERO_OFFSET;
-    const { seq: afterSeq } = parseOffset(after);
+    const { ms: afterMs, seq: afterSeq } = parseOffset(after);
     const raw = (await this.#redis.xrange(keys.stream, `(${after}`, '+', 'COUNT', limit)) as [
       string,
       string[],
     ][];
     const entries = raw.map(([offset, fields]) => toEvent(offset, fields));
     const first = entries[0];
-    if (after === ZERO_OFFSET || afterSeq === 0) {
+    // Only 0-0 means "everything kept". Another `<ms>-0` is no offset the inbox ever gave: checked like
+    // any other, so one past the newest is unknown (resync) rather than a start after which every live
+    // notification looks already sent.
+    if (afterMs === 0 && afterSeq === 0) {
       return { entries, trimmed: false, unknownOffset: false, lastOffset: entries.at(-1)?.offset ?? after };
     }
     if (first !== undefined) {

@@ -64,6 +64,22 @@ describe('inbox', () => {
     expect((await inbox.read(user, { after: '99999999999999-9' })).unknownOffset).toBe(true);
   });
 
+  it('only 0-0 means "everything kept": another <ms>-0 past the newest is unknown, one before a trimmed start is trimmed', async () => {
+    // A client's lastOffset of `<ms>-0` past the newest used to be taken as 0-0: the socket then
+    // started after it and dropped every live notification as "already sent", forever.
+    const { inbox, user } = setup({ maxLength: 3 });
+    for (let n = 1; n <= 5; n++) await inbox.append(notification(user, n));
+    expect(await inbox.read(user, { after: '99999999999999-0' })).toMatchObject({
+      entries: [],
+      unknownOffset: true,
+    });
+    expect(await inbox.read(user, { after: '1-0' })).toMatchObject({ trimmed: true });
+    expect(await inbox.read(user, { after: '0-0' })).toMatchObject({ trimmed: false, unknownOffset: false });
+    const empty = randomId('empty');
+    expect(await inbox.read(empty, { after: '0-0' })).toMatchObject({ unknownOffset: false });
+    expect(await inbox.read(empty, { after: '5-0' })).toMatchObject({ unknownOffset: true });
+  });
+
   it('trims by age', async () => {
     const { inbox, user } = setup({ maxAgeMs: 1000 });
     const t0 = Date.now();

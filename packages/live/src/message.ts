@@ -1,4 +1,4 @@
-import { type NotificationEvent, type UnreadEvent, userKey } from '@herald/protocol';
+import { type NotificationEvent, type UnreadChangeEvent, userKey } from '@herald/protocol';
 
 /** Version of {@link LiveMessage}; a subscriber ignores (and reports) any other. */
 export const LIVE_MESSAGE_VERSION = 1;
@@ -21,13 +21,13 @@ export interface LiveNotificationMessage {
   event: NotificationEvent;
 }
 
-/** The user's new unread count (the gateway or realtime publishes it after a read mark). */
+/** The user's new unread count and the ids read (the gateway or realtime publishes it after a read mark). */
 export interface LiveUnreadMessage {
   v: typeof LIVE_MESSAGE_VERSION;
   kind: 'unread';
   tenantId: string;
   userId: string;
-  unread: UnreadEvent;
+  unread: UnreadChangeEvent;
 }
 
 /** What travels on a user's live channel, as JSON. */

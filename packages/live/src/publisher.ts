@@ -1,4 +1,4 @@
-import type { NotificationEvent, UnreadEvent } from '@herald/protocol';
+import type { NotificationEvent, UnreadChangeEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 import { encodeLiveMessage, LIVE_MESSAGE_VERSION, type LiveChannelSettings, liveChannel } from './message.js';
 
@@ -9,7 +9,8 @@ import { encodeLiveMessage, LIVE_MESSAGE_VERSION, type LiveChannelSettings, live
 export interface LivePublisher {
   /** To the connected clients of `event.userId` of `tenantId`. */
   notification(tenantId: string, event: NotificationEvent): void;
-  unread(tenantId: string, userId: string, unread: UnreadEvent): void;
+  /** The new count of `userId` of `tenantId` after a read mark, with the ids it marked read (`read`). */
+  unread(tenantId: string, userId: string, unread: UnreadChangeEvent): void;
 }
 
 /** Called with a publish that Redis refused or could not take (the default ignores it). */
@@ -46,7 +47,7 @@ function classicPublish(redis: Redis | Cluster): (channel: string, text: string)
  * @example
  * ```ts
  * const live = livePublisher(redis, { key: 'herald', mode: 'classic' }, (err) => log.warn({ err }));
- * live.unread('acme', 'alice', { count: 0, version: 7 });
+ * live.unread('acme', 'alice', { count: 0, version: 7, read: ['n-1'] });
  * ```
  */
 export function livePublisher(

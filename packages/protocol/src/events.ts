@@ -115,6 +115,15 @@ export interface UnreadEvent {
   version: number;
 }
 
+/**
+ * The `unread` event: the user's new count after a read mark, with the ids that mark changed, so that
+ * every device updates its list as well as its badge.
+ */
+export interface UnreadChangeEvent extends UnreadEvent {
+  /** The notifications this change marked read (absent from servers that predate it). */
+  read?: string[];
+}
+
 /** Sent once per connection, after the replay: everything up to `lastOffset` has been sent. */
 export interface SyncedEvent {
   lastOffset: InboxOffset;
@@ -152,7 +161,7 @@ export interface GoodbyeEvent {
 /** Socket.IO events the server sends. */
 export interface ServerToClientEvents {
   notification: (event: NotificationEvent) => void;
-  unread: (event: UnreadEvent) => void;
+  unread: (event: UnreadChangeEvent) => void;
   synced: (event: SyncedEvent) => void;
   resync: (event: ResyncEvent) => void;
   goodbye: (event: GoodbyeEvent) => void;

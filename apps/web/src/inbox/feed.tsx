@@ -133,7 +133,7 @@ function Entry(props: {
       <div class="entry-main">
         <h3 id={`title-${key}`} class="entry-title">
           {item.read ? null : <span class="visually-hidden">Unread: </span>}
-          {title}
+          <bdi>{title}</bdi>
         </h3>
         <p id={`body-${key}`} class="entry-body">
           {body}

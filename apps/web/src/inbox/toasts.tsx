@@ -32,9 +32,21 @@ export function Toasts({ client }: { client: HeraldClient }) {
       {toast && shown ? (
         <div class="toast" key={toast.item.id} data-id={toast.item.id}>
           <div class="toast-text">
-            <strong>{shown.title}</strong>
-            {shown.body ? <span> {shown.body}</span> : null}
-            {toast.more > 0 ? <span class="toast-more"> (and {toast.more} more)</span> : null}
+            {/* The sender's text in <bdi>: a bidi control in it (U+202E) stays in it, and does not turn
+                the toast's own words around it ("(and 1 more)"). At most 4 lines are shown: a 16 KiB
+                payload would otherwise cover the page, Dismiss included. */}
+            <p class="toast-message">
+              <strong>
+                <bdi>{shown.title}</bdi>
+              </strong>
+              {shown.body ? (
+                <span>
+                  {' '}
+                  <bdi>{shown.body}</bdi>
+                </span>
+              ) : null}
+            </p>
+            {toast.more > 0 ? <span class="toast-more">(and {toast.more} more)</span> : null}
           </div>
           <button
             type="button"

@@ -204,6 +204,59 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('a payload’s text stays in its box: a long unbroken title wraps, a bidi override does not turn the UI’s words', async () => {
+    const user = randomId('hostile-text');
+    const context = await env.browser.newContext({ viewport: { width: 800, height: 700 } });
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    await sendInTurn(inbox, user, [`https://example.com/${'x'.repeat(400)}`]);
+    // U+202E RIGHT-TO-LEFT OVERRIDE: within the title it is the sender's business; it used to reverse
+    // the toast's own words after it too ("(and 1 more)" read "(erom 1 dna)").
+    await env.stack.notify(user, { title: 'Invoice \u202Efdp.exe', body: 'due' });
+    await waitFor(async () => (await inbox.page.locator('.toast-more').count()) === 1, {
+      what: 'and 1 more',
+    });
+    const layout = await inbox.page.evaluate(() => {
+      const root = document.querySelector('herald-inbox')?.shadowRoot as ShadowRoot;
+      const feed = root.querySelector('[role="feed"]') as HTMLElement;
+      // Each character of "(and 1 more)" (a text node per JSX part) with its x as laid out.
+      const walker = document.createTreeWalker(
+        root.querySelector('.toast-more') as Node,
+        NodeFilter.SHOW_TEXT,
+      );
+      const letters: { char: string; x: number }[] = [];
+      for (let node = walker.nextNode() as Text | null; node; node = walker.nextNode() as Text | null) {
+        for (let index = 0; index < node.length; index++) {
+          const range = document.createRange();
+          range.setStart(node, index);
+          range.setEnd(node, index + 1);
+          letters.push({ char: node.data[index] as string, x: range.getBoundingClientRect().x });
+        }
+      }
+      return { feedOverflow: feed.scrollWidth - feed.clientWidth, letters };
+    });
+    expect(layout.feedOverflow).toBe(0);
+    const visual = layout.letters
+      .filter(({ char }) => char.trim())
+      .sort((a, b) => a.x - b.x)
+      .map(({ char }) => char)
+      .join('');
+    expect(visual).toBe('(and1more)');
+
+    // A payload as long as the gateway takes (16 KiB): the toast used to grow to 8,800 px, over half
+    // the page, with its Dismiss button far above the window.
+    const long = await env.stack.notify(user, {
+      title: 'word '.repeat(1500),
+      body: 'long body '.repeat(700),
+    });
+    const toast = inbox.page.locator(`.toast[data-id="${long}"]`);
+    await toast.waitFor();
+    const box = await toast.boundingBox();
+    const dismiss = await toast.getByRole('button', { name: /^Dismiss/ }).boundingBox();
+    expect(box && box.y >= 0 && box.height <= 700 / 2).toBe(true);
+    expect(dismiss && dismiss.y >= 0).toBe(true);
+    await context.close();
+  });
+
   it('has no accessibility violations (axe-core, WCAG 2.x A and AA), before and after notifications arrive', async () => {
     const user = randomId('axe');
     const context = await env.browser.newContext();

@@ -98,7 +98,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
           'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
         ),
       );
-      if (result.changed > 0) app.live.unread(tenantId, userId, result.unread);
+      if (result.changed > 0) app.live.unread(tenantId, userId, { ...result.unread, read: result.ids });
       // Reported in the background: the read has happened whether or not its webhook is enqueued.
       app.webhooks.events
         .read(tenantId, userId, result.ids)
