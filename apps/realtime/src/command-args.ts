@@ -1,11 +1,5 @@
 import { InboxError, isOffset } from '@herald/inbox';
-import {
-  type CommandReply,
-  ErrorCode,
-  type InboxOffset,
-  PushSocketEvent,
-  SocketEvent,
-} from '@herald/protocol';
+import { type CommandReply, ErrorCode, type InboxOffset } from '@herald/protocol';
 import type { Logger } from 'pino';
 
 type Reply = (answer: CommandReply) => void;
@@ -54,21 +48,6 @@ export function answerCommand<Answer>(
   );
 }
 
-/** Every event a client may send. */
-const CLIENT_EVENTS: ReadonlySet<unknown> = new Set([
-  SocketEvent.ACK,
-  SocketEvent.READ,
-  SocketEvent.READ_ALL,
-  SocketEvent.LIST,
-  SocketEvent.PREFERENCES,
-  SocketEvent.MUTE,
-  SocketEvent.UNMUTE,
-  SocketEvent.TOPICS,
-  SocketEvent.SUBSCRIBE,
-  SocketEvent.UNSUBSCRIBE,
-  ...Object.values(PushSocketEvent),
-]);
-
 /**
  * Answers an event the server does not know (a typo: `mark-read`), when it came with a callback,
  * `{ ok: false, code: HERALD_ERR_BAD_REQUEST, error }` naming it: without an answer the caller waits out
@@ -76,18 +55,31 @@ const CLIENT_EVENTS: ReadonlySet<unknown> = new Set([
  */
 export function answerUnknownEvents(socket: {
   onAny(listener: (event: unknown, ...args: unknown[]) => void): void;
+  eventNames(): (string | symbol)[];
+  listenerCount(event: string): number;
 }): void {
   socket.onAny((event, ...args) => {
     const reply = args.at(-1);
-    if (CLIENT_EVENTS.has(event) || typeof reply !== 'function') return;
+    // Known: a handler is registered for it (the events this server answers, whoever registered them).
+    if (typeof reply !== 'function' || (typeof event === 'string' && socket.listenerCount(event) > 0)) return;
     const name = JSON.stringify(String(event).slice(0, 64));
+    const known = socket.eventNames().filter((known) => typeof known === 'string' && !RESERVED.has(known));
     (reply as Reply)({
       ok: false,
       code: ErrorCode.BAD_REQUEST,
-      error: `Unknown event ${name}: the events a client sends are ${[...CLIENT_EVENTS].join(', ')}.`,
+      error: `Unknown event ${name}: the events a client sends are ${known.join(', ')}.`,
     });
   });
 }
+
+/** Socket.IO's own events on a server socket, which no client sends. */
+const RESERVED: ReadonlySet<string> = new Set([
+  'disconnect',
+  'disconnecting',
+  'error',
+  'newListener',
+  'removeListener',
+]);
 
 /**
  * The `upTo` of a `read-all` body: none (everything) for no body or `{}`; anything but an object
