@@ -40,6 +40,22 @@ describe("list: a page of the user's own inbox over the socket (what a browser l
     expect(second.items.map((item) => item.id)).toEqual(ids.slice(3));
     expect(second.nextAfter).toBeNull();
 
+    // Backwards: the newest page first (the SDK's first load), then `nextBefore`.
+    const newest = await list({ newest: true, limit: 3 });
+    if (!newest.ok) throw new Error(newest.error);
+    expect(newest.items.map((item) => item.id)).toEqual(ids.slice(2));
+    expect(newest).toMatchObject({ nextAfter: null, nextBefore: newest.items[0]?.offset });
+    const older = await list({ before: newest.nextBefore, limit: 3 });
+    if (!older.ok) throw new Error(older.error);
+    expect(older.items.map((item) => item.id)).toEqual(ids.slice(0, 2));
+    expect(older.nextBefore).toBeNull();
+    for (const bad of [{ before: 'nope' }, { newest: 'yes' }, { after: first.nextAfter, newest: true }]) {
+      expect(await list(bad), JSON.stringify(bad)).toMatchObject({
+        ok: false,
+        code: 'before' in bad ? 'HERALD_ERR_INBOX_INVALID_OFFSET' : 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+      });
+    }
+
     expect(await list({ after: 'nope' })).toMatchObject({
       ok: false,
       code: 'HERALD_ERR_INBOX_INVALID_OFFSET',

@@ -46,6 +46,23 @@ describe('a user’s inbox over REST', () => {
     expect(restPage.nextAfter).toBeNull();
   });
 
+  it('lists backwards from the newest, page by page (newest=true, then before=nextBefore)', async () => {
+    const userId = randomId('u');
+    const ids = await seed(userId, 5);
+    const pages: string[][] = [];
+    let url = `/users/${userId}/notifications?newest=true&limit=2`;
+    for (;;) {
+      const response = await app.inject({ method: 'GET', url, headers: auth });
+      expect(response.statusCode).toBe(200);
+      const page = response.json<{ items: { id: string }[]; nextBefore: string | null; nextAfter: null }>();
+      expect(page.nextAfter).toBeNull();
+      pages.push(page.items.map((item) => item.id));
+      if (page.nextBefore === null) break;
+      url = `/users/${userId}/notifications?before=${page.nextBefore}&limit=2`;
+    }
+    expect(pages).toEqual([ids.slice(3), ids.slice(1, 3), ids.slice(0, 1)]);
+  });
+
   it('marks some, then all, read; the count follows exactly', async () => {
     const userId = randomId('u');
     const ids = await seed(userId, 4);
@@ -82,6 +99,10 @@ describe('a user’s inbox over REST', () => {
       { method: 'GET' as const, url: `/users/${userId}/notifications?limit=0` },
       { method: 'GET' as const, url: `/users/${userId}/notifications?limit=1001` },
       { method: 'GET' as const, url: '/users/a%20b/notifications' },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?before=tomorrow` },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?newest=maybe` },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?after=0-0&newest=true` },
+      { method: 'GET' as const, url: `/users/${userId}/notifications?after=0-0&before=1-1` },
     ];
     for (const request of cases) {
       const response = await app.inject({ ...request, headers: auth });

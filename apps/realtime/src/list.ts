@@ -12,9 +12,24 @@ export async function listPage(
   body: unknown,
   log: Logger,
 ): Promise<ListReply> {
-  const { after, limit = 50 } = (body ?? {}) as { after?: unknown; limit?: unknown };
-  if (after !== undefined && !isOffset(after)) {
-    return { ok: false, code: ErrorCode.INBOX_INVALID_OFFSET, error: 'after is not an offset' };
+  const { after, before, newest, limit = 50 } = (body ?? {}) as Record<string, unknown>;
+  for (const [name, value] of [
+    ['after', after],
+    ['before', before],
+  ] as const) {
+    if (value !== undefined && !isOffset(value)) {
+      return { ok: false, code: ErrorCode.INBOX_INVALID_OFFSET, error: `${name} is not an offset` };
+    }
+  }
+  if (newest !== undefined && typeof newest !== 'boolean') {
+    return { ok: false, code: ErrorCode.INBOX_INVALID_ARGUMENT, error: 'newest must be true or false' };
+  }
+  if (after !== undefined && (before !== undefined || newest === true)) {
+    return {
+      ok: false,
+      code: ErrorCode.INBOX_INVALID_ARGUMENT,
+      error: 'after cannot be combined with before or newest',
+    };
   }
   if (!Number.isInteger(limit) || (limit as number) < 1 || (limit as number) > MAX_PAGE) {
     return {
@@ -24,7 +39,15 @@ export async function listPage(
     };
   }
   try {
-    return { ok: true, ...(await userInbox.list(userId, { after, limit: limit as number })) };
+    return {
+      ok: true,
+      ...(await userInbox.list(userId, {
+        after: after as string | undefined,
+        before: before as string | undefined,
+        newest: newest === true,
+        limit: limit as number,
+      })),
+    };
   } catch (error) {
     log.warn({ err: error }, 'list failed');
     return { ok: false, code: ErrorCode.UNAVAILABLE, error: 'Redis unavailable: retry shortly.' };

@@ -71,7 +71,9 @@ class Client implements HeraldClient {
     return this.#c._events.on(name, listener);
   }
 
-  list(options: { after?: InboxOffset; limit?: number } = {}): Promise<InboxListPage> {
+  list(
+    options: { after?: InboxOffset; before?: InboxOffset; newest?: boolean; limit?: number } = {},
+  ): Promise<InboxListPage> {
     return run(this.#c, 'list', options) as Promise<InboxListPage>;
   }
 

@@ -69,7 +69,7 @@ export async function resync(c: Core): Promise<void> {
   await loadSnapshot(c, c._socket, undefined, true);
 }
 
-/** Reloads the inbox (oldest first, keeping the newest `maxItems`) up to `upTo`, silently. */
+/** Reloads the newest `maxItems` of the inbox (newest page first) up to `upTo`, silently. */
 export function loadSnapshot(
   c: Core,
   socket: HeraldSocket | undefined,
@@ -78,18 +78,21 @@ export function loadSnapshot(
 ): Promise<void> {
   c._snapshotLoading ??= (async () => {
     try {
-      let after: InboxOffset | undefined;
-      for (let page = 0; page < 20; page++) {
-        const listing = await listOn(c, socket, { ...(after ? { after } : {}), limit: 1000 });
-        const items =
+      // The newest page first; older ones only while fewer than `maxItems` came.
+      let before: InboxOffset | undefined;
+      let left = c._store.maxItems;
+      do {
+        const listing = await listOn(c, socket, { newest: true, before, limit: Math.min(left, 1000) });
+        c._store.merge(
           upTo === undefined
             ? listing.items
-            : listing.items.filter((item) => compareOffsets(item.offset, upTo) <= 0);
-        c._store.merge(items);
+            : listing.items.filter((item) => compareOffsets(item.offset, upTo) <= 0),
+        );
         c._store.setUnread(listing.unread);
-        if (listing.nextAfter === null || items.length < listing.items.length) break;
-        after = listing.nextAfter;
-      }
+        left -= listing.items.length;
+        // null (the oldest kept) ends the loop before it is sent.
+        before = listing.nextBefore as InboxOffset | undefined;
+      } while (before && left > 0);
       c._needSnapshot = false;
       c._tabs?.post({ t: 'state', state: c._shareableState(true) });
       c._emitState();
@@ -124,7 +127,7 @@ async function fill(c: Core, after: InboxOffset, before: InboxOffset): Promise<v
 async function listOn(
   c: Core,
   socket: HeraldSocket | undefined,
-  args: { after?: InboxOffset; limit: number },
+  args: { after?: InboxOffset; before?: InboxOffset | undefined; newest?: boolean; limit: number },
 ): Promise<InboxListPage> {
   if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', 'Not connected.');
   const reply = (await socket.timeout(c._timeoutMs).emitWithAck('list', args)) as ListReply;

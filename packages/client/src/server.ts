@@ -90,7 +90,11 @@ export interface HeraldServer {
   /** What became of a notification; undefined when the gateway does not know it (404). */
   status(id: string): Promise<NotificationStatus | undefined>;
   inbox: {
-    list(userId: string, options?: { after?: InboxOffset; limit?: number }): Promise<InboxListPage>;
+    /** A page, oldest first; backwards (the newest, then `nextBefore`) with `newest` or `before`. */
+    list(
+      userId: string,
+      options?: { after?: InboxOffset; before?: InboxOffset; newest?: boolean; limit?: number },
+    ): Promise<InboxListPage>;
     markRead(
       userId: string,
       selection: { ids: string[] } | { all: true; upTo?: InboxOffset },
@@ -215,9 +219,11 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
       }
     },
     inbox: {
-      async list(userId, { after, limit } = {}) {
+      async list(userId, { after, before, newest, limit } = {}) {
         const query = new URLSearchParams();
         if (after !== undefined) query.set('after', after);
+        if (before !== undefined) query.set('before', before);
+        if (newest !== undefined) query.set('newest', String(newest));
         if (limit !== undefined) query.set('limit', String(limit));
         const suffix = query.size > 0 ? `?${query}` : '';
         return (await call<InboxListPage>('GET', `${user(userId)}${suffix}`)).body;

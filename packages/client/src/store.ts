@@ -44,7 +44,8 @@ export interface InboxSnapshot {
 export class InboxStore {
   readonly #byOffset = new Map<InboxOffset, HeraldItem>();
   readonly #offsetById = new Map<string, InboxOffset>();
-  readonly #maxItems: number;
+  /** The most it keeps (`maxItems`, 200 by default). */
+  readonly maxItems: number;
   #unread: UnreadEvent | undefined;
   #lastOffset: InboxOffset | undefined;
   /** The newest offset dropped to stay within `maxItems`: anything at or before it is old news. */
@@ -52,7 +53,7 @@ export class InboxStore {
   #snapshot: InboxSnapshot | undefined;
 
   constructor(options: { maxItems?: number } = {}) {
-    this.#maxItems = options.maxItems ?? 200;
+    this.maxItems = options.maxItems ?? 200;
   }
 
   get lastOffset(): InboxOffset | undefined {
@@ -176,7 +177,7 @@ export class InboxStore {
     const item: HeraldItem = { ...rest, read: rest.read ?? false };
     this.#byOffset.set(item.offset, item);
     this.#offsetById.set(item.id, item.offset);
-    if (this.#byOffset.size > this.#maxItems) {
+    if (this.#byOffset.size > this.maxItems) {
       const oldest = this.#oldest();
       if (oldest !== undefined) {
         const dropped = this.#byOffset.get(oldest);

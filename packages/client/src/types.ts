@@ -126,7 +126,12 @@ export interface HeraldClient {
     listener: (...args: HeraldEvents[Name]) => void,
   ): () => void;
   /** A page of the inbox, oldest first, `after` exclusive (the offset is the cursor). */
-  list(options?: { after?: InboxOffset; limit?: number }): Promise<InboxListPage>;
+  list(options?: {
+    after?: InboxOffset;
+    before?: InboxOffset;
+    newest?: boolean;
+    limit?: number;
+  }): Promise<InboxListPage>;
   /** Marks notifications read (idempotent); every tab and device gets the new exact count. */
   markRead(ids: readonly string[]): Promise<{ changed: number; unread?: UnreadEvent }>;
   /**

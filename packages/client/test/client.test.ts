@@ -1,4 +1,4 @@
-import { waitFor } from '@herald/testing';
+import { testRedis, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { HeraldUnauthorizedError } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
@@ -56,6 +56,37 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect(alice.connections).toContain('reconnecting');
     await waitFor(() => alice.client.getState().unread?.count === 10, { what: 'count 10' });
     expect(await connections(b)).toBe(1);
+  });
+
+  it('loads the newest maxItems of a long inbox in one page read backwards, not the whole inbox', async () => {
+    const { stack, gateway, a } = await startStack();
+    const user = randomId('carol');
+    const ids = await notify(gateway, user, 30);
+    await appended(gateway, user, ids.at(-1));
+    // What Redis reads of the user's inbox stream meanwhile (scripts' own commands included).
+    const redis = testRedis();
+    const monitor = await (redis as Extract<typeof redis, { monitor: unknown }>).monitor();
+    const reads: string[][] = [];
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      const [command = ''] = args;
+      if (/^x(rev)?range$/i.test(command) && args[1]?.includes(user)) reads.push(args);
+    });
+    try {
+      const carol = client({ url: a.url, getToken: () => stack.token(user), maxItems: 5 });
+      await live(carol);
+      await waitFor(() => itemIds(carol).length === 5, { what: 'snapshot' });
+      expect(itemIds(carol)).toEqual(ids.slice(-5));
+      expect(carol.client.getState().unread?.count).toBe(30);
+      await waitFor(() => reads.some(([command]) => command?.toLowerCase() === 'xrevrange'), {
+        what: 'the read',
+      });
+      // One backward read of 5 (and the newest offset: COUNT 1); never a forward read of the inbox.
+      const counts = reads.map((args) => `${args[0]?.toLowerCase()} ${args.at(-1)}`);
+      expect(counts.filter((read) => read !== 'xrevrange 1')).toEqual(['xrevrange 5']);
+    } finally {
+      monitor.disconnect();
+      redis.disconnect();
+    }
   });
 
   it('marks read idempotently; the count is always the server’s; list pages by offset', async () => {

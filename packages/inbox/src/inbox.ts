@@ -4,7 +4,7 @@ import { AppendBatcher } from './append-batch.js';
 import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
-import { listingOf } from './listing.js';
+import { entriesBefore, listingOf } from './listing.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
@@ -337,21 +337,55 @@ export class Inbox {
   /**
    * A page of the inbox for a backend (`GET /users/:userId/notifications?after=&limit=`): notifications
    * after `after` (default: the oldest kept), each with `read` and `deliveredAt`, and the unread count.
+   * Backwards with `newest: true` or `before`: the `limit` newest, or the `limit` just before `before`
+   * (exclusive), still oldest first, with `nextBefore` for the page before (null at the oldest kept)
+   * and `nextAfter` null: what a client that shows the newest few reads first.
    *
-   * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_OFFSET` for a malformed `after` (answer 400),
-   *   `HERALD_ERR_INBOX_INVALID_ARGUMENT` for a limit outside 1..1000 (answer 400).
+   * @throws {InboxError} `HERALD_ERR_INBOX_INVALID_OFFSET` for a malformed `after` or `before` (answer
+   *   400), `HERALD_ERR_INBOX_INVALID_ARGUMENT` for a limit outside 1..1000, or `after` with `before`
+   *   or `newest` (answer 400).
    * @example
    * ```ts
    * const page = await inbox.list('alice', { after: request.query.after, limit: 50 });
+   * const newest = await inbox.list('alice', { newest: true, limit: 20 }); // then { before: newest.nextBefore }
    * ```
    */
   async list(
     userId: string,
-    options: { after?: InboxOffset | undefined; limit?: number | undefined } = {},
+    options: {
+      after?: InboxOffset | undefined;
+      before?: InboxOffset | undefined;
+      newest?: boolean | undefined;
+      limit?: number | undefined;
+    } = {},
   ): Promise<InboxListing> {
     const limit = checkLimit(options.limit ?? 50);
-    const [page, unread] = await Promise.all([this.read(userId, { ...options, limit }), this.unread(userId)]);
-    return listingOf(this.#redis, this.keys(userId), page, limit, unread);
+    const { after, before } = options;
+    if (!options.newest && before === undefined) {
+      const [page, unread] = await Promise.all([this.read(userId, { after, limit }), this.unread(userId)]);
+      return listingOf(this.#redis, this.keys(userId), page, limit, unread);
+    }
+    if (after !== undefined) {
+      throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'after cannot be combined with before or newest');
+    }
+    if (before !== undefined) parseOffset(before);
+    const keys = this.keys(userId);
+    const [entries, unread] = await Promise.all([
+      entriesBefore(this.#redis, keys, before, limit),
+      this.unread(userId),
+    ]);
+    const page = {
+      entries,
+      trimmed: false,
+      unknownOffset: false,
+      lastOffset: entries.at(-1)?.offset ?? ZERO_OFFSET,
+    };
+    const listing = await listingOf(this.#redis, keys, page, limit, unread);
+    return {
+      ...listing,
+      nextAfter: null,
+      nextBefore: entries.length === limit ? (entries[0]?.offset ?? null) : null,
+    };
   }
 
   /**

@@ -1,5 +1,6 @@
-import type { UnreadEvent } from '@herald/protocol';
+import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
+import { toEvent } from './checks.js';
 import type { InboxKeys } from './keys.js';
 import type { InboxListing, InboxPage } from './types.js';
 
@@ -30,4 +31,24 @@ export async function listingOf(
     };
   });
   return { items, nextAfter: items.length === limit ? page.lastOffset : null, trimmed: page.trimmed, unread };
+}
+
+/**
+ * The entries of a page read backwards ({@link Inbox.list} with `newest` or `before`): the `limit`
+ * newest, or the `limit` just before `before` (exclusive), oldest first.
+ */
+export async function entriesBefore(
+  redis: Redis | Cluster,
+  keys: InboxKeys,
+  before: InboxOffset | undefined,
+  limit: number,
+): Promise<NotificationEvent[]> {
+  const raw = (await redis.xrevrange(
+    keys.stream,
+    before === undefined ? '+' : `(${before}`,
+    '-',
+    'COUNT',
+    limit,
+  )) as [string, string[]][];
+  return raw.reverse().map(([offset, fields]) => toEvent(offset, fields));
 }

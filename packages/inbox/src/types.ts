@@ -77,6 +77,11 @@ export interface InboxListing {
   /** True when notifications right after `after` were trimmed (see {@link InboxPage.trimmed}). */
   trimmed: boolean;
   unread: UnreadEvent;
+  /**
+   * A page read backwards (`newest` or `before`): pass as `before` for the page before it; null when
+   * this page reached the oldest kept. Absent on a page read forwards.
+   */
+  nextBefore?: InboxOffset | null;
 }
 
 /** Answer of {@link Inbox.markRead}. */

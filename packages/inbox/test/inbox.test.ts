@@ -36,6 +36,40 @@ describe('inbox', () => {
     expect(await inbox.latestOffset(randomId('empty'))).toBe(ZERO_OFFSET);
   });
 
+  it('lists backwards: the newest page first, then each older page, oldest first within a page', async () => {
+    const { inbox, user } = setup({ maxLength: 8 });
+    for (let n = 1; n <= 10; n++) await inbox.append(notification(user, n));
+    await inbox.markRead(user, { ids: ['n-9'] });
+    const ns = (page: { items: { payload: unknown }[] }) =>
+      page.items.map((item) => (item.payload as { n: number }).n);
+    const newest = await inbox.list(user, { newest: true, limit: 3 });
+    expect(ns(newest)).toEqual([8, 9, 10]);
+    expect(newest.items.map((item) => item.read)).toEqual([false, true, false]);
+    expect(newest).toMatchObject({ nextAfter: null, trimmed: false, unread: { count: 7 } });
+    const older = await inbox.list(user, { before: newest.nextBefore ?? '', limit: 3 });
+    expect(ns(older)).toEqual([5, 6, 7]);
+    // The oldest kept (3; 1 and 2 were trimmed) ends it.
+    const oldest = await inbox.list(user, { newest: true, before: older.nextBefore ?? '', limit: 3 });
+    expect(ns(oldest)).toEqual([3, 4]);
+    expect(oldest.nextBefore).toBeNull();
+    // A full page that happens to reach the oldest still points one page back, which is empty.
+    const exact = await inbox.list(user, { before: older.items[0]?.offset ?? '', limit: 2 });
+    expect(ns(exact)).toEqual([3, 4]);
+    expect(ns(await inbox.list(user, { before: exact.nextBefore ?? '', limit: 2 }))).toEqual([]);
+    // An empty inbox, a forward page (no nextBefore), and what cannot be asked.
+    expect(await inbox.list(randomId('empty'), { newest: true })).toMatchObject({
+      items: [],
+      nextBefore: null,
+    });
+    expect(await inbox.list(user, { limit: 1 })).not.toHaveProperty('nextBefore');
+    await expect(inbox.list(user, { after: '0-0', newest: true })).rejects.toMatchObject({
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+    });
+    await expect(inbox.list(user, { before: 'nope' })).rejects.toMatchObject({
+      code: 'HERALD_ERR_INBOX_INVALID_OFFSET',
+    });
+  });
+
   it('is idempotent: the same notification appended twice is stored once and answers its first offset', async () => {
     const { inbox, user } = setup();
     const first = await inbox.append(notification(user, 1));

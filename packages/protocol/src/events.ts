@@ -190,6 +190,11 @@ export interface InboxListPage {
   /** True when notifications right after `after` were trimmed away. */
   trimmed: boolean;
   unread: UnreadEvent;
+  /**
+   * A page read backwards (`newest` or `before`): pass as `before` for the page before it; null when
+   * this page reached the oldest kept. Absent on a page read forwards.
+   */
+  nextBefore?: InboxOffset | null;
 }
 
 /** Answer to `list`. */
@@ -223,9 +228,14 @@ export interface ClientToServerEvents extends PushClientToServerEvents {
   'read-all': (body: { upTo?: InboxOffset }, reply?: (answer: CommandReply) => void) => void;
   /**
    * A page of the user's own inbox, oldest first, `after` exclusive (absent: from the oldest kept),
-   * `limit` 1..1000 (default 50): what a browser lists with its user token, without an API key.
+   * `limit` 1..1000 (default 50): what a browser lists with its user token, without an API key. With
+   * `newest: true` or `before` (not with `after`), the page is read backwards: the `limit` newest, or
+   * the `limit` just before `before` (exclusive); follow `nextBefore` for older ones.
    */
-  list: (body: { after?: InboxOffset; limit?: number }, reply: (answer: ListReply) => void) => void;
+  list: (
+    body: { after?: InboxOffset; before?: InboxOffset | undefined; newest?: boolean; limit?: number },
+    reply: (answer: ListReply) => void,
+  ) => void;
   /** The user's own mutes. */
   preferences: (body: Record<string, never>, reply: (answer: PreferencesReply) => void) => void;
   /** Mutes topics and / or types for the user: their notifications are no longer stored nor pushed. */

@@ -44,16 +44,19 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         summary: "A page of a user's inbox, oldest first",
         description:
-          '`after` is exclusive (absent: from the oldest kept); follow `nextAfter` until it is null. `trimmed: true` means notifications right after `after` are gone (the inbox is bounded by count and age).',
+          '`after` is exclusive (absent: from the oldest kept); follow `nextAfter` until it is null. `trimmed: true` means notifications right after `after` are gone (the inbox is bounded by count and age). With `newest=true` or `before` (not with `after`) the page is read backwards: the `limit` newest, or the `limit` just before `before` (exclusive), still oldest first; follow `nextBefore` until it is null (`nextAfter` is then null).',
         params: Type.Object({ userId: UserId }),
         querystring: Type.Object({
           after: Type.Optional(Offset),
+          before: Type.Optional(Offset),
+          newest: Type.Optional(Type.Boolean()),
           limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
         }),
         response: {
           200: Type.Object({
             items: Type.Array(InboxItem),
             nextAfter: Type.Union([Offset, Type.Null()]),
+            nextBefore: Type.Optional(Type.Union([Offset, Type.Null()])),
             trimmed: Type.Boolean(),
             unread: Unread,
           }),
@@ -63,10 +66,10 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const { userId } = request.params;
-      const { after, limit } = request.query;
+      const { after, before, newest, limit } = request.query;
       const inbox = app.inbox.tenant(request.identity.tenantId);
       return app.inboxCall('The inbox (Redis)', () =>
-        inbox.list(userId, { ...(after ? { after } : {}), limit: limit ?? 50 }),
+        inbox.list(userId, { after, before, newest, limit: limit ?? 50 }),
       );
     },
   );
