@@ -61,6 +61,14 @@ describe('a user’s inbox over REST', () => {
       url = `/users/${userId}/notifications?before=${page.nextBefore}&limit=2`;
     }
     expect(pages).toEqual([ids.slice(3), ids.slice(1, 3), ids.slice(0, 1)]);
+    // Before the first offset there can be: an empty page, not a Redis error.
+    const none = await app.inject({
+      method: 'GET',
+      url: `/users/${userId}/notifications?before=0-0`,
+      headers: auth,
+    });
+    expect(none.statusCode).toBe(200);
+    expect(none.json()).toMatchObject({ items: [], nextBefore: null, unread: { count: 5 } });
   });
 
   it('marks some, then all, read; the count follows exactly', async () => {

@@ -368,7 +368,17 @@ export class Inbox {
     if (after !== undefined) {
       throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'after cannot be combined with before or newest');
     }
-    if (before !== undefined) parseOffset(before);
+    // Nothing is before 0-0 (and Redis refuses the range `(0-0`): an empty page.
+    const start = before === undefined ? undefined : parseOffset(before);
+    if (start !== undefined && start.ms === 0 && start.seq === 0) {
+      return {
+        items: [],
+        nextAfter: null,
+        nextBefore: null,
+        trimmed: false,
+        unread: await this.unread(userId),
+      };
+    }
     const keys = this.keys(userId);
     const [entries, unread] = await Promise.all([
       entriesBefore(this.#redis, keys, before, limit),

@@ -56,6 +56,10 @@ describe('inbox', () => {
     const exact = await inbox.list(user, { before: older.items[0]?.offset ?? '', limit: 2 });
     expect(ns(exact)).toEqual([3, 4]);
     expect(ns(await inbox.list(user, { before: exact.nextBefore ?? '', limit: 2 }))).toEqual([]);
+    // Nothing is before the first offset there can be (Redis refuses the range itself).
+    for (const before of ['0-0', '000-00']) {
+      expect(await inbox.list(user, { before })).toMatchObject({ items: [], nextBefore: null });
+    }
     // An empty inbox, a forward page (no nextBefore), and what cannot be asked.
     expect(await inbox.list(randomId('empty'), { newest: true })).toMatchObject({
       items: [],
