@@ -121,6 +121,22 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
     expect((await acks(other, SOCKET_BURST)).every((reply) => reply.ok)).toBe(true);
   });
 
+  it('a list costs one event per 50 items it asks for: a page of 1,000 is not one event', async () => {
+    const socket = await connected(proxied.url, randomId('lister'));
+    const list = (body: unknown) => socket.timeout(10_000).emitWithAck('list', body) as Promise<CommandReply>;
+    // The socket's burst is 5: 200 items cost 4, then 100 (2) is over, 50 (1) is not.
+    expect(await list({ limit: 200 })).toMatchObject({ ok: true });
+    expect(await list({ limit: 100 })).toMatchObject({ ok: false, code: 'HERALD_ERR_RATE_LIMITED' });
+    expect(await list({ limit: 50 })).toMatchObject({ ok: true });
+    expect(await list({})).toMatchObject({ ok: false, code: 'HERALD_ERR_RATE_LIMITED' });
+    // Dearer than the whole burst (1,000 items: 20): it costs the burst, so it passes on a fresh socket.
+    const fresh = await connected(proxied.url, randomId('lister'));
+    expect(await fresh.timeout(10_000).emitWithAck('list', { limit: 1000 })).toMatchObject({ ok: true });
+    expect(await fresh.timeout(10_000).emitWithAck('ack', { ids: [] })).toMatchObject({
+      code: 'HERALD_ERR_RATE_LIMITED',
+    });
+  });
+
   it('commands sent with only an acknowledgement callback are acknowledged', async () => {
     const socket = await connected(proxied.url, randomId('nobody'));
     // socket.emit('read-all', ack): the callback arrives where the body would be.

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import proxyAddr from '@fastify/proxy-addr';
 import { createRedis } from '@herald/config';
+import { MAX_PAGE } from '@herald/inbox';
 import { type CommandReply, ErrorCode } from '@herald/protocol';
 import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
 import type { Cluster, Redis } from 'ioredis';
@@ -62,6 +63,8 @@ export class AbuseLimits {
   readonly #events: RateLimiter;
   readonly #handshakes: RateLimiter;
   readonly #trust: (address: string, hop: number) => boolean;
+  /** The most one event may cost: the smaller burst (a dearer event would never pass). */
+  readonly #maxCost: number;
 
   constructor(
     connection: { redisUrl: string; redisClusterNodes: { host: string; port: number }[] | undefined },
@@ -98,6 +101,7 @@ export class AbuseLimits {
       logger,
     });
     this.#trust = trustFunction(settings.trustProxy);
+    this.#maxCost = Math.min(settings.socketEvents.burst, settings.userEvents.burst);
   }
 
   /**
@@ -116,13 +120,14 @@ export class AbuseLimits {
 
   /**
    * Per-socket middleware (`socket.use`): every client event costs one from the socket's and the
-   * user's buckets; over either, the event is dropped and its acknowledgement (if any) answered
-   * `{ ok: false, code: 'HERALD_ERR_RATE_LIMITED', error, retryAfterMs }`.
+   * user's buckets, a `list` one per {@link LIST_ITEMS_PER_EVENT} items it asks for (a page of 1,000
+   * reads 1,000 entries and their records: 20); over either, the event is dropped and its
+   * acknowledgement (if any) answered `{ ok: false, code: 'HERALD_ERR_RATE_LIMITED', error, retryAfterMs }`.
    */
   events(userKey: string, socketId: string): (packet: SocketPacket, next: (error?: Error) => void) => void {
     const ids = { [AbusePolicy.SOCKET_EVENTS]: socketId, [AbusePolicy.USER_EVENTS]: userKey };
     return (packet, next) => {
-      this.#events.consume(ids).then(
+      this.#events.consume(ids, Math.min(eventCost(packet), this.#maxCost)).then(
         (result) => {
           if (result.allowed) {
             next();
@@ -157,6 +162,19 @@ export class AbuseLimits {
   close(): void {
     this.#redis.disconnect();
   }
+}
+
+/** Items of a `list` page that cost one event: the default page (50) costs one, a page of 1,000 costs 20. */
+export const LIST_ITEMS_PER_EVENT = 50;
+
+/** What a client event costs from its budgets: one, a `list` one per {@link LIST_ITEMS_PER_EVENT} items. */
+function eventCost(packet: SocketPacket): number {
+  if (packet[0] !== 'list') return 1;
+  const limit = (packet[1] as { limit?: unknown } | null | undefined)?.limit;
+  // What `list` would refuse costs one: it reads nothing.
+  return Number.isInteger(limit) && (limit as number) >= 1 && (limit as number) <= MAX_PAGE
+    ? Math.ceil((limit as number) / LIST_ITEMS_PER_EVENT)
+    : 1;
 }
 
 function policy(name: string, bucket: BucketSettings, keyPrefix: string) {
