@@ -114,7 +114,7 @@ describe("requests Node refuses itself before Fastify sees them have Herald's sh
     await waitFor(() => Buffer.concat(received).toString().startsWith('HTTP/1.1 100 Continue\r\n\r\n'), {
       what: '100 Continue',
     });
-    // Not half-closed: Node's server would end the connection before answering (Connection: close ends it).
+    // The body after the 100 Continue, on the same open connection (Connection: close ends it).
     socket.write(tokenBody);
     await closed;
     const answer = parseAnswer(
@@ -140,6 +140,19 @@ describe("requests Node refuses itself before Fastify sees them have Herald's sh
     // HTTP/1.0 too, and the gateway still serves afterwards.
     expect((await exchange(port, 'CONNECT example.com:443 HTTP/1.0\r\n\r\n')).answer.status).toBe(405);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+
+  it('a client that half-closes its side once its request is sent still gets the answer (RFC 9112 §9.6)', async () => {
+    // Node's server ends such a connection and drops the answer, though the route ran: a 202 lost, whose
+    // retry would deliver twice without an Idempotency-Key. HTTP/1.0 clients and `nc -N` do this.
+    for (const version of ['1.1', '1.0']) {
+      const { answer } = await exchange(
+        port,
+        `${tokenHead('').replace('HTTP/1.1', `HTTP/${version}`)}${tokenBody}`,
+      );
+      expect(answer.status, version).toBe(200);
+      expect(JSON.parse(answer.body), version).toHaveProperty('token');
+    }
   });
 
   it('an Upgrade the gateway does not speak is ignored: the request is served as plain HTTP', async () => {

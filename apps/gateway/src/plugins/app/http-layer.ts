@@ -128,7 +128,8 @@ export const httpServerOptions = {
  *   a word, is answered in Herald's shape: an HTTP/1.1 request without `Host` (400, connection closed;
  *   RFC 9112 §3.2), an `Expect` other than `100-continue` (417; `100-continue` still gets its
  *   `100 Continue` from Node), and `CONNECT` (405: the gateway is no proxy; connection closed). An
- *   `Upgrade` needs no answer: with no `upgrade` listener Node serves the request as plain HTTP.
+ *   `Upgrade` needs no answer: with no `upgrade` listener Node serves the request as plain HTTP. A
+ *   client's half-close ends no request: it is answered (Node would drop the answer).
  * Register before every other plugin that declares routes (it learns them from `onRoute`) or answers in
  * `onRequest` (its `onRequest` hook must run first).
  */
@@ -150,6 +151,11 @@ export default fp(
     // Node answers an `Expect` other than 100-continue with an empty 417 unless this event has a
     // listener: the request goes to Fastify as any other, marked, and the hook below answers it.
     const unmetExpectations = new WeakSet<IncomingMessage>();
+    // A client may half-close its side once its request is sent: that ends no request (RFC 9112 §9.6),
+    // yet Node's HTTP server aborts it and ends the connection unanswered (its default), although the
+    // route still runs: a 202 whose notification was accepted would be lost, and a retry without an
+    // Idempotency-Key would deliver twice. Set, Node answers, then closes the connection.
+    (app.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
       unmetExpectations.add(request);
       app.server.emit('request', request, response);
