@@ -251,6 +251,19 @@ describe('bodies', () => {
     expectHeraldError(await response.text(), code);
   });
 
+  it('a Content-Encoding on a request without a body is no reason to refuse it (nothing to decode)', async () => {
+    for (const path of ['/healthz', '/users/alice/notifications', `/notifications/${randomUUID()}`]) {
+      const bare = await fetch(`${base}${path}`, { headers: auth });
+      const encoded = await fetch(`${base}${path}`, { headers: { ...auth, 'content-encoding': 'gzip' } });
+      expect(encoded.status, path).toBe(bare.status);
+    }
+    const removed = await fetch(`${base}/topics/orders/subscribers/carol`, {
+      method: 'DELETE',
+      headers: { ...auth, 'content-encoding': 'br' },
+    });
+    expect(removed.status).toBe(200);
+  });
+
   it('a route that takes no body accepts an empty one with any Content-Type, as it does one without', async () => {
     const send = (method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
       fetch(`${base}${path}`, {

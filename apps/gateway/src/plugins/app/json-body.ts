@@ -246,8 +246,16 @@ export default fp(
     });
 
     app.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
-      const encoding = request.headers['content-encoding'];
-      if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') {
+      const { 'content-encoding': encoding, 'content-length': length } = request.headers;
+      // Only a body to read can be encoded: a GET or HEAD (whose body Fastify never reads) or a request
+      // without a body is served whatever its Content-Encoding (some clients send one on every request).
+      if (
+        encoding === undefined ||
+        encoding.trim().toLowerCase() === 'identity' ||
+        request.method === 'GET' ||
+        request.method === 'HEAD' ||
+        ((length === undefined || length === '0') && request.headers['transfer-encoding'] === undefined)
+      ) {
         done();
         return;
       }

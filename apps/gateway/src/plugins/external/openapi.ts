@@ -129,7 +129,7 @@ function complete(operation: Operation, traits: RouteTraits): void {
       operation,
       '415',
       error(
-        `Not JSON, a charset other than UTF-8, or a Content-Encoding: \`${ErrorCode.UNSUPPORTED_MEDIA_TYPE}\`.`,
+        `Not JSON, a charset other than UTF-8, or a body with a Content-Encoding: \`${ErrorCode.UNSUPPORTED_MEDIA_TYPE}\`.`,
         ['Accept-Encoding'],
       ),
     );
