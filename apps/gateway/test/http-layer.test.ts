@@ -181,6 +181,32 @@ describe('routing errors', () => {
     expectHeraldError(await unknown.text(), 'HERALD_ERR_NOT_FOUND');
   });
 
+  it('a path or method the gateway does not serve is a 404 or 405 whatever the body, which is not read', async () => {
+    const large = `{"a":"${'x'.repeat(70_000)}"}`;
+    for (const [method, path, status] of [
+      ['POST', '/healthz', 405],
+      ['PUT', '/notify', 405],
+      ['DELETE', '/users/alice/notifications', 405],
+      ['POST', '/nowhere', 404],
+    ] as const) {
+      for (const [headers, body] of [
+        [{ 'content-type': 'application/json' }, '{bad'],
+        [{ 'content-type': 'text/plain' }, 'hello'],
+        [{ 'content-type': 'application/json; charset=latin1' }, '{}'],
+        [{ 'content-type': 'application/json', 'content-encoding': 'gzip' }, 'x'],
+        [{ 'content-type': 'application/json' }, large],
+      ] as const) {
+        const response = await fetch(`${base}${path}`, { method, headers: { ...auth, ...headers }, body });
+        const what = `${method} ${path} ${JSON.stringify(headers)} ${body.slice(0, 10)}`;
+        expect(response.status, what).toBe(status);
+        expectHeraldError(
+          await response.text(),
+          status === 404 ? 'HERALD_ERR_NOT_FOUND' : 'HERALD_ERR_METHOD_NOT_ALLOWED',
+        );
+      }
+    }
+  });
+
   it(`the inbox routes take every user id /notify takes: ${USER_ID_MAX_LENGTH} characters, every one percent-encoded`, async () => {
     const userId = `a/b@c+d=e|f:g~h.i_j-${'/'.repeat(USER_ID_MAX_LENGTH - 20)}`;
     expect(userId).toHaveLength(USER_ID_MAX_LENGTH);

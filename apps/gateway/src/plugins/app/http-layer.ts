@@ -121,7 +121,8 @@ export const httpServerOptions = {
  *   precheck in `preParsing`) whose body is chunked or declared over the body limit gets
  *   `Connection: close`, so Node closes the connection after the answer instead of reading an
  *   unbounded body to reuse it;
- * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON;
+ * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON, answered
+ *   in `onRequest`, before the body is parsed (a wrong path is not told about a body no route reads);
  * - a request that reaches the gateway while it shuts down (on a keep-alive connection) is a 503
  *   `HERALD_ERR_UNAVAILABLE` with `Retry-After`, nothing accepted, the connection closed after it;
  * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
@@ -147,6 +148,18 @@ export default fp(
       }
     });
     const allowedOn = (path: string) => METHODS.filter((method) => known.find(method, path) !== null);
+    /** A 405 with `Allow` when the path exists with other methods, else a 404. */
+    const unrouted = (request: FastifyRequest): HttpError => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = allowedOn(path);
+      return allowed.length > 0
+        ? new HttpError(
+            ErrorCode.METHOD_NOT_ALLOWED,
+            `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
+            { headers: { Allow: allowed.join(', ') } },
+          )
+        : new HttpError(ErrorCode.NOT_FOUND, `No route ${request.method} ${path}`);
+    };
 
     // Node answers an `Expect` other than 100-continue with an empty 417 unless this event has a
     // listener: the request goes to Fastify as any other, marked, and the hook below answers it.
@@ -198,7 +211,9 @@ export default fp(
         );
         return;
       }
-      done();
+      // No route: answered before the body is parsed, so that a wrong path or method is told as such
+      // rather than as a problem of a body no route would read (and the body is not read).
+      done(request.is404 ? unrouted(request) : undefined);
     });
 
     // Node closes a CONNECT's connection without a word unless this event has a listener. The socket is
@@ -231,20 +246,9 @@ export default fp(
       done(null, payload);
     });
 
+    // Reached only through `reply.callNotFound()`: the `onRequest` hook above answers unrouted requests.
     app.setNotFoundHandler((request, reply) => {
-      const path = request.url.split('?')[0] ?? '/';
-      const allowed = allowedOn(path);
-      if (allowed.length > 0) {
-        void reply
-          .code(405)
-          .header('Allow', allowed.join(', '))
-          .send({
-            error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
-            code: ErrorCode.METHOD_NOT_ALLOWED,
-          });
-        return;
-      }
-      void reply.code(404).send({ error: `No route ${request.method} ${path}`, code: ErrorCode.NOT_FOUND });
+      void reply.send(unrouted(request));
     });
   },
   { name: 'http-layer', fastify: '5.x' },
