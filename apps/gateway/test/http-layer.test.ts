@@ -3,7 +3,7 @@ import { USER_ID_MAX_LENGTH } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
-import { API_KEY, auth, postRaw, testAppForFile } from './helpers.js';
+import { API_KEY, API_KEY_2, auth, postRaw, testAppForFile } from './helpers.js';
 import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
 
 const app = await testAppForFile({
@@ -153,6 +153,29 @@ describe("requests Node refuses itself before Fastify sees them have Herald's sh
       expect(answer.status, version).toBe(200);
       expect(JSON.parse(answer.body), version).toHaveProperty('token');
     }
+  });
+
+  it('a header that must come once (Host, Authorization, Idempotency-Key, Content-Type) sent twice is a 400 naming it', async () => {
+    // Node keeps the first Host, Authorization and Content-Type and joins two Idempotency-Keys with ", ":
+    // a proxy that reads the other one would act for another tenant, or another key.
+    const key2 = `Authorization: Bearer ${API_KEY_2}\r\n`;
+    for (const [header, bytes] of [
+      ['Host', 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n'],
+      ['Authorization', `${tokenHead(key2)}${tokenBody}`],
+      ['Content-Type', `${tokenHead('Content-Type: text/plain\r\n')}${tokenBody}`],
+      ['Idempotency-Key', `${tokenHead('Idempotency-Key: a\r\nIdempotency-Key: b\r\n')}${tokenBody}`],
+    ] as const) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status, header).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error, header).toContain(`${header} header more than once`);
+    }
+    // Headers that are lists may repeat.
+    const { answer } = await exchange(
+      port,
+      `${tokenHead('Accept: a/b\r\nAccept: application/json\r\n')}${tokenBody}`,
+    );
+    expect(answer.status).toBe(200);
   });
 
   it('an Upgrade the gateway does not speak is ignored: the request is served as plain HTTP', async () => {

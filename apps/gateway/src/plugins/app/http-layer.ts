@@ -35,6 +35,35 @@ export const MAX_PARAM_LENGTH = 3 * 256;
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
+/**
+ * Request headers that must come once, by lower-case name, as the error names them. Node keeps the first
+ * of a repeated `Host`, `Authorization` or `Content-Type` and joins repeated `Idempotency-Key`s with
+ * ", ": a proxy in front that reads another one would act for another tenant, or with another key.
+ */
+const SINGLE_HEADERS = new Map([
+  ['host', 'Host'],
+  ['authorization', 'Authorization'],
+  ['content-type', 'Content-Type'],
+  ['idempotency-key', 'Idempotency-Key'],
+]);
+
+/** The first header of {@link SINGLE_HEADERS} that `raw` has more than once, or undefined. */
+function repeatedHeader(raw: IncomingMessage): string | undefined {
+  const { rawHeaders, headers } = raw;
+  // The common case costs no string work: as many distinct names as header lines, nothing repeated.
+  let distinct = 0;
+  for (const _name in headers) distinct++;
+  if (distinct * 2 === rawHeaders.length) return undefined;
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen.has(name)) return SINGLE_HEADERS.get(name);
+    seen.add(name);
+  }
+  return undefined;
+}
+
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
 
@@ -123,6 +152,7 @@ export const httpServerOptions = {
  *   unbounded body to reuse it;
  * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON, answered
  *   in `onRequest`, before the body is parsed (a wrong path is not told about a body no route reads);
+ * - a header that must come once ({@link SINGLE_HEADERS}) sent more than once is a 400 naming it;
  * - a request that reaches the gateway while it shuts down (on a keep-alive connection) is a 503
  *   `HERALD_ERR_UNAVAILABLE` with `Retry-After`, nothing accepted, the connection closed after it;
  * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
@@ -207,6 +237,17 @@ export default fp(
           new HttpError(
             ErrorCode.EXPECTATION_FAILED,
             `Unsupported Expect ${quoted(String(raw.headers.expect))}: the gateway meets only "100-continue"; send the request without this header.`,
+          ),
+        );
+        return;
+      }
+      const repeated = repeatedHeader(raw);
+      if (repeated !== undefined) {
+        done(
+          new HttpError(
+            ErrorCode.BAD_REQUEST,
+            `The request has the ${repeated} header more than once: send it once (which one counts would be a guess).`,
+            { headers: { Connection: 'close' } },
           ),
         );
         return;
