@@ -59,6 +59,16 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expect(answer.headers['content-type']).toMatch(/^application\/json/);
     expectHeraldError(answer.body, code);
   });
+
+  it('a URL over 16 KB is a 431 that names the URL (Node counts the request line with the headers)', async () => {
+    const { answer } = await exchange(
+      port,
+      `GET /users/alice/notifications?after=${'1'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    expect(answer.status).toBe(431);
+    expectHeraldError(answer.body, 'HERALD_ERR_HEADERS_TOO_LARGE');
+    expect(JSON.parse(answer.body).error).toMatch(/URL/);
+  });
 });
 
 describe("requests Node refuses itself before Fastify sees them have Herald's shape", () => {

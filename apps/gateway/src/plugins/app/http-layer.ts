@@ -94,7 +94,7 @@ function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException,
   } else if (error.code === 'HPE_HEADER_OVERFLOW') {
     status = 431;
     body = errorJson(
-      'Request headers are larger than 16 KB: send fewer or shorter headers.',
+      'The request line and headers are larger than 16 KB: send a shorter URL (query string included) or fewer, shorter headers.',
       ErrorCode.HEADERS_TOO_LARGE,
     );
   } else {

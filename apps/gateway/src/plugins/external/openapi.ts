@@ -85,7 +85,9 @@ const COMMON_RESPONSES: Record<string, Response> = {
     `Headers not received within ${HEADERS_TIMEOUT_MS / 1000} s, or the whole request within ${REQUEST_TIMEOUT_MS / 1000} s: \`${ErrorCode.REQUEST_TIMEOUT}\`; the connection is closed.`,
   ),
   UriTooLong: error(`A path parameter over ${MAX_PARAM_LENGTH} characters: \`${ErrorCode.URI_TOO_LONG}\`.`),
-  HeadersTooLarge: error(`Request headers over 16 KB: \`${ErrorCode.HEADERS_TOO_LARGE}\`.`),
+  HeadersTooLarge: error(
+    `Request line and headers over 16 KB (a URL that long included): \`${ErrorCode.HEADERS_TOO_LARGE}\`.`,
+  ),
 };
 
 /** Adds `response` for `status` unless the route documents it already; adds `headers` to it either way. */
