@@ -129,6 +129,10 @@ function leafFound(root: string, error: AjvIssue): Found {
   if (keyword === 'enum' && Array.isArray(params.allowedValues)) {
     return allowedFound(field, depth, { values: params.allowedValues, types: [] });
   }
+  // A query parameter (or header) sent twice arrives as an array where one value is wanted.
+  if (keyword === 'type' && root !== 'body' && !root.startsWith('body.') && Array.isArray(error.data)) {
+    return { field, depth, message: 'is given more than once: give it once' };
+  }
   if (keyword === 'type' && (typeof params.type === 'string' || Array.isArray(params.type))) {
     const types = (Array.isArray(params.type) ? params.type : params.type.split(',')) as string[];
     const found = allowedFound(field, depth, {
