@@ -457,6 +457,21 @@ describe('slow and endless requests are cut off', () => {
     expect(answer.headers.connection).not.toBe('close');
   });
 
+  it('a body refused by the body parser (415, 400) keeps the connection when it is small, as a 401 does', async () => {
+    for (const [type, body, status] of [
+      ['text/plain', '{"userId":"u"}', 415],
+      ['application/json; charset=latin1', '{"userId":"u"}', 415],
+      ['application/json', '{"userId":', 400],
+    ] as const) {
+      const refused = `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      // The same connection then serves the next request.
+      const { text, answer } = await exchange(port, `${refused}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+      expect(answer.status, type).toBe(status);
+      expect(answer.headers.connection, type).not.toBe('close');
+      expect(text.match(/HTTP\/1\.1 200 OK/g), type).toHaveLength(1);
+    }
+  });
+
   it('a sender over its limit (429 from the precheck) does not read the body', async () => {
     // Burst 1: this takes the only token; the next refusal puts the key in the local deny cache.
     const send = () => postRaw(app, JSON.stringify({ userId: 'x', payload: {} }));

@@ -64,6 +64,15 @@ function repeatedHeader(raw: IncomingMessage): string | undefined {
   return undefined;
 }
 
+/**
+ * Whether `request`'s body, read or not, is bounded: not chunked, and declared within `limit` bytes. Node
+ * drains such a body after an answer given before it was read, and keeps the connection.
+ */
+export function boundedBody(request: FastifyRequest, limit: number): boolean {
+  const { headers } = request.raw;
+  return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= limit;
+}
+
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
 
@@ -280,10 +289,8 @@ export default fp(
       // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
       // declared length over the limit is not read: the connection closes after the answer. `complete`
       // is false until the message has been read to its end (undefined under `inject()`: no socket).
-      const { headers } = request.raw;
-      const unbounded =
-        headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
-      if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
+      if (!boundedBody(request, bodyLimit) && request.raw.complete === false)
+        reply.header('Connection', 'close');
       done(null, payload);
     });
 
