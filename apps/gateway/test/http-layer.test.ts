@@ -60,6 +60,18 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expectHeraldError(answer.body, code);
   });
 
+  it('a request cut short by a half-close is a 400 saying it ended before it was complete', async () => {
+    for (const bytes of [
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"userId":`,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n',
+    ]) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error).toMatch(/ended before .* complete/);
+    }
+  });
+
   it('a URL over 16 KB is a 431 that names the URL (Node counts the request line with the headers)', async () => {
     const { answer } = await exchange(
       port,

@@ -106,6 +106,13 @@ function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException,
       'The request line and headers are larger than 16 KB: send a shorter URL (query string included) or fewer, shorter headers.',
       ErrorCode.HEADERS_TOO_LARGE,
     );
+  } else if (error.code === 'HPE_INVALID_EOF_STATE') {
+    // The client half-closed (or the connection ended) inside the request.
+    status = 400;
+    body = errorJson(
+      'The request ended before its headers or its body were complete (as long as its Content-Length or chunks say): send all of it.',
+      ErrorCode.BAD_REQUEST,
+    );
   } else {
     status = 400;
     body = errorJson(
