@@ -60,6 +60,28 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expectHeraldError(answer.body, code);
   });
 
+  it.each([
+    ['an unknown method', 'FOO /healthz HTTP/1.1\r\nHost: x\r\n\r\n', /method/],
+    ['a raw UTF-8 path', 'GET /users/\u00e9/notifications HTTP/1.1\r\nHost: x\r\n\r\n', /percent-encode/],
+    ['a space before a header colon', 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n', /header name/],
+    ['a bare LF line ending', 'GET /healthz HTTP/1.1\nHost: x\n\n', /CRLF/],
+    [
+      'a signed Content-Length',
+      'POST /tokens HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}',
+      /Content-Length/,
+    ],
+    [
+      'a chunk size that is not hex',
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      /chunk/,
+    ],
+  ])('%s is a 400 that says what is wrong', async (_what, bytes, message) => {
+    const { answer } = await exchange(port, Buffer.from(bytes));
+    expect(answer.status).toBe(400);
+    expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+    expect(JSON.parse(answer.body).error).toMatch(message);
+  });
+
   it('a request cut short by a half-close is a 400 saying it ended before it was complete', async () => {
     for (const bytes of [
       `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"userId":`,

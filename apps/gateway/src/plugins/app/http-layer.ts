@@ -85,6 +85,25 @@ function closingAnswer(status: number, body: string, headers = ''): string {
 const quoted = (value: string): string =>
   JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
 
+/** What is wrong, for the parser's (llhttp's) most common refusals; others get a general message. */
+const PARSER_ERRORS: Record<string, string> = {
+  HPE_INVALID_METHOD: 'Unknown or malformed method: the gateway serves GET, HEAD, POST, PUT and DELETE.',
+  HPE_INVALID_URL:
+    'Malformed request target: a path holds only printable ASCII; percent-encode anything else (encodeURIComponent).',
+  HPE_INVALID_HEADER_TOKEN:
+    'Malformed header: a header name is a token directly followed by ":" (no space before it), values hold no control characters, and lines are not folded.',
+  HPE_INVALID_VERSION:
+    'Malformed request line: send "<METHOD> <path> HTTP/1.1", every line ending with CRLF.',
+  HPE_CR_EXPECTED: 'Malformed line ending: end every line of the request line and headers with CRLF.',
+  HPE_LF_EXPECTED: 'Malformed line ending: end every line of the request line and headers with CRLF.',
+  HPE_INVALID_CONTENT_LENGTH: 'Invalid Content-Length: send one, as a plain decimal number of bytes.',
+  HPE_UNEXPECTED_CONTENT_LENGTH:
+    'Invalid Content-Length: send one, with the same value, and never with Transfer-Encoding: chunked.',
+  HPE_INVALID_TRANSFER_ENCODING:
+    'Unsupported Transfer-Encoding: send the body with Content-Length, or chunked alone.',
+  HPE_INVALID_CHUNK_SIZE: 'Malformed chunked body: each chunk opens with its size in hexadecimal and CRLF.',
+};
+
 /**
  * Errors Node's HTTP parser raises before any route runs (malformed request line or headers, bad
  * chunked encoding, headers too large, a request that took too long): answered with Herald's JSON
@@ -116,7 +135,7 @@ function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException,
   } else {
     status = 400;
     body = errorJson(
-      `Malformed HTTP request (${error.code ?? 'parse error'}): check the request line, headers and chunked encoding.`,
+      `${PARSER_ERRORS[error.code ?? ''] ?? 'Malformed HTTP request: check the request line, headers and chunked encoding.'} (${error.code ?? 'parse error'})`,
       ErrorCode.BAD_REQUEST,
     );
   }
