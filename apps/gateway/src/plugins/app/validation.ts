@@ -149,7 +149,7 @@ function leafFound(root: string, error: AjvIssue): Found {
     const fields = Object.keys(properties).join(', ');
     return { field, message: `must have at least ${params.limit} of its fields ${fields}`, depth };
   }
-  return { field, message: messageOf(keyword, error.message), depth };
+  return { field, message: messageOf(keyword, error.message, root), depth };
 }
 
 /** `must be "a"`, `must be one of "a", "b"`, `must be string or null`, `must be integer or one of 1, 2`. */
@@ -236,9 +236,10 @@ function fieldOf(root: string, instancePath: string, params: Record<string, unkn
   return [root, ...path].join('.');
 }
 
-function messageOf(keyword: string, message: string | undefined): string {
+function messageOf(keyword: string, message: string | undefined, root = 'body'): string {
   if (keyword === 'required') return 'is required';
-  if (keyword === 'additionalProperties') return 'is not an accepted field';
+  if (keyword === 'additionalProperties')
+    return root === 'querystring' ? 'is not an accepted parameter' : 'is not an accepted field';
   return message ?? 'is invalid';
 }
 

@@ -91,7 +91,10 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         summary: 'Notifications that failed every attempt, newest first',
         tags: ['admin'],
-        querystring: Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 1000, default: 20 }) }),
+        querystring: Type.Object(
+          { limit: Type.Integer({ minimum: 1, maximum: 1000, default: 20 }) },
+          { additionalProperties: false },
+        ),
         response: { 200: FailedJobs, 400: ErrorResponse, ...ADMIN_ERRORS },
       },
     },

@@ -46,10 +46,13 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           '`after` is exclusive (absent: from the oldest kept); follow `nextAfter` until it is null. `trimmed: true` means notifications right after `after` are gone (the inbox is bounded by count and age).',
         params: Type.Object({ userId: UserId }),
-        querystring: Type.Object({
-          after: Type.Optional(Offset),
-          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
-        }),
+        querystring: Type.Object(
+          {
+            after: Type.Optional(Offset),
+            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
+          },
+          { additionalProperties: false },
+        ),
         response: {
           200: Type.Object({
             items: Type.Array(InboxItem),
