@@ -248,6 +248,15 @@ describe('routing errors', () => {
     expectHeraldError(await unknown.text(), 'HERALD_ERR_NOT_FOUND');
   });
 
+  it('a file missing under a route that serves files is a 404, not a 405 telling to use the method sent', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      const response = await fetch(`${base}/docs/static/nope.js`, { method });
+      expect(response.status, method).toBe(404);
+      expect(response.headers.get('allow'), method).toBeNull();
+    }
+    expectHeraldError(await (await fetch(`${base}/docs/static/nope.js`)).text(), 'HERALD_ERR_NOT_FOUND');
+  });
+
   it('a path or method the gateway does not serve is a 404 or 405 whatever the body, which is not read', async () => {
     const large = `{"a":"${'x'.repeat(70_000)}"}`;
     for (const [method, path, status] of [

@@ -213,11 +213,14 @@ export default fp(
       }
     });
     const allowedOn = (path: string) => METHODS.filter((method) => known.find(method, path) !== null);
-    /** A 405 with `Allow` when the path exists with other methods, else a 404. */
+    /**
+     * A 405 with `Allow` when the path exists with other methods, else a 404: also when it exists with
+     * this one, and its route found nothing (`reply.callNotFound()`: a file missing under `/docs/static/*`).
+     */
     const unrouted = (request: FastifyRequest): HttpError => {
       const path = request.url.split('?')[0] ?? '/';
       const allowed = allowedOn(path);
-      return allowed.length > 0
+      return allowed.length > 0 && !(allowed as string[]).includes(request.method)
         ? new HttpError(
             ErrorCode.METHOD_NOT_ALLOWED,
             `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
