@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { USER_ID_MAX_LENGTH } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -80,6 +81,27 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expect(answer.status).toBe(400);
     expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
     expect(JSON.parse(answer.body).error).toMatch(message);
+  });
+
+  it('a transfer coding other than chunked alone is a 400 naming it, not ignored', async () => {
+    // Node decodes chunked only: "deflate, chunked" was read as if the body were not deflated.
+    const json = Buffer.from('{"userId":"u"}');
+    for (const [coding, body] of [
+      ['gzip, chunked', gzipSync(json)],
+      ['deflate, chunked', json],
+      ['foo, chunked', json],
+    ] as const) {
+      const head = `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n`;
+      const chunked = Buffer.concat([
+        Buffer.from(`${head}${body.length.toString(16)}\r\n`),
+        body,
+        Buffer.from('\r\n0\r\n\r\n'),
+      ]);
+      const { answer } = await exchange(port, chunked);
+      expect(answer.status, coding).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error, coding).toContain(`Transfer-Encoding "${coding}"`);
+    }
   });
 
   it('a request cut short by a half-close is a 400 saying it ended before it was complete', async () => {

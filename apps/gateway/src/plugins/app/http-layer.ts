@@ -187,7 +187,8 @@ export const httpServerOptions = {
  *   unbounded body to reuse it;
  * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON, answered
  *   in `onRequest`, before the body is parsed (a wrong path is not told about a body no route reads);
- * - a header that must come once ({@link SINGLE_HEADERS}) sent more than once is a 400 naming it;
+ * - a header that must come once ({@link SINGLE_HEADERS}) sent more than once is a 400 naming it, and
+ *   so is a `Transfer-Encoding` other than `chunked` alone (Node decodes no other coding);
  * - a request that reaches the gateway while it shuts down (on a keep-alive connection) is a 503
  *   `HERALD_ERR_UNAVAILABLE` with `Retry-After`, nothing accepted, the connection closed after it;
  * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
@@ -275,6 +276,19 @@ export default fp(
           new HttpError(
             ErrorCode.EXPECTATION_FAILED,
             `Unsupported Expect ${quoted(String(raw.headers.expect))}: the gateway meets only "100-continue"; send the request without this header.`,
+          ),
+        );
+        return;
+      }
+      // Node decodes the chunked transfer coding only, and reads a body sent "gzip, chunked" as if it
+      // were not gzipped (RFC 9112 §6.1: a coding the server does not know is refused, not ignored).
+      const coding = raw.headers['transfer-encoding'];
+      if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+        done(
+          new HttpError(
+            ErrorCode.BAD_REQUEST,
+            `Unsupported Transfer-Encoding ${quoted(coding)}: send the body chunked alone, or with Content-Length (and uncompressed).`,
+            { headers: { Connection: 'close' } },
           ),
         );
         return;

@@ -73,7 +73,7 @@ const error = (description: string, headers: string[] = []): Response => ({
 /** Answers any path may get, before or without a route: in `components.responses`. */
 const COMMON_RESPONSES: Record<string, Response> = {
   BadRequest: error(
-    `Malformed HTTP (request line, headers, chunked encoding, an HTTP/1.1 request without \`Host\`, a \`Host\`, \`Authorization\`, \`Content-Type\` or \`Idempotency-Key\` header sent more than once) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
+    `Malformed HTTP (request line, headers, chunked encoding, an HTTP/1.1 request without \`Host\`, a \`Host\`, \`Authorization\`, \`Content-Type\` or \`Idempotency-Key\` header sent more than once, a \`Transfer-Encoding\` other than \`chunked\`) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
   ),
   NotFound: error(`No route for this path: \`${ErrorCode.NOT_FOUND}\`.`),
   MethodNotAllowed: error(
