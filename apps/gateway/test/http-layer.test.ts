@@ -375,6 +375,16 @@ describe('bodies', () => {
     expectHeraldError(await response.text(), code);
   });
 
+  it('a Content-Type that is not one media type is a 415 naming it', async () => {
+    const response = await post('{"userId":"u"}', { 'content-type': 'application/json, text/plain' });
+    expect(response.status).toBe(415);
+    expect(await response.json()).toEqual({
+      error:
+        'Content-Type "application/json, text/plain" is not supported: send JSON with "Content-Type: application/json".',
+      code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+    });
+  });
+
   it('a Content-Encoding on a request without a body is no reason to refuse it (nothing to decode)', async () => {
     for (const path of ['/healthz', '/users/alice/notifications', `/notifications/${randomUUID()}`]) {
       const bare = await fetch(`${base}${path}`, { headers: auth });

@@ -109,11 +109,16 @@ export default fp(
       }
       const status = error.statusCode ?? 500;
       if (status >= 400 && status < 500) {
-        // Body parser errors: wrong JSON, too large, wrong content type. Say so plainly.
-        void reply.code(status).send({
-          error: messages[error.code] ?? error.message,
-          code: FASTIFY_CODES[error.code] ?? ErrorCode.BAD_REQUEST,
-        });
+        // Body parser errors: wrong JSON, too large, wrong content type. Say so plainly. A Content-Type
+        // Fastify cannot read as one media type ("application/json, text/plain") is named, as Herald's
+        // own parser names one it does not take.
+        const message =
+          error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+            ? `Content-Type ${JSON.stringify(request.headers['content-type'] ?? '')} is not supported: send JSON with "Content-Type: application/json".`
+            : (messages[error.code] ?? error.message);
+        void reply
+          .code(status)
+          .send({ error: message, code: FASTIFY_CODES[error.code] ?? ErrorCode.BAD_REQUEST });
         return;
       }
       request.log.error({ err: error }, 'request failed');
