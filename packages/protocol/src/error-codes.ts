@@ -127,7 +127,8 @@ export const ERRORS = {
   HEADERS_TOO_LARGE: {
     code: 'HERALD_ERR_HEADERS_TOO_LARGE',
     status: 431,
-    message: 'Request headers are larger than 16 KB: send fewer or shorter headers.',
+    message:
+      'The request line and headers are larger than 16 KB: send a shorter URL or fewer, shorter headers.',
   },
   INTERNAL: {
     code: 'HERALD_ERR_INTERNAL',
