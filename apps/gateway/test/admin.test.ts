@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import { latencyBucket, statsKeys } from '@herald/config';
 import type { AdminSnapshot, FailedJobs } from '@herald/protocol';
 import { randomId, waitFor } from '@herald/testing';
@@ -197,6 +198,21 @@ describe('GET /admin/stream', () => {
     // Each push is a newer second (the first one is read on connect, the others every second).
     expect(lastSeconds[2]).toBeGreaterThan(lastSeconds[0] ?? 0);
     await waitFor(() => app.adminStream.size === 0, { what: 'the closed stream to unsubscribe' });
+  });
+
+  it("HEAD answers the stream's headers at once and ends, holding no subscription", async () => {
+    // Node sends a HEAD answer's headers only at its end, which a stream never reaches: it hung.
+    const address = app.server.listening
+      ? `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+      : await app.listen({ port: 0, host: '127.0.0.1' });
+    const response = await fetch(`${address}/admin/stream`, {
+      method: 'HEAD',
+      headers: admin,
+      signal: AbortSignal.timeout(5000),
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('text/event-stream');
+    await waitFor(() => app.adminStream.size === 0, { what: 'no stream left subscribed' });
   });
 });
 

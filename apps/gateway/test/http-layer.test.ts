@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { USER_ID_MAX_LENGTH } from '@herald/protocol';
 import { waitFor } from '@herald/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
-import { API_KEY, auth, postRaw, testAppForFile } from './helpers.js';
+import { API_KEY, API_KEY_2, auth, postRaw, testAppForFile } from './helpers.js';
 import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
 
 const app = await testAppForFile({
@@ -58,6 +59,71 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expect(answer.status).toBe(status);
     expect(answer.headers['content-type']).toMatch(/^application\/json/);
     expectHeraldError(answer.body, code);
+  });
+
+  it.each([
+    ['an unknown method', 'FOO /healthz HTTP/1.1\r\nHost: x\r\n\r\n', /method/],
+    ['a raw UTF-8 path', 'GET /users/\u00e9/notifications HTTP/1.1\r\nHost: x\r\n\r\n', /percent-encode/],
+    ['a space before a header colon', 'GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n', /header name/],
+    ['a bare LF line ending', 'GET /healthz HTTP/1.1\nHost: x\n\n', /CRLF/],
+    [
+      'a signed Content-Length',
+      'POST /tokens HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}',
+      /Content-Length/,
+    ],
+    [
+      'a chunk size that is not hex',
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n`,
+      /chunk/,
+    ],
+  ])('%s is a 400 that says what is wrong', async (_what, bytes, message) => {
+    const { answer } = await exchange(port, Buffer.from(bytes));
+    expect(answer.status).toBe(400);
+    expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+    expect(JSON.parse(answer.body).error).toMatch(message);
+  });
+
+  it('a transfer coding other than chunked alone is a 400 naming it, not ignored', async () => {
+    // Node decodes chunked only: "deflate, chunked" was read as if the body were not deflated.
+    const json = Buffer.from('{"userId":"u"}');
+    for (const [coding, body] of [
+      ['gzip, chunked', gzipSync(json)],
+      ['deflate, chunked', json],
+      ['foo, chunked', json],
+    ] as const) {
+      const head = `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n`;
+      const chunked = Buffer.concat([
+        Buffer.from(`${head}${body.length.toString(16)}\r\n`),
+        body,
+        Buffer.from('\r\n0\r\n\r\n'),
+      ]);
+      const { answer } = await exchange(port, chunked);
+      expect(answer.status, coding).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error, coding).toContain(`Transfer-Encoding "${coding}"`);
+    }
+  });
+
+  it('a request cut short by a half-close is a 400 saying it ended before it was complete', async () => {
+    for (const bytes of [
+      `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"userId":`,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n',
+    ]) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error).toMatch(/ended before .* complete/);
+    }
+  });
+
+  it('a URL over 16 KB is a 431 that names the URL (Node counts the request line with the headers)', async () => {
+    const { answer } = await exchange(
+      port,
+      `GET /users/alice/notifications?after=${'1'.repeat(20_000)} HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+    expect(answer.status).toBe(431);
+    expectHeraldError(answer.body, 'HERALD_ERR_HEADERS_TOO_LARGE');
+    expect(JSON.parse(answer.body).error).toMatch(/URL/);
   });
 });
 
@@ -114,7 +180,7 @@ describe("requests Node refuses itself before Fastify sees them have Herald's sh
     await waitFor(() => Buffer.concat(received).toString().startsWith('HTTP/1.1 100 Continue\r\n\r\n'), {
       what: '100 Continue',
     });
-    // Not half-closed: Node's server would end the connection before answering (Connection: close ends it).
+    // The body after the 100 Continue, on the same open connection (Connection: close ends it).
     socket.write(tokenBody);
     await closed;
     const answer = parseAnswer(
@@ -142,6 +208,42 @@ describe("requests Node refuses itself before Fastify sees them have Herald's sh
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
   });
 
+  it('a client that half-closes its side once its request is sent still gets the answer (RFC 9112 §9.6)', async () => {
+    // Node's server ends such a connection and drops the answer, though the route ran: a 202 lost, whose
+    // retry would deliver twice without an Idempotency-Key. HTTP/1.0 clients and `nc -N` do this.
+    for (const version of ['1.1', '1.0']) {
+      const { answer } = await exchange(
+        port,
+        `${tokenHead('').replace('HTTP/1.1', `HTTP/${version}`)}${tokenBody}`,
+      );
+      expect(answer.status, version).toBe(200);
+      expect(JSON.parse(answer.body), version).toHaveProperty('token');
+    }
+  });
+
+  it('a header that must come once (Host, Authorization, Idempotency-Key, Content-Type) sent twice is a 400 naming it', async () => {
+    // Node keeps the first Host, Authorization and Content-Type and joins two Idempotency-Keys with ", ":
+    // a proxy that reads the other one would act for another tenant, or another key.
+    const key2 = `Authorization: Bearer ${API_KEY_2}\r\n`;
+    for (const [header, bytes] of [
+      ['Host', 'GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n'],
+      ['Authorization', `${tokenHead(key2)}${tokenBody}`],
+      ['Content-Type', `${tokenHead('Content-Type: text/plain\r\n')}${tokenBody}`],
+      ['Idempotency-Key', `${tokenHead('Idempotency-Key: a\r\nIdempotency-Key: b\r\n')}${tokenBody}`],
+    ] as const) {
+      const { answer } = await exchange(port, bytes);
+      expect(answer.status, header).toBe(400);
+      expectHeraldError(answer.body, 'HERALD_ERR_BAD_REQUEST');
+      expect(JSON.parse(answer.body).error, header).toContain(`${header} header more than once`);
+    }
+    // Headers that are lists may repeat.
+    const { answer } = await exchange(
+      port,
+      `${tokenHead('Accept: a/b\r\nAccept: application/json\r\n')}${tokenBody}`,
+    );
+    expect(answer.status).toBe(200);
+  });
+
   it('an Upgrade the gateway does not speak is ignored: the request is served as plain HTTP', async () => {
     const { answer } = await exchange(
       port,
@@ -166,6 +268,41 @@ describe('routing errors', () => {
     const unknown = await fetch(`${base}/nowhere`, { method: 'PUT' });
     expect(unknown.status).toBe(404);
     expectHeraldError(await unknown.text(), 'HERALD_ERR_NOT_FOUND');
+  });
+
+  it('a file missing under a route that serves files is a 404, not a 405 telling to use the method sent', async () => {
+    for (const method of ['GET', 'HEAD']) {
+      const response = await fetch(`${base}/docs/static/nope.js`, { method });
+      expect(response.status, method).toBe(404);
+      expect(response.headers.get('allow'), method).toBeNull();
+    }
+    expectHeraldError(await (await fetch(`${base}/docs/static/nope.js`)).text(), 'HERALD_ERR_NOT_FOUND');
+  });
+
+  it('a path or method the gateway does not serve is a 404 or 405 whatever the body, which is not read', async () => {
+    const large = `{"a":"${'x'.repeat(70_000)}"}`;
+    for (const [method, path, status] of [
+      ['POST', '/healthz', 405],
+      ['PUT', '/notify', 405],
+      ['DELETE', '/users/alice/notifications', 405],
+      ['POST', '/nowhere', 404],
+    ] as const) {
+      for (const [headers, body] of [
+        [{ 'content-type': 'application/json' }, '{bad'],
+        [{ 'content-type': 'text/plain' }, 'hello'],
+        [{ 'content-type': 'application/json; charset=latin1' }, '{}'],
+        [{ 'content-type': 'application/json', 'content-encoding': 'gzip' }, 'x'],
+        [{ 'content-type': 'application/json' }, large],
+      ] as const) {
+        const response = await fetch(`${base}${path}`, { method, headers: { ...auth, ...headers }, body });
+        const what = `${method} ${path} ${JSON.stringify(headers)} ${body.slice(0, 10)}`;
+        expect(response.status, what).toBe(status);
+        expectHeraldError(
+          await response.text(),
+          status === 404 ? 'HERALD_ERR_NOT_FOUND' : 'HERALD_ERR_METHOD_NOT_ALLOWED',
+        );
+      }
+    }
   });
 
   it(`the inbox routes take every user id /notify takes: ${USER_ID_MAX_LENGTH} characters, every one percent-encoded`, async () => {
@@ -236,6 +373,29 @@ describe('bodies', () => {
     const response = await post('{"userId":"u"}', headers);
     expect(response.status).toBe(status);
     expectHeraldError(await response.text(), code);
+  });
+
+  it('a Content-Type that is not one media type is a 415 naming it', async () => {
+    const response = await post('{"userId":"u"}', { 'content-type': 'application/json, text/plain' });
+    expect(response.status).toBe(415);
+    expect(await response.json()).toEqual({
+      error:
+        'Content-Type "application/json, text/plain" is not supported: send JSON with "Content-Type: application/json".',
+      code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE',
+    });
+  });
+
+  it('a Content-Encoding on a request without a body is no reason to refuse it (nothing to decode)', async () => {
+    for (const path of ['/healthz', '/users/alice/notifications', `/notifications/${randomUUID()}`]) {
+      const bare = await fetch(`${base}${path}`, { headers: auth });
+      const encoded = await fetch(`${base}${path}`, { headers: { ...auth, 'content-encoding': 'gzip' } });
+      expect(encoded.status, path).toBe(bare.status);
+    }
+    const removed = await fetch(`${base}/topics/orders/subscribers/carol`, {
+      method: 'DELETE',
+      headers: { ...auth, 'content-encoding': 'br' },
+    });
+    expect(removed.status).toBe(200);
   });
 
   it('a route that takes no body accepts an empty one with any Content-Type, as it does one without', async () => {
@@ -370,6 +530,21 @@ describe('slow and endless requests are cut off', () => {
     const { answer } = await exchange(port, `${head('Content-Length: 2\r\n')}{}`);
     expect(answer.status).toBe(401);
     expect(answer.headers.connection).not.toBe('close');
+  });
+
+  it('a body refused by the body parser (415, 400) keeps the connection when it is small, as a 401 does', async () => {
+    for (const [type, body, status] of [
+      ['text/plain', '{"userId":"u"}', 415],
+      ['application/json; charset=latin1', '{"userId":"u"}', 415],
+      ['application/json', '{"userId":', 400],
+    ] as const) {
+      const refused = `POST /tokens HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${API_KEY}\r\nContent-Type: ${type}\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+      // The same connection then serves the next request.
+      const { text, answer } = await exchange(port, `${refused}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`);
+      expect(answer.status, type).toBe(status);
+      expect(answer.headers.connection, type).not.toBe('close');
+      expect(text.match(/HTTP\/1\.1 200 OK/g), type).toHaveLength(1);
+    }
   });
 
   it('a sender over its limit (429 from the precheck) does not read the body', async () => {

@@ -42,6 +42,21 @@ describe('Idempotency-Key', () => {
     expect(response.json()).toMatchObject({ code: 'HERALD_ERR_IDEMPOTENCY_MISMATCH' });
   });
 
+  it('answers 422 for the same key on another route, saying so rather than blaming the body', async () => {
+    const key = randomId('idem');
+    const item = { userId: 'u1', payload: { n: 1 } };
+    expect((await send(key, item)).statusCode).toBe(202);
+    const batch = await app.inject({
+      method: 'POST',
+      url: '/notify/batch',
+      headers: { ...auth, 'idempotency-key': key },
+      payload: { notifications: [item] },
+    });
+    expect(batch.statusCode).toBe(422);
+    expect(batch.json()).toMatchObject({ code: 'HERALD_ERR_IDEMPOTENCY_MISMATCH' });
+    expect(batch.json().error).toContain('another route');
+  });
+
   it('scopes keys to the API key: another sender may use the same key', async () => {
     const key = randomId('idem');
     const body = { userId: 'u2', payload: {} };

@@ -93,10 +93,11 @@ describe('POST /notify', () => {
     expect(text.json()).toMatchObject({ code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE' });
   });
 
-  it('answers 413 for a body over 64 KB', async () => {
+  it('answers 413 for a body over 64 KB, naming the limit', async () => {
     const response = await post('/notify', { userId: 'a', payload: { blob: 'x'.repeat(70 * 1024) } });
     expect(response.statusCode).toBe(413);
     expect(response.json()).toMatchObject({ code: 'HERALD_ERR_BODY_TOO_LARGE' });
+    expect(response.json().error).toContain('64 KB');
   });
 
   it('limits each recipient to its burst, then answers 429 with Retry-After', async () => {

@@ -231,6 +231,42 @@ describe('validation messages say what is allowed, and which form of a union bod
     ]);
   });
 
+  it('an unknown query parameter is a 400 naming it, not ignored (a typo would change the answer)', async () => {
+    for (const [url, field] of [
+      // userid for userId: the whole topic send's status instead of one recipient's.
+      ['/notifications/x?userid=alice', 'querystring.userid'],
+      // cursor for after: the first page again, forever.
+      ['/users/alice/notifications?cursor=1-0', 'querystring.cursor'],
+      ['/topics/news/subscribers?limit=2&offset=2', 'querystring.offset'],
+    ] as const) {
+      const response = await app.inject({ method: 'GET', url, headers: auth });
+      expect(response.statusCode, url).toBe(400);
+      expect(response.json(), url).toMatchObject({
+        code: 'HERALD_ERR_VALIDATION',
+        details: [{ field, message: 'is not an accepted parameter' }],
+      });
+    }
+    expect(
+      (await app.inject({ method: 'GET', url: '/users/alice/notifications?limit=1', headers: auth }))
+        .statusCode,
+    ).toBe(200);
+  });
+
+  it('a query parameter given twice is told as such, not as a wrong type', async () => {
+    for (const [url, field] of [
+      ['/users/alice/notifications?limit=5&limit=6', 'querystring.limit'],
+      ['/users/alice/notifications?after=0-0&after=1-1', 'querystring.after'],
+      ['/notifications/x?userId=a&userId=b', 'querystring.userId'],
+    ] as const) {
+      const response = await app.inject({ method: 'GET', url, headers: auth });
+      expect(response.statusCode, url).toBe(400);
+      expect(response.json(), url).toMatchObject({
+        code: 'HERALD_ERR_VALIDATION',
+        details: [{ field, message: 'is given more than once: give it once' }],
+      });
+    }
+  });
+
   it('a body that needs at least one of its fields names them', async () => {
     const response = await send('PUT', '/users/alice/preferences/mutes', {});
     expect(response.status).toBe(400);

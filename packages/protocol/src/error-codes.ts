@@ -113,7 +113,8 @@ export const ERRORS = {
   IDEMPOTENCY_MISMATCH: {
     code: 'HERALD_ERR_IDEMPOTENCY_MISMATCH',
     status: 422,
-    message: 'This Idempotency-Key was used with a different request body: use a new key for a new request.',
+    message:
+      'This Idempotency-Key was used with another request (a different body, or another route): use a new key for a new request.',
   },
   /** Also the reply of realtime's `push-key` and `push-subscribe` when push is off. */
   PUSH_NOT_CONFIGURED: {
@@ -127,7 +128,8 @@ export const ERRORS = {
   HEADERS_TOO_LARGE: {
     code: 'HERALD_ERR_HEADERS_TOO_LARGE',
     status: 431,
-    message: 'Request headers are larger than 16 KB: send fewer or shorter headers.',
+    message:
+      'The request line and headers are larger than 16 KB: send a shorter URL or fewer, shorter headers.',
   },
   INTERNAL: {
     code: 'HERALD_ERR_INTERNAL',

@@ -1,4 +1,4 @@
-import { ERRORS } from '@herald/protocol';
+import { ERRORS, PAYLOAD_MAX_BYTES } from '@herald/protocol';
 import { CostExceedsCapacityError, RateLimiterUnavailableError } from '@herald/rate-limiter';
 import { RateLimitedError } from '@herald/rate-limiter/fastify';
 import type { FastifyError, FastifyReply } from 'fastify';
@@ -74,6 +74,11 @@ function limiterAnswer(error: unknown, reply: FastifyReply): boolean {
  */
 export default fp(
   async (app) => {
+    const bodyLimitKb = (app.initialConfig.bodyLimit ?? 1024 * 1024) / 1024;
+    /** Fastify's messages of its own body errors, with what to do ("Request body is too large" says no limit). */
+    const messages: Record<string, string> = {
+      FST_ERR_CTP_BODY_TOO_LARGE: `The request body is over ${bodyLimitKb} KB: send a smaller one (a notification's payload may be ${PAYLOAD_MAX_BYTES / 1024} KB; a batch of many, split it).`,
+    };
     app.setErrorHandler((error: FastifyError | HttpError, request, reply) => {
       if (error instanceof HttpError) {
         void reply
@@ -104,11 +109,16 @@ export default fp(
       }
       const status = error.statusCode ?? 500;
       if (status >= 400 && status < 500) {
-        // Body parser errors: wrong JSON, too large, wrong content type. Say so plainly.
-        void reply.code(status).send({
-          error: error.message,
-          code: FASTIFY_CODES[error.code] ?? ErrorCode.BAD_REQUEST,
-        });
+        // Body parser errors: wrong JSON, too large, wrong content type. Say so plainly. A Content-Type
+        // Fastify cannot read as one media type ("application/json, text/plain") is named, as Herald's
+        // own parser names one it does not take.
+        const message =
+          error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+            ? `Content-Type ${JSON.stringify(request.headers['content-type'] ?? '')} is not supported: send JSON with "Content-Type: application/json".`
+            : (messages[error.code] ?? error.message);
+        void reply
+          .code(status)
+          .send({ error: message, code: FASTIFY_CODES[error.code] ?? ErrorCode.BAD_REQUEST });
         return;
       }
       request.log.error({ err: error }, 'request failed');

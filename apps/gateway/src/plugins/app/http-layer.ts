@@ -35,6 +35,44 @@ export const MAX_PARAM_LENGTH = 3 * 256;
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
+/**
+ * Request headers that must come once, by lower-case name, as the error names them. Node keeps the first
+ * of a repeated `Host`, `Authorization` or `Content-Type` and joins repeated `Idempotency-Key`s with
+ * ", ": a proxy in front that reads another one would act for another tenant, or with another key.
+ */
+const SINGLE_HEADERS = new Map([
+  ['host', 'Host'],
+  ['authorization', 'Authorization'],
+  ['content-type', 'Content-Type'],
+  ['idempotency-key', 'Idempotency-Key'],
+]);
+
+/** The first header of {@link SINGLE_HEADERS} that `raw` has more than once, or undefined. */
+function repeatedHeader(raw: IncomingMessage): string | undefined {
+  const { rawHeaders, headers } = raw;
+  // The common case costs no string work: as many distinct names as header lines, nothing repeated.
+  let distinct = 0;
+  for (const _name in headers) distinct++;
+  if (distinct * 2 === rawHeaders.length) return undefined;
+  const seen = new Set<string>();
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = (rawHeaders[i] as string).toLowerCase();
+    if (!SINGLE_HEADERS.has(name)) continue;
+    if (seen.has(name)) return SINGLE_HEADERS.get(name);
+    seen.add(name);
+  }
+  return undefined;
+}
+
+/**
+ * Whether `request`'s body, read or not, is bounded: not chunked, and declared within `limit` bytes. Node
+ * drains such a body after an answer given before it was read, and keeps the connection.
+ */
+export function boundedBody(request: FastifyRequest, limit: number): boolean {
+  const { headers } = request.raw;
+  return headers['transfer-encoding'] === undefined && Number(headers['content-length'] ?? 0) <= limit;
+}
+
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
 
@@ -46,6 +84,25 @@ function closingAnswer(status: number, body: string, headers = ''): string {
 /** A header value as an error message quotes it: JSON-escaped, long ones cut. */
 const quoted = (value: string): string =>
   JSON.stringify(value.length > 100 ? `${value.slice(0, 100)}…` : value);
+
+/** What is wrong, for the parser's (llhttp's) most common refusals; others get a general message. */
+const PARSER_ERRORS: Record<string, string> = {
+  HPE_INVALID_METHOD: 'Unknown or malformed method: the gateway serves GET, HEAD, POST, PUT and DELETE.',
+  HPE_INVALID_URL:
+    'Malformed request target: a path holds only printable ASCII; percent-encode anything else (encodeURIComponent).',
+  HPE_INVALID_HEADER_TOKEN:
+    'Malformed header: a header name is a token directly followed by ":" (no space before it), values hold no control characters, and lines are not folded.',
+  HPE_INVALID_VERSION:
+    'Malformed request line: send "<METHOD> <path> HTTP/1.1", every line ending with CRLF.',
+  HPE_CR_EXPECTED: 'Malformed line ending: end every line of the request line and headers with CRLF.',
+  HPE_LF_EXPECTED: 'Malformed line ending: end every line of the request line and headers with CRLF.',
+  HPE_INVALID_CONTENT_LENGTH: 'Invalid Content-Length: send one, as a plain decimal number of bytes.',
+  HPE_UNEXPECTED_CONTENT_LENGTH:
+    'Invalid Content-Length: send one, with the same value, and never with Transfer-Encoding: chunked.',
+  HPE_INVALID_TRANSFER_ENCODING:
+    'Unsupported Transfer-Encoding: send the body with Content-Length, or chunked alone.',
+  HPE_INVALID_CHUNK_SIZE: 'Malformed chunked body: each chunk opens with its size in hexadecimal and CRLF.',
+};
 
 /**
  * Errors Node's HTTP parser raises before any route runs (malformed request line or headers, bad
@@ -65,13 +122,20 @@ function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException,
   } else if (error.code === 'HPE_HEADER_OVERFLOW') {
     status = 431;
     body = errorJson(
-      'Request headers are larger than 16 KB: send fewer or shorter headers.',
+      'The request line and headers are larger than 16 KB: send a shorter URL (query string included) or fewer, shorter headers.',
       ErrorCode.HEADERS_TOO_LARGE,
+    );
+  } else if (error.code === 'HPE_INVALID_EOF_STATE') {
+    // The client half-closed (or the connection ended) inside the request.
+    status = 400;
+    body = errorJson(
+      'The request ended before its headers or its body were complete (as long as its Content-Length or chunks say): send all of it.',
+      ErrorCode.BAD_REQUEST,
     );
   } else {
     status = 400;
     body = errorJson(
-      `Malformed HTTP request (${error.code ?? 'parse error'}): check the request line, headers and chunked encoding.`,
+      `${PARSER_ERRORS[error.code ?? ''] ?? 'Malformed HTTP request: check the request line, headers and chunked encoding.'} (${error.code ?? 'parse error'})`,
       ErrorCode.BAD_REQUEST,
     );
   }
@@ -121,14 +185,18 @@ export const httpServerOptions = {
  *   precheck in `preParsing`) whose body is chunked or declared over the body limit gets
  *   `Connection: close`, so Node closes the connection after the answer instead of reading an
  *   unbounded body to reuse it;
- * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON;
+ * - an unknown path is a 404, a known path with another method a 405 with `Allow`, both JSON, answered
+ *   in `onRequest`, before the body is parsed (a wrong path is not told about a body no route reads);
+ * - a header that must come once ({@link SINGLE_HEADERS}) sent more than once is a 400 naming it, and
+ *   so is a `Transfer-Encoding` other than `chunked` alone (Node decodes no other coding);
  * - a request that reaches the gateway while it shuts down (on a keep-alive connection) is a 503
  *   `HERALD_ERR_UNAVAILABLE` with `Retry-After`, nothing accepted, the connection closed after it;
  * - what Node's HTTP server would refuse itself with an empty body, or by closing the connection without
  *   a word, is answered in Herald's shape: an HTTP/1.1 request without `Host` (400, connection closed;
  *   RFC 9112 §3.2), an `Expect` other than `100-continue` (417; `100-continue` still gets its
  *   `100 Continue` from Node), and `CONNECT` (405: the gateway is no proxy; connection closed). An
- *   `Upgrade` needs no answer: with no `upgrade` listener Node serves the request as plain HTTP.
+ *   `Upgrade` needs no answer: with no `upgrade` listener Node serves the request as plain HTTP. A
+ *   client's half-close ends no request: it is answered (Node would drop the answer).
  * Register before every other plugin that declares routes (it learns them from `onRoute`) or answers in
  * `onRequest` (its `onRequest` hook must run first).
  */
@@ -146,10 +214,30 @@ export default fp(
       }
     });
     const allowedOn = (path: string) => METHODS.filter((method) => known.find(method, path) !== null);
+    /**
+     * A 405 with `Allow` when the path exists with other methods, else a 404: also when it exists with
+     * this one, and its route found nothing (`reply.callNotFound()`: a file missing under `/docs/static/*`).
+     */
+    const unrouted = (request: FastifyRequest): HttpError => {
+      const path = request.url.split('?')[0] ?? '/';
+      const allowed = allowedOn(path);
+      return allowed.length > 0 && !(allowed as string[]).includes(request.method)
+        ? new HttpError(
+            ErrorCode.METHOD_NOT_ALLOWED,
+            `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
+            { headers: { Allow: allowed.join(', ') } },
+          )
+        : new HttpError(ErrorCode.NOT_FOUND, `No route ${request.method} ${path}`);
+    };
 
     // Node answers an `Expect` other than 100-continue with an empty 417 unless this event has a
     // listener: the request goes to Fastify as any other, marked, and the hook below answers it.
     const unmetExpectations = new WeakSet<IncomingMessage>();
+    // A client may half-close its side once its request is sent: that ends no request (RFC 9112 §9.6),
+    // yet Node's HTTP server aborts it and ends the connection unanswered (its default), although the
+    // route still runs: a 202 whose notification was accepted would be lost, and a retry without an
+    // Idempotency-Key would deliver twice. Set, Node answers, then closes the connection.
+    (app.server as Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
     app.server.on('checkExpectation', (request: IncomingMessage, response: ServerResponse) => {
       unmetExpectations.add(request);
       app.server.emit('request', request, response);
@@ -192,7 +280,33 @@ export default fp(
         );
         return;
       }
-      done();
+      // Node decodes the chunked transfer coding only, and reads a body sent "gzip, chunked" as if it
+      // were not gzipped (RFC 9112 §6.1: a coding the server does not know is refused, not ignored).
+      const coding = raw.headers['transfer-encoding'];
+      if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+        done(
+          new HttpError(
+            ErrorCode.BAD_REQUEST,
+            `Unsupported Transfer-Encoding ${quoted(coding)}: send the body chunked alone, or with Content-Length (and uncompressed).`,
+            { headers: { Connection: 'close' } },
+          ),
+        );
+        return;
+      }
+      const repeated = repeatedHeader(raw);
+      if (repeated !== undefined) {
+        done(
+          new HttpError(
+            ErrorCode.BAD_REQUEST,
+            `The request has the ${repeated} header more than once: send it once (which one counts would be a guess).`,
+            { headers: { Connection: 'close' } },
+          ),
+        );
+        return;
+      }
+      // No route: answered before the body is parsed, so that a wrong path or method is told as such
+      // rather than as a problem of a body no route would read (and the body is not read).
+      done(request.is404 ? unrouted(request) : undefined);
     });
 
     // Node closes a CONNECT's connection without a word unless this event has a listener. The socket is
@@ -218,27 +332,14 @@ export default fp(
       // keep-alive client refused with a small body does not pay a new connection); a chunked body or a
       // declared length over the limit is not read: the connection closes after the answer. `complete`
       // is false until the message has been read to its end (undefined under `inject()`: no socket).
-      const { headers } = request.raw;
-      const unbounded =
-        headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > bodyLimit;
-      if (unbounded && request.raw.complete === false) reply.header('Connection', 'close');
+      if (!boundedBody(request, bodyLimit) && request.raw.complete === false)
+        reply.header('Connection', 'close');
       done(null, payload);
     });
 
+    // Reached only through `reply.callNotFound()`: the `onRequest` hook above answers unrouted requests.
     app.setNotFoundHandler((request, reply) => {
-      const path = request.url.split('?')[0] ?? '/';
-      const allowed = allowedOn(path);
-      if (allowed.length > 0) {
-        void reply
-          .code(405)
-          .header('Allow', allowed.join(', '))
-          .send({
-            error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
-            code: ErrorCode.METHOD_NOT_ALLOWED,
-          });
-        return;
-      }
-      void reply.code(404).send({ error: `No route ${request.method} ${path}`, code: ErrorCode.NOT_FOUND });
+      void reply.send(unrouted(request));
     });
   },
   { name: 'http-layer', fastify: '5.x' },

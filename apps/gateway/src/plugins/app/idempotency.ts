@@ -128,7 +128,7 @@ function idempotencyPreValidation(app: FastifyInstance) {
       case 'mismatch':
         throw new HttpError(
           ErrorCode.IDEMPOTENCY_MISMATCH,
-          'This Idempotency-Key was used with a different request body: use a new key for a new request.',
+          'This Idempotency-Key was used with another request (a different body, or another route): use a new key for a new request.',
         );
     }
   };

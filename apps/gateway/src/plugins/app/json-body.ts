@@ -3,6 +3,7 @@ import { BODY_MAX_DEPTH } from '@herald/protocol';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { ErrorCode, HttpError } from '../../errors.js';
+import { boundedBody } from './http-layer.js';
 
 /** What is wrong with a JSON value, naming the field (`body.payload.a.0`). */
 export interface JsonProblem {
@@ -187,21 +188,37 @@ const takesNoBody = (request: FastifyRequest): boolean => request.routeOptions.s
  */
 export default fp(
   async (app: FastifyInstance) => {
+    // Fastify closes the connection after any body parser's error; a bounded body (read, or drained by
+    // Node after the answer) needs no new connection, as after a 401.
+    const refused = new WeakSet<FastifyRequest>();
+    const bodyLimit = app.initialConfig.bodyLimit ?? 1024 * 1024;
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (refused.has(request) && boundedBody(request, bodyLimit)) reply.removeHeader('Connection');
+      done(null, payload);
+    });
+    const refuse = (request: FastifyRequest, error: HttpError): HttpError => {
+      refused.add(request);
+      return error;
+    };
+
     app.removeContentTypeParser('application/json');
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
       if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
         done(
-          new HttpError(
-            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-            `Unsupported charset "${charset}": send JSON in UTF-8 (charset=utf-8, or no charset).`,
+          refuse(
+            request,
+            new HttpError(
+              ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+              `Unsupported charset "${charset}": send JSON in UTF-8 (charset=utf-8, or no charset).`,
+            ),
           ),
         );
         return;
       }
       // isUtf8 (native, vectorised) then toString: several times cheaper than a fatal TextDecoder.
       if (!isUtf8(body)) {
-        done(invalid({ field: 'body', message: 'is not valid UTF-8' }));
+        done(refuse(request, invalid({ field: 'body', message: 'is not valid UTF-8' })));
         return;
       }
       // A leading BOM is ignored, as RFC 8259 allows (toString keeps it; JSON.parse would refuse it).
@@ -214,13 +231,18 @@ export default fp(
         value = JSON.parse(text);
       } catch (error) {
         if (text.trim() !== '') {
-          done(invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }));
+          done(
+            refuse(
+              request,
+              invalid({ field: 'body', message: `is not valid JSON (${(error as Error).message})` }),
+            ),
+          );
         } else if (takesNoBody(request)) done(null, undefined);
-        else done(invalid(EMPTY_BODY));
+        else done(refuse(request, invalid(EMPTY_BODY)));
         return;
       }
       const problem = checkBody(value, request.routeOptions.config?.jsonItems);
-      done(problem ? invalid(problem) : null, value);
+      done(problem ? refuse(request, invalid(problem)) : null, value);
     });
 
     // Fastify also parses text/plain, and would hand its string to a route that wants an object: every
@@ -238,16 +260,27 @@ export default fp(
         return;
       }
       done(
-        new HttpError(
-          ErrorCode.UNSUPPORTED_MEDIA_TYPE,
-          `${type ? `Content-Type "${type}" is not supported` : 'A body needs a Content-Type'}: send JSON with "Content-Type: application/json".`,
+        refuse(
+          request,
+          new HttpError(
+            ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+            `${type ? `Content-Type "${type}" is not supported` : 'A body needs a Content-Type'}: send JSON with "Content-Type: application/json".`,
+          ),
         ),
       );
     });
 
     app.addHook('onRequest', (request: FastifyRequest, _reply, done) => {
-      const encoding = request.headers['content-encoding'];
-      if (encoding === undefined || encoding.trim().toLowerCase() === 'identity') {
+      const { 'content-encoding': encoding, 'content-length': length } = request.headers;
+      // Only a body to read can be encoded: a GET or HEAD (whose body Fastify never reads) or a request
+      // without a body is served whatever its Content-Encoding (some clients send one on every request).
+      if (
+        encoding === undefined ||
+        encoding.trim().toLowerCase() === 'identity' ||
+        request.method === 'GET' ||
+        request.method === 'HEAD' ||
+        ((length === undefined || length === '0') && request.headers['transfer-encoding'] === undefined)
+      ) {
         done();
         return;
       }

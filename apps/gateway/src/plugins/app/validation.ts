@@ -129,6 +129,10 @@ function leafFound(root: string, error: AjvIssue): Found {
   if (keyword === 'enum' && Array.isArray(params.allowedValues)) {
     return allowedFound(field, depth, { values: params.allowedValues, types: [] });
   }
+  // A query parameter (or header) sent twice arrives as an array where one value is wanted.
+  if (keyword === 'type' && root !== 'body' && !root.startsWith('body.') && Array.isArray(error.data)) {
+    return { field, depth, message: 'is given more than once: give it once' };
+  }
   if (keyword === 'type' && (typeof params.type === 'string' || Array.isArray(params.type))) {
     const types = (Array.isArray(params.type) ? params.type : params.type.split(',')) as string[];
     const found = allowedFound(field, depth, {
@@ -145,7 +149,7 @@ function leafFound(root: string, error: AjvIssue): Found {
     const fields = Object.keys(properties).join(', ');
     return { field, message: `must have at least ${params.limit} of its fields ${fields}`, depth };
   }
-  return { field, message: messageOf(keyword, error.message), depth };
+  return { field, message: messageOf(keyword, error.message, root), depth };
 }
 
 /** `must be "a"`, `must be one of "a", "b"`, `must be string or null`, `must be integer or one of 1, 2`. */
@@ -232,9 +236,10 @@ function fieldOf(root: string, instancePath: string, params: Record<string, unkn
   return [root, ...path].join('.');
 }
 
-function messageOf(keyword: string, message: string | undefined): string {
+function messageOf(keyword: string, message: string | undefined, root = 'body'): string {
   if (keyword === 'required') return 'is required';
-  if (keyword === 'additionalProperties') return 'is not an accepted field';
+  if (keyword === 'additionalProperties')
+    return root === 'querystring' ? 'is not an accepted parameter' : 'is not an accepted field';
   return message ?? 'is invalid';
 }
 

@@ -73,7 +73,7 @@ const error = (description: string, headers: string[] = []): Response => ({
 /** Answers any path may get, before or without a route: in `components.responses`. */
 const COMMON_RESPONSES: Record<string, Response> = {
   BadRequest: error(
-    `Malformed HTTP (request line, headers, chunked encoding, an HTTP/1.1 request without \`Host\`) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
+    `Malformed HTTP (request line, headers, chunked encoding, an HTTP/1.1 request without \`Host\`, a \`Host\`, \`Authorization\`, \`Content-Type\` or \`Idempotency-Key\` header sent more than once, a \`Transfer-Encoding\` other than \`chunked\`) or path: \`${ErrorCode.BAD_REQUEST}\`.`,
   ),
   NotFound: error(`No route for this path: \`${ErrorCode.NOT_FOUND}\`.`),
   MethodNotAllowed: error(
@@ -85,7 +85,9 @@ const COMMON_RESPONSES: Record<string, Response> = {
     `Headers not received within ${HEADERS_TIMEOUT_MS / 1000} s, or the whole request within ${REQUEST_TIMEOUT_MS / 1000} s: \`${ErrorCode.REQUEST_TIMEOUT}\`; the connection is closed.`,
   ),
   UriTooLong: error(`A path parameter over ${MAX_PARAM_LENGTH} characters: \`${ErrorCode.URI_TOO_LONG}\`.`),
-  HeadersTooLarge: error(`Request headers over 16 KB: \`${ErrorCode.HEADERS_TOO_LARGE}\`.`),
+  HeadersTooLarge: error(
+    `Request line and headers over 16 KB (a URL that long included): \`${ErrorCode.HEADERS_TOO_LARGE}\`.`,
+  ),
 };
 
 /** Adds `response` for `status` unless the route documents it already; adds `headers` to it either way. */
@@ -129,7 +131,7 @@ function complete(operation: Operation, traits: RouteTraits): void {
       operation,
       '415',
       error(
-        `Not JSON, a charset other than UTF-8, or a Content-Encoding: \`${ErrorCode.UNSUPPORTED_MEDIA_TYPE}\`.`,
+        `Not JSON, a charset other than UTF-8, or a body with a Content-Encoding: \`${ErrorCode.UNSUPPORTED_MEDIA_TYPE}\`.`,
         ['Accept-Encoding'],
       ),
     );

@@ -59,10 +59,16 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
         },
       },
     },
-    async (_request, reply) => {
+    async (request, reply) => {
       // Read before the stream opens: a Redis that does not answer is a plain 503.
       const first = await snapshot();
       const sse = reply.sse;
+      // HEAD: the stream's headers, and the end (without keepAlive the SSE plugin ends the answer). Node
+      // sends a HEAD answer's headers only when it ends, which a stream never does.
+      if (request.method === 'HEAD') {
+        sse.sendHeaders();
+        return;
+      }
       sse.keepAlive();
       const send = (data: AdminSnapshot) => {
         if (sse.isConnected) sse.send({ event: 'snapshot', data }).catch(() => {});
@@ -85,7 +91,10 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       schema: {
         summary: 'Notifications that failed every attempt, newest first',
         tags: ['admin'],
-        querystring: Type.Object({ limit: Type.Integer({ minimum: 1, maximum: 1000, default: 20 }) }),
+        querystring: Type.Object(
+          { limit: Type.Integer({ minimum: 1, maximum: 1000, default: 20 }) },
+          { additionalProperties: false },
+        ),
         response: { 200: FailedJobs, 400: ErrorResponse, ...ADMIN_ERRORS },
       },
     },

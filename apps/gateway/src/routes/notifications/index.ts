@@ -19,7 +19,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
           '`queued` until one of the user’s clients acknowledges it (`delivered`); `failed` after its last attempt; `expired` when its ttlMs passed first. A topic send or broadcast: `queued` while it fans out, `sent` once every recipient’s inbox has it, with `recipients` counting them; `?userId=` gives one recipient’s status. Visible only to the tenant that sent it.',
         params: Type.Object({ id: Type.String({ minLength: 1, maxLength: 128 }) }),
         // `userId`: with a topic send or broadcast, the status of that one recipient.
-        querystring: Type.Object({ userId: Type.Optional(UserId) }),
+        querystring: Type.Object({ userId: Type.Optional(UserId) }, { additionalProperties: false }),
         response: {
           200: NotificationStatus,
           400: ErrorResponse,

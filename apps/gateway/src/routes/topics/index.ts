@@ -98,10 +98,13 @@ const topicRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           '`after` is exclusive (absent: from the first); follow `nextAfter` until it is null. The cursor is a user id, so a page never repeats nor skips a subscriber that stays subscribed while you page.',
         params: TopicParams,
-        querystring: Type.Object({
-          after: Type.Optional(UserId),
-          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: SUBSCRIBERS_PAGE_MAX, default: 100 })),
-        }),
+        querystring: Type.Object(
+          {
+            after: Type.Optional(UserId),
+            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: SUBSCRIBERS_PAGE_MAX, default: 100 })),
+          },
+          { additionalProperties: false },
+        ),
         response: { 200: SubscribersPage, ...TOPIC_ERRORS },
       },
     },

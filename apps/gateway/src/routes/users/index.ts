@@ -46,12 +46,15 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
         description:
           '`after` is exclusive (absent: from the oldest kept); follow `nextAfter` until it is null. `trimmed: true` means notifications right after `after` are gone (the inbox is bounded by count and age). With `newest=true` or `before` (not with `after`) the page is read backwards: the `limit` newest, or the `limit` just before `before` (exclusive), still oldest first; follow `nextBefore` until it is null (`nextAfter` is then null).',
         params: Type.Object({ userId: UserId }),
-        querystring: Type.Object({
-          after: Type.Optional(Offset),
-          before: Type.Optional(Offset),
-          newest: Type.Optional(Type.Boolean()),
-          limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
-        }),
+        querystring: Type.Object(
+          {
+            after: Type.Optional(Offset),
+            before: Type.Optional(Offset),
+            newest: Type.Optional(Type.Boolean()),
+            limit: Type.Optional(Type.Integer({ minimum: 1, maximum: MAX_PAGE, default: 50 })),
+          },
+          { additionalProperties: false },
+        ),
         response: {
           200: Type.Object({
             items: Type.Array(InboxItem),
