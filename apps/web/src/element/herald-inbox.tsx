@@ -21,10 +21,12 @@ export function tokenFrom(
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ ...(userId ? { userId } : {}), ...extra }),
     });
-    // Signed out (401, 403), or no such route (404: e.g. the demo route outside development mode):
-    // retrying will not help, so the client stops until reconnect().
-    if (response.status === 401 || response.status === 403 || response.status === 404)
-      throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${response.status}`);
+    // A client error: signed out (401, 403), no such route (404: e.g. the demo route outside development
+    // mode), a request the route refuses (400, 422, …). Retrying will not help, so the client stops
+    // until reconnect(). A timeout (408) or a rate limit (429) is retried, as a 5xx is.
+    const { status } = response;
+    if (status > 399 && status < 500 && status !== 408 && status !== 429)
+      throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${status}`);
     if (!response.ok) throw new Error(`${endpoint} answered ${response.status}`);
     const body = (await response.json()) as { token: string };
     onAnswer?.(body);

@@ -204,6 +204,28 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('<herald-inbox> stops asking a token-url that refuses its request (400), as it does when signed out', async () => {
+    const context = await env.browser.newContext();
+    const page = await context.newPage();
+    const asked: number[] = [];
+    page.on('response', (response) => {
+      if (response.url().endsWith('/dev/token')) asked.push(response.status());
+    });
+    await page.goto(`${env.stack.url}/healthz`);
+    // "a b" is no user id: the token route answers 400 to every attempt.
+    await page.evaluate((herald) => {
+      document.body.innerHTML = '<herald-inbox token-url="/dev/token" user="a b"></herald-inbox>';
+      const script = document.createElement('script');
+      script.type = 'module';
+      script.src = `${herald}/element/herald-inbox.js`;
+      document.head.append(script);
+    }, env.stack.url);
+    const inbox = new InboxPage(page);
+    await inbox.waitForState('unauthorized');
+    expect(asked).toEqual([400]);
+    await context.close();
+  });
+
   it('a payload’s text stays in its box: a long unbroken title wraps, a bidi override does not turn the UI’s words', async () => {
     const user = randomId('hostile-text');
     const context = await env.browser.newContext({ viewport: { width: 800, height: 700 } });
