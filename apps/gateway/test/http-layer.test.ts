@@ -277,6 +277,13 @@ describe('routing errors', () => {
       expect(response.headers.get('allow'), method).toBeNull();
     }
     expectHeraldError(await (await fetch(`${base}/docs/static/nope.js`)).text(), 'HERALD_ERR_NOT_FOUND');
+    // A path that leaves the files' folder ("..", encoded) finds nothing either: a 404, not a bare 403.
+    // Sent as it is (fetch would resolve the dots itself).
+    for (const path of ['/docs/static/%2e%2e/package.json', '/docs/static/..%2f..%2fpackage.json']) {
+      const { answer } = await exchange(port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+      expect(answer.status, path).toBe(404);
+      expectHeraldError(answer.body, 'HERALD_ERR_NOT_FOUND');
+    }
   });
 
   it('a path or method the gateway does not serve is a 404 or 405 whatever the body, which is not read', async () => {

@@ -108,6 +108,14 @@ export default fp(
         return;
       }
       const status = error.statusCode ?? 500;
+      if (status === 403) {
+        // Only the docs' file route refuses on its own (a path that leaves its folder: `..`): there is
+        // no file there to serve, as for any other path that has none.
+        void reply
+          .code(404)
+          .send({ error: `No such file: ${request.url.split('?')[0]}`, code: ErrorCode.NOT_FOUND });
+        return;
+      }
       if (status >= 400 && status < 500) {
         // Body parser errors: wrong JSON, too large, wrong content type. Say so plainly. A Content-Type
         // Fastify cannot read as one media type ("application/json, text/plain") is named, as Herald's
