@@ -92,19 +92,39 @@ export function parseOptions<O extends Options>(
  * if (typeof parsed === 'number') return parsed;
  * ```
  */
-export function parseCommand<O extends Options>(
+export function parseCommand<O extends Options, C extends string>(
   args: string[],
-  known: readonly string[],
+  known: readonly C[],
   options: O,
   usage: string,
   io: CliIo,
   allowPositionals = false,
-): { command: string; values: ParsedValues<O>; positionals: string[] } | number {
+): { command: C; values: ParsedValues<O>; positionals: string[] } | number {
   const [command, ...rest] = args;
   const exit = usageExit(command, known, usage, io);
   if (exit !== undefined || command === undefined) return exit ?? 2;
   const parsed = parseOptions(rest, options, usage, io, allowPositionals);
-  return parsed ? { command, ...parsed } : 2;
+  // usageExit let through only a command of `known`.
+  return parsed ? { command: command as C, ...parsed } : 2;
+}
+
+/**
+ * Whether `command` got exactly `count` positional arguments (what it acts on: `what`, e.g. "one key
+ * id"); prints what it got otherwise, so that a second id is refused rather than ignored after the
+ * first was acted on (the caller answers exit code 2).
+ */
+export function takesPositionals(
+  command: string,
+  positionals: readonly string[],
+  count: number,
+  what: string,
+  usage: string,
+  io: CliIo,
+): boolean {
+  if (positionals.length === count) return true;
+  const got = positionals.length === 0 ? 'none' : positionals.map((p) => `"${p}"`).join(' ');
+  io.err(`${command} takes ${what}, got ${got}\n${usage}`);
+  return false;
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;

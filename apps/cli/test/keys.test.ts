@@ -72,6 +72,22 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     ).toContain('--sender-burst');
     expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
     expect((await cli(['frobnicate'])).code).toBe(2);
+    // What a command does not take is refused, never ignored: `revoke a b` revoked a alone, exit 0.
+    const created = await cli(['create', '--name', 'kept', '--tenant', 'acme']);
+    const id = /id:\s+(\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    const twice = await cli(['revoke', id, 'another-id']);
+    expect(twice.code).toBe(2);
+    expect(twice.err.join('\n')).toMatch(/revoke takes one key id.*another-id/);
+    expect((await cli(['list'])).out.join('\n')).toMatch(new RegExp(`${id}\\s+kept .*active`));
+    expect((await cli(['revoke', '--all'])).err.join('\n')).toContain("Unknown option '--all'");
+    for (const args of [
+      ['list', 'extra'],
+      ['list', '--json'],
+    ]) {
+      const refused = await cli(args);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.err.join('\n')).toMatch(/extra|--json/);
+    }
   });
 
   it('on one keep-alive connection each request is authenticated by its own key', async () => {
