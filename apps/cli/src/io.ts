@@ -1,5 +1,11 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createRedis, type RedisTarget, withoutPassword } from '@herald/config';
+import {
+  createRedis,
+  isOutOfMemory,
+  OUT_OF_MEMORY_ADVICE,
+  type RedisTarget,
+  withoutPassword,
+} from '@herald/config';
 import type { Cluster, Redis } from 'ioredis';
 
 /** Where a CLI command writes. */
@@ -37,7 +43,7 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
       ? `the Redis Cluster at ${target.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
       : `Redis at ${withoutPassword(target.url)}`;
     const set = target.clusterNodes ? 'HERALD_REDIS_CLUSTER_NODES' : 'REDIS_URL';
-    io.err(`Cannot reach ${where}: ${(error as Error).message}. Set ${set}.`);
+    io.err(`Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`);
     redis.disconnect();
     return undefined;
   }
@@ -133,7 +139,20 @@ type ParsedValues<O extends Options> = {
   [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
 };
 
-/** Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1 when Redis is unreachable. */
+/**
+ * The line an operator reads when Redis failed a command's work after connecting: a Redis at
+ * `maxmemory` refusing writes says so and what to do; anything else names Redis and its error.
+ */
+export function redisFailure(target: RedisTarget, error: unknown): string {
+  if (isOutOfMemory(error)) return `${OUT_OF_MEMORY_ADVICE}.`;
+  const where = target.clusterNodes ? 'The Redis Cluster' : `Redis at ${withoutPassword(target.url)}`;
+  return `${where} failed the command: ${(error as Error).message ?? error}`;
+}
+
+/**
+ * Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1, with one line saying
+ * why ({@link redisFailure}), when Redis is unreachable or fails the work (never a stack trace).
+ */
 export async function withRedis(
   target: RedisTarget,
   io: CliIo,
@@ -143,6 +162,9 @@ export async function withRedis(
   if (!redis) return 1;
   try {
     return await work(redis);
+  } catch (error) {
+    io.err(redisFailure(target, error));
+    return 1;
   } finally {
     redis.disconnect();
   }

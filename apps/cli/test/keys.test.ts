@@ -1,6 +1,14 @@
 import { Agent, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
-import { type AppProcess, deleteMatching, keysMatching, startApp, testRedis, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  keysMatching,
+  startApp,
+  startRedisServer,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/keys.js';
@@ -198,5 +206,25 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     const gateway = gateways[0] as AppProcess;
     const statuses = [await notify(gateway, key), await notify(gateway, key), await notify(gateway, key)];
     expect(statuses).toEqual([202, 202, 429]);
+  });
+});
+
+describe('herald keys on a Redis at maxmemory with noeviction (a redis-server of its own)', () => {
+  it('create: exit 1 with a line naming the full Redis and what to do, never a stack trace', async () => {
+    const redis = await startRedisServer({ args: ['--maxmemory', '1', '--maxmemory-policy', 'noeviction'] });
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await run(
+        ['create', '--name', 'shop', '--tenant', 'acme'],
+        { out: (line) => out.push(line), err: (line) => err.push(line) },
+        { REDIS_URL: redis.url },
+      );
+      expect(code).toBe(1);
+      expect(out).toEqual([]);
+      expect(err.join('\n')).toMatch(/out of memory.*raise maxmemory/);
+    } finally {
+      await redis.dispose();
+    }
   });
 });
