@@ -68,14 +68,17 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
   let redis: RedisServerHandle;
   let stack: Stack;
   let gateway: AppProcess;
+  let closed: AppProcess;
   let worker: AppProcess;
 
   beforeAll(async () => {
     redis = await startRedisServer({ args: ['--maxmemory-policy', 'noeviction'] });
-    // The limiter lets a send through when Redis fails (`open`), so that the enqueue meets the full Redis.
+    // `gateway`'s limiter lets a send through when Redis fails (`open`), so that the enqueue meets the
+    // full Redis; `closed` has the default, whose limiter refuses first.
     stack = new Stack(redis.url, { HERALD_RATE_LIMIT_FAILURE: 'open' });
-    [gateway, worker] = await Promise.all([
+    [gateway, closed, worker] = await Promise.all([
       stack.start('gateway', 'gw-full'),
+      stack.start('gateway', 'gw-closed', { HERALD_RATE_LIMIT_FAILURE: 'closed' }),
       stack.start('worker', 'w-full'),
     ]);
   });
@@ -96,8 +99,8 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     const response = await fetch(`${app.url}/readyz`);
     return { status: response.status, body: (await response.json()) as { error?: string; code?: string } };
   };
-  const send = (userId: string, extra: Record<string, unknown> = {}) =>
-    gatewayCall(gateway.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra } });
+  const send = (userId: string, extra: Record<string, unknown> = {}, to = gateway) =>
+    gatewayCall(to.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra } });
 
   it('/readyz is 503 naming the full Redis, /notify a 503 that says nothing was accepted; both recover once it has room', async () => {
     expect((await send('before')).status).toBe(202);
@@ -109,9 +112,14 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
         expect(body.code).toBe('HERALD_ERR_UNAVAILABLE');
         expect(body.error).toMatch(/out of memory.*maxmemory/);
       }
-      // In an envelope, and a job of its own (a priority): Redis refused each, so no "maybe accepted".
-      for (const extra of [{}, { priority: 1 }]) {
-        const refused = await send('during', extra);
+      // In an envelope, and a job of its own (a priority): Redis refused each, so no "maybe accepted";
+      // and the limiter's refusal (closed) names the full Redis too, not a slow limiter.
+      for (const [extra, to] of [
+        [{}, gateway],
+        [{ priority: 1 }, gateway],
+        [{}, closed],
+      ] as const) {
+        const refused = await send('during', extra, to);
         expect(refused.status).toBe(503);
         expect(refused.body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
         expect(refused.body.maybeAccepted).toBeUndefined();

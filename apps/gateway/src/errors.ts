@@ -73,12 +73,15 @@ export function neverSent(error: unknown): boolean {
  * retry succeeds once the operator has made room.
  */
 export function outOfMemory(cause: unknown): HttpError {
-  return new HttpError(
-    ErrorCode.UNAVAILABLE,
-    'Redis is out of memory; nothing was accepted. Retry later (the operator must free memory or raise maxmemory).',
-    { headers: { 'Retry-After': '1' }, cause },
-  );
+  return new HttpError(ErrorCode.UNAVAILABLE, OUT_OF_MEMORY_MESSAGE, {
+    headers: { 'Retry-After': '1' },
+    cause,
+  });
 }
+
+/** The `error` of a 503 for a send Redis refused for memory (the enqueue's, or the limiter's). */
+export const OUT_OF_MEMORY_MESSAGE =
+  'Redis is out of memory; nothing was accepted. Retry later (the operator must free memory or raise maxmemory).';
 
 /**
  * Awaits every one of `writes` (the adds of one enqueue: one per queue partition, or an envelope's job
