@@ -70,16 +70,18 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
   let gateway: AppProcess;
   let closed: AppProcess;
   let worker: AppProcess;
+  let realtime: AppProcess;
 
   beforeAll(async () => {
     redis = await startRedisServer({ args: ['--maxmemory-policy', 'noeviction'] });
     // `gateway`'s limiter lets a send through when Redis fails (`open`), so that the enqueue meets the
     // full Redis; `closed` has the default, whose limiter refuses first.
     stack = new Stack(redis.url, { HERALD_RATE_LIMIT_FAILURE: 'open' });
-    [gateway, closed, worker] = await Promise.all([
+    [gateway, closed, worker, realtime] = await Promise.all([
       stack.start('gateway', 'gw-full'),
       stack.start('gateway', 'gw-closed', { HERALD_RATE_LIMIT_FAILURE: 'closed' }),
       stack.start('worker', 'w-full'),
+      stack.start('realtime', 'rt-full'),
     ]);
   });
   afterAll(async () => {
@@ -106,7 +108,7 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     expect((await send('before')).status).toBe(202);
     await maxmemory(1);
     try {
-      for (const app of [gateway, worker]) {
+      for (const app of [gateway, worker, realtime]) {
         await waitFor(async () => (await ready(app)).status === 503, { what: `${app.name} not ready` });
         const { body } = await ready(app);
         expect(body.code).toBe('HERALD_ERR_UNAVAILABLE');
@@ -128,7 +130,7 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     } finally {
       await maxmemory(0);
     }
-    for (const app of [gateway, worker])
+    for (const app of [gateway, worker, realtime])
       await waitFor(async () => (await ready(app)).status === 200, { what: `${app.name} ready again` });
     const after = await send('after');
     expect(after.status).toBe(202);
