@@ -4,10 +4,12 @@ import {
   type RedisServerHandle,
   scrapeMetrics,
   startRedisServer,
+  waitFor,
 } from '@herald/testing';
+import { Redis } from 'ioredis';
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Stack } from './support/stack.js';
+import { API_KEY, appended, gatewayCall, Stack } from './support/stack.js';
 
 describe('realtime liveness, readiness and metrics (a real process on a Redis of its own)', () => {
   let redis: RedisServerHandle;
@@ -59,5 +61,80 @@ describe('realtime liveness, readiness and metrics (a real process on a Redis of
       metric: 'herald_realtime_sockets',
       health: { instanceId: 'rt-health' },
     });
+  });
+});
+
+describe('Redis at maxmemory with noeviction (real processes on a Redis of their own)', () => {
+  let redis: RedisServerHandle;
+  let stack: Stack;
+  let gateway: AppProcess;
+  let closed: AppProcess;
+  let worker: AppProcess;
+  let realtime: AppProcess;
+
+  beforeAll(async () => {
+    redis = await startRedisServer({ args: ['--maxmemory-policy', 'noeviction'] });
+    // `gateway`'s limiter lets a send through when Redis fails (`open`), so that the enqueue meets the
+    // full Redis; `closed` has the default, whose limiter refuses first.
+    stack = new Stack(redis.url, { HERALD_RATE_LIMIT_FAILURE: 'open' });
+    [gateway, closed, worker, realtime] = await Promise.all([
+      stack.start('gateway', 'gw-full'),
+      stack.start('gateway', 'gw-closed', { HERALD_RATE_LIMIT_FAILURE: 'closed' }),
+      stack.start('worker', 'w-full'),
+      stack.start('realtime', 'rt-full'),
+    ]);
+  });
+  afterAll(async () => {
+    await stack?.dispose();
+    await redis?.dispose();
+  });
+
+  const maxmemory = async (bytes: number) => {
+    const client = new Redis(redis.url);
+    try {
+      await client.config('SET', 'maxmemory', String(bytes));
+    } finally {
+      client.disconnect();
+    }
+  };
+  const ready = async (app: AppProcess) => {
+    const response = await fetch(`${app.url}/readyz`);
+    return { status: response.status, body: (await response.json()) as { error?: string; code?: string } };
+  };
+  const send = (userId: string, extra: Record<string, unknown> = {}, to = gateway) =>
+    gatewayCall(to.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra } });
+
+  it('/readyz is 503 naming the full Redis, /notify a 503 that says nothing was accepted; both recover once it has room', async () => {
+    expect((await send('before')).status).toBe(202);
+    await maxmemory(1);
+    try {
+      for (const app of [gateway, worker, realtime]) {
+        await waitFor(async () => (await ready(app)).status === 503, { what: `${app.name} not ready` });
+        const { body } = await ready(app);
+        expect(body.code).toBe('HERALD_ERR_UNAVAILABLE');
+        expect(body.error).toMatch(/out of memory.*maxmemory/);
+      }
+      // In an envelope, and a job of its own (a priority): Redis refused each, so no "maybe accepted";
+      // and the limiter's refusal (closed) names the full Redis too, not a slow limiter.
+      for (const [extra, to] of [
+        [{}, gateway],
+        [{ priority: 1 }, gateway],
+        [{}, closed],
+      ] as const) {
+        const refused = await send('during', extra, to);
+        expect(refused.status).toBe(503);
+        expect(refused.body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+        expect(refused.body.maybeAccepted).toBeUndefined();
+        expect(refused.body.error).toMatch(/out of memory.*nothing was accepted/i);
+      }
+    } finally {
+      await maxmemory(0);
+    }
+    for (const app of [gateway, worker, realtime])
+      await waitFor(async () => (await ready(app)).status === 200, { what: `${app.name} ready again` });
+    const after = await send('after');
+    expect(after.status).toBe(202);
+    await appended(gateway, 'after', after.body.id as string);
+    expect(await stack.inboxIds('during')).toEqual([]);
   });
 });

@@ -344,6 +344,20 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect((await call(keyOf('globex'), 'GET', '/webhook')).body).toMatchObject({
       events: ['notification.failed'],
     });
+    // What a command does not take is refused before anything is done, never ignored.
+    for (const args of [
+      ['delete', 'globex', 'acme'],
+      ['set', 'globex', url, 'extra'],
+      ['delete', 'globex', '--events', 'notification.failed'],
+    ]) {
+      const refused = await herald(['webhooks', ...args], env);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.out, args.join(' ')).toMatch(/takes|--events/);
+    }
+    const unknownArea = await herald(['webhook', 'show', 'globex'], env);
+    expect(unknownArea.code).toBe(2);
+    expect(unknownArea.out).toMatch(/^unknown area "webhook"/);
+    expect((await herald(['webhooks', 'show', 'globex'], env)).code).toBe(0);
     expect((await herald(['webhooks', 'delete', 'globex'], env)).code).toBe(0);
     expect((await herald(['webhooks', 'show', 'globex'], env)).code).toBe(1);
   });

@@ -30,8 +30,9 @@ const io: CliIo = {
 const [area, ...args] = process.argv.slice(2);
 const command = area === undefined ? undefined : AREAS[area];
 if (command === undefined) {
-  (area === 'help' || area === '--help' ? io.out : io.err)(USAGE);
-  process.exitCode = area === 'help' || area === '--help' ? 0 : 2;
+  const help = area === 'help' || area === '--help';
+  (help ? io.out : io.err)(help || area === undefined ? USAGE : `unknown area "${area}"\n${USAGE}`);
+  process.exitCode = help ? 0 : 2;
 } else {
   process.exitCode = await command(args, io);
 }

@@ -1,10 +1,10 @@
-import { earlierLayouts, queuePartitions, withoutPassword } from '@herald/config';
+import { earlierLayouts, isOutOfMemory, queuePartitions, withoutPassword } from '@herald/config';
 import { failedJobs, retryFailed } from '@herald/gateway/operator';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import type { CliIo, Env } from './io.js';
-import { connectForCli, parseCommand, redisTarget } from './io.js';
+import { connectForCli, parseCommand, redisFailure, redisTarget } from './io.js';
 
 const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
        herald failed retry <id>...         put these failed notifications back in the queue
@@ -66,7 +66,11 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
       ? await list(queues, limit, io)
       : await retry(queues, values.all ? ['--all'] : ids, io);
   } catch (error) {
-    io.err(`Could not reach the queue at ${withoutPassword(config.redisUrl)}: ${(error as Error).message}`);
+    io.err(
+      isOutOfMemory(error)
+        ? redisFailure(redisTarget(config), error)
+        : `Could not reach the queue at ${withoutPassword(config.redisUrl)}: ${(error as Error).message}`,
+    );
     return 1;
   } finally {
     await Promise.all(queues.map((queue) => queue.close().catch(() => {})));

@@ -34,6 +34,10 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   );
   if (typeof parsed === 'number') return parsed;
   const tenant = parsed.values.tenant;
+  if (tenant !== undefined && !isTenantId(tenant)) {
+    io.err(`--tenant "${tenant}" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ . -\n${USAGE}`);
+    return 2;
+  }
   if (!isTenantId(tenant) || tenant === DEFAULT_TENANT) {
     io.err(`migrate needs --tenant <tenant id> other than "${DEFAULT_TENANT}"\n${USAGE}`);
     return 2;

@@ -1,5 +1,11 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
-import { createRedis, type RedisTarget, withoutPassword } from '@herald/config';
+import {
+  createRedis,
+  isOutOfMemory,
+  OUT_OF_MEMORY_ADVICE,
+  type RedisTarget,
+  withoutPassword,
+} from '@herald/config';
 import type { Cluster, Redis } from 'ioredis';
 
 /** Where a CLI command writes. */
@@ -37,7 +43,7 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
       ? `the Redis Cluster at ${target.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
       : `Redis at ${withoutPassword(target.url)}`;
     const set = target.clusterNodes ? 'HERALD_REDIS_CLUSTER_NODES' : 'REDIS_URL';
-    io.err(`Cannot reach ${where}: ${(error as Error).message}. Set ${set}.`);
+    io.err(`Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`);
     redis.disconnect();
     return undefined;
   }
@@ -92,19 +98,39 @@ export function parseOptions<O extends Options>(
  * if (typeof parsed === 'number') return parsed;
  * ```
  */
-export function parseCommand<O extends Options>(
+export function parseCommand<O extends Options, C extends string>(
   args: string[],
-  known: readonly string[],
+  known: readonly C[],
   options: O,
   usage: string,
   io: CliIo,
   allowPositionals = false,
-): { command: string; values: ParsedValues<O>; positionals: string[] } | number {
+): { command: C; values: ParsedValues<O>; positionals: string[] } | number {
   const [command, ...rest] = args;
   const exit = usageExit(command, known, usage, io);
   if (exit !== undefined || command === undefined) return exit ?? 2;
   const parsed = parseOptions(rest, options, usage, io, allowPositionals);
-  return parsed ? { command, ...parsed } : 2;
+  // usageExit let through only a command of `known`.
+  return parsed ? { command: command as C, ...parsed } : 2;
+}
+
+/**
+ * Whether `command` got exactly `count` positional arguments (what it acts on: `what`, e.g. "one key
+ * id"); prints what it got otherwise, so that a second id is refused rather than ignored after the
+ * first was acted on (the caller answers exit code 2).
+ */
+export function takesPositionals(
+  command: string,
+  positionals: readonly string[],
+  count: number,
+  what: string,
+  usage: string,
+  io: CliIo,
+): boolean {
+  if (positionals.length === count) return true;
+  const got = positionals.length === 0 ? 'none' : positionals.map((p) => `"${p}"`).join(' ');
+  io.err(`${command} takes ${what}, got ${got}\n${usage}`);
+  return false;
 }
 
 type Options = NonNullable<ParseArgsConfig['options']>;
@@ -113,7 +139,20 @@ type ParsedValues<O extends Options> = {
   [K in keyof O]?: O[K]['type'] extends 'boolean' ? boolean : string;
 };
 
-/** Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1 when Redis is unreachable. */
+/**
+ * The line an operator reads when Redis failed a command's work after connecting: a Redis at
+ * `maxmemory` refusing writes says so and what to do; anything else names Redis and its error.
+ */
+export function redisFailure(target: RedisTarget, error: unknown): string {
+  if (isOutOfMemory(error)) return `${OUT_OF_MEMORY_ADVICE}.`;
+  const where = target.clusterNodes ? 'The Redis Cluster' : `Redis at ${withoutPassword(target.url)}`;
+  return `${where} failed the command: ${(error as Error).message ?? error}`;
+}
+
+/**
+ * Runs `work` with a fail-fast Redis connection (disconnected after); exit code 1, with one line saying
+ * why ({@link redisFailure}), when Redis is unreachable or fails the work (never a stack trace).
+ */
 export async function withRedis(
   target: RedisTarget,
   io: CliIo,
@@ -123,6 +162,9 @@ export async function withRedis(
   if (!redis) return 1;
   try {
     return await work(redis);
+  } catch (error) {
+    io.err(redisFailure(target, error));
+    return 1;
   } finally {
     redis.disconnect();
   }

@@ -1,6 +1,14 @@
 import { ApiKeyStore, type KeyInboxBounds, type KeyLimits, loadConfig } from '@herald/gateway/operator';
 import { isTenantId } from '@herald/protocol';
-import { type CliIo, type Env, parseOptions, redisTarget, usageExit, withRedis } from './io.js';
+import {
+  type CliIo,
+  type Env,
+  parseOptions,
+  redisTarget,
+  takesPositionals,
+  usageExit,
+  withRedis,
+} from './io.js';
 
 export type { CliIo } from './io.js';
 
@@ -26,16 +34,27 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   const [command, ...rest] = args;
   const exit = usageExit(command, ['create', 'list', 'revoke'], USAGE, io);
   if (exit !== undefined) return exit;
+  // `list` takes nothing, `revoke` one key id: anything else is refused before Redis is asked.
+  const parsed = command === 'create' ? undefined : parseOptions(rest, {}, USAGE, io, command === 'revoke');
+  if (command !== 'create' && parsed === undefined) return 2;
+  const id = parsed?.positionals[0];
+  if (
+    command === 'revoke' &&
+    !takesPositionals(
+      'revoke',
+      parsed?.positionals ?? [],
+      1,
+      'one key id (see `herald keys list`)',
+      USAGE,
+      io,
+    )
+  )
+    return 2;
   const config = loadConfig(env, { secrets: false });
   return withRedis(redisTarget(config), io, async (redis) => {
     const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
     if (command === 'create') return create(store, rest, io);
-    if (command === 'list') return list(store, io);
-    const id = rest[0];
-    if (!id) {
-      io.err('revoke needs a key id (see `herald keys list`)');
-      return 2;
-    }
+    if (command === 'list' || id === undefined) return list(store, io);
     if (!(await store.revoke(id))) {
       io.err(`no key with id ${id} (see \`herald keys list\`)`);
       return 1;

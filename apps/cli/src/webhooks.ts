@@ -1,6 +1,6 @@
 import { checkWebhookUrl, loadConfig, WebhookEvents, WebhookStore } from '@herald/gateway/operator';
 import { isTenantId, WEBHOOK_EVENTS, type Webhook, type WebhookEventType } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, takesPositionals, withRedis } from './io.js';
 
 const USAGE = `usage: herald webhooks <command>
   set <tenant id> <url> [--events <event,…>]   create or change a tenant's delivery webhook; a new one's
@@ -15,6 +15,15 @@ Reads REDIS_URL, HERALD_KEY_PREFIX, HERALD_QUEUE_NAME, HERALD_QUEUE_PREFIX and
 HERALD_WEBHOOK_ALLOW_PRIVATE like the gateway.`;
 
 const COMMANDS = ['set', 'show', 'list', 'rotate', 'resume', 'delete'] as const;
+/** The positional arguments of each command: how many, and what they are. */
+const TAKES: Record<(typeof COMMANDS)[number], readonly [number, string]> = {
+  set: [2, 'a tenant id and a url'],
+  show: [1, 'one tenant id'],
+  list: [0, 'no argument'],
+  rotate: [1, 'one tenant id'],
+  resume: [1, 'one tenant id'],
+  delete: [1, 'one tenant id'],
+};
 
 /**
  * `herald webhooks set|show|list|rotate|resume|delete`: the operator's side of tenants' delivery webhooks
@@ -30,6 +39,17 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   if (typeof parsed === 'number') return parsed;
   const { command } = parsed;
   const [tenantId, url] = parsed.positionals;
+  // What a command acts on is all it takes: a second tenant is refused, not ignored after the first
+  // (a missing one is named below).
+  const [count, what] = TAKES[command];
+  if (parsed.positionals.length > count) {
+    takesPositionals(command, parsed.positionals, count, what, USAGE, io);
+    return 2;
+  }
+  if (command !== 'set' && parsed.values.events !== undefined) {
+    io.err(`--events is for set only\n${USAGE}`);
+    return 2;
+  }
   if (command !== 'list' && !isTenantId(tenantId)) {
     io.err(`${command} needs a tenant id (1 to 64 of A-Z a-z 0-9 _ . -)\n${USAGE}`);
     return 2;

@@ -158,5 +158,9 @@ describe('herald inbox migrate: user by user, with --dry-run', () => {
     expect((await cli(run, ['migrate'])).code).toBe(2);
     expect((await cli(run, ['migrate', '--tenant', 'default'])).code).toBe(2);
     expect((await cli(run, ['migrate', '--tenant', 'acme', '--dry-run=yes'])).code).toBe(2);
+    // An id that is no tenant id is named as such (it was told to pick one other than "default").
+    const invalid = await cli(run, ['migrate', '--tenant', 'a b']);
+    expect(invalid.code).toBe(2);
+    expect(invalid.err).toMatch(/^--tenant "a b" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ \. -/);
   });
 });

@@ -1,6 +1,14 @@
 import { Agent, request as httpRequest } from 'node:http';
 import { createRequire } from 'node:module';
-import { type AppProcess, deleteMatching, keysMatching, startApp, testRedis, waitFor } from '@herald/testing';
+import {
+  type AppProcess,
+  deleteMatching,
+  keysMatching,
+  startApp,
+  startRedisServer,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run } from '../src/keys.js';
@@ -72,6 +80,22 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     ).toContain('--sender-burst');
     expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
     expect((await cli(['frobnicate'])).code).toBe(2);
+    // What a command does not take is refused, never ignored: `revoke a b` revoked a alone, exit 0.
+    const created = await cli(['create', '--name', 'kept', '--tenant', 'acme']);
+    const id = /id:\s+(\S+)/.exec(created.out.join('\n'))?.[1] as string;
+    const twice = await cli(['revoke', id, 'another-id']);
+    expect(twice.code).toBe(2);
+    expect(twice.err.join('\n')).toMatch(/revoke takes one key id.*another-id/);
+    expect((await cli(['list'])).out.join('\n')).toMatch(new RegExp(`${id}\\s+kept .*active`));
+    expect((await cli(['revoke', '--all'])).err.join('\n')).toContain("Unknown option '--all'");
+    for (const args of [
+      ['list', 'extra'],
+      ['list', '--json'],
+    ]) {
+      const refused = await cli(args);
+      expect(refused.code, args.join(' ')).toBe(2);
+      expect(refused.err.join('\n')).toMatch(/extra|--json/);
+    }
   });
 
   it('on one keep-alive connection each request is authenticated by its own key', async () => {
@@ -182,5 +206,25 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     const gateway = gateways[0] as AppProcess;
     const statuses = [await notify(gateway, key), await notify(gateway, key), await notify(gateway, key)];
     expect(statuses).toEqual([202, 202, 429]);
+  });
+});
+
+describe('herald keys on a Redis at maxmemory with noeviction (a redis-server of its own)', () => {
+  it('create: exit 1 with a line naming the full Redis and what to do, never a stack trace', async () => {
+    const redis = await startRedisServer({ args: ['--maxmemory', '1', '--maxmemory-policy', 'noeviction'] });
+    try {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await run(
+        ['create', '--name', 'shop', '--tenant', 'acme'],
+        { out: (line) => out.push(line), err: (line) => err.push(line) },
+        { REDIS_URL: redis.url },
+      );
+      expect(code).toBe(1);
+      expect(out).toEqual([]);
+      expect(err.join('\n')).toMatch(/out of memory.*raise maxmemory/);
+    } finally {
+      await redis.dispose();
+    }
   });
 });

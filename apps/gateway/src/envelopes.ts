@@ -220,10 +220,15 @@ export class Envelopes {
     const data: NotificationEnvelope = { items };
     // One connection, in this order: the index before the job, so a worker never finishes an envelope
     // whose index fields come after it.
-    await Promise.all([
+    const [index, job] = await Promise.allSettled([
       this.connection.hset(this.#index, ...fields),
       this.queue.add(NOTIFY_ENVELOPE_JOB_NAME, data, envelopeJobOptions(envelopeId, this.options.retry)),
     ]);
+    // The job's own answer says whether the notifications are in Redis (an index field without its job
+    // is never read); a job queued without its index is, so that failure must not read as a refusal.
+    if (job.status === 'rejected') throw job.reason;
+    if (index.status === 'rejected')
+      throw new Error('The envelope is queued, its index was not written', { cause: index.reason });
   }
 }
 

@@ -1,3 +1,4 @@
+import { isOutOfMemory } from '@herald/config';
 import { ErrorCode, type HttpErrorCode, httpStatusOf } from '@herald/protocol';
 
 export { ErrorCode };
@@ -65,6 +66,40 @@ export function enqueueUnsure(cause: unknown, withIdempotencyKey: boolean): Http
 /** True when Redis refused `error`'s command before sending it (no connection, no offline queue). */
 export function neverSent(error: unknown): boolean {
   return error instanceof Error && error.message.includes('enableOfflineQueue');
+}
+
+/**
+ * 503 for an enqueue Redis refused for memory (`OOM`: it ran none of it): nothing was accepted, and a
+ * retry succeeds once the operator has made room.
+ */
+export function outOfMemory(cause: unknown): HttpError {
+  return new HttpError(ErrorCode.UNAVAILABLE, OUT_OF_MEMORY_MESSAGE, {
+    headers: { 'Retry-After': '1' },
+    cause,
+  });
+}
+
+/** The `error` of a 503 for a send Redis refused for memory (the enqueue's, or the limiter's). */
+export const OUT_OF_MEMORY_MESSAGE =
+  'Redis is out of memory; nothing was accepted. Retry later (the operator must free memory or raise maxmemory).';
+
+/**
+ * Awaits every one of `writes` (the adds of one enqueue: one per queue partition, or an envelope's job
+ * and index) and rejects with the failure that tells what Redis holds: the first one that may have been
+ * stored (sent, not confirmed) as it is; when every failure was refused unsent or for memory, the first
+ * of them if nothing was stored, else an error that does not say "refused" (part is in Redis). So a
+ * `503` says "nothing was accepted" only when that is so.
+ */
+export async function settleWrites(writes: readonly Promise<unknown>[]): Promise<void> {
+  const settled = await Promise.allSettled(writes);
+  const failures = settled.flatMap((result) => (result.status === 'rejected' ? [result.reason] : []));
+  if (failures.length === 0) return;
+  const refused = (error: unknown) => neverSent(error) || isOutOfMemory(error);
+  const unsure = failures.find((error) => !refused(error));
+  if (unsure !== undefined) throw unsure;
+  if (failures.length < settled.length)
+    throw new Error('Redis stored part of the enqueue and refused the rest', { cause: failures[0] });
+  throw failures[0];
 }
 
 /** Thrown when a Redis operation outlives `redisTimeoutMs`. */

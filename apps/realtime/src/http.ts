@@ -44,12 +44,18 @@ export function createMetrics(sockets: () => number): RealtimeMetrics {
  * The realtime server's plain HTTP answers (Socket.IO takes `/socket.io/` before they run):
  * `/healthz` (liveness and load, never Redis: connected sockets and memory; `?gc=1` first collects
  * garbage when the process runs with --expose-gc, which the delivery benchmark uses), `/readyz` (both
- * Redis connections answer) and `/metrics`.
+ * Redis connections answer, Redis takes writes) and `/metrics`.
  */
 export function httpHandler(options: {
   instanceId: string;
   sockets: () => number;
   redis: readonly (Redis | Cluster)[];
+  /**
+   * Resolves when Redis takes writes (`checkWritable`): a Redis at maxmemory answers PING, but refuses
+   * the reads a handshake makes in a transaction (Redis refuses every command queued in MULTI when
+   * full) as well as acks and read marks.
+   */
+  writable?: () => Promise<unknown>;
   metrics: RealtimeMetrics;
   /** Settings this instance and the other apps of its deployment disagree on. */
   mismatches?: () => Promise<string[]>;
@@ -66,7 +72,7 @@ export function httpHandler(options: {
         rssBytes: memory.rss,
       };
     },
-    ready: () => Promise.all(options.redis.map((client) => client.ping())),
+    ready: () => Promise.all([...options.redis.map((client) => client.ping()), options.writable?.()]),
     ...(options.mismatches ? { mismatches: options.mismatches } : {}),
     metrics: async () => ({
       contentType: options.metrics.registry.contentType,

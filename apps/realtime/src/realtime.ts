@@ -1,5 +1,5 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { createRedis, DeploymentFingerprint } from '@herald/config';
+import { checkWritable, createRedis, DeploymentFingerprint } from '@herald/config';
 import { Inbox, InboxError, isOffset, Preferences, type ReadSelection, Topics } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
@@ -99,6 +99,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       instanceId: config.instanceId,
       sockets: () => io.engine.clientsCount,
       redis: [pub, sub],
+      writable: () => checkWritable(pub, config.queue),
       metrics,
       mismatches: () => fingerprint.mismatches(),
     }),

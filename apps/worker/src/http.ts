@@ -70,14 +70,14 @@ export function createMetrics(queueCounts: () => Promise<Record<string, number>>
 
 /**
  * Starts the worker's operations server on `port` (0: any free port): `/healthz` (liveness, never
- * Redis), `/readyz` (Redis and the queue answer), `/metrics`. It starts before the worker has reached
+ * Redis), `/readyz` (Redis and the queue answer, Redis takes writes), `/metrics`. It starts before the worker has reached
  * Redis, so `ready` and `metrics` are asked late: until then `/readyz` is 503 and `/metrics` empty.
  */
 export async function startHttp(options: {
   port: number;
   host: string;
   instanceId: string;
-  /** Resolves when Redis and the queue answer. */
+  /** Resolves when Redis and the queue answer and Redis takes writes. */
   ready: () => Promise<unknown>;
   metrics: () => WorkerMetrics | undefined;
   /** Settings this worker and the other apps of its deployment disagree on. */

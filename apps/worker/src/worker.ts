@@ -1,4 +1,5 @@
 import {
+  checkWritable,
   createRedis,
   jobCountsOf,
   queuePartitions,
@@ -46,7 +47,7 @@ export interface NotificationWorker {
   leftovers: Leftovers;
   inbox: Inbox;
   metrics: WorkerMetrics;
-  /** Resolves when Redis and the queue answer (the readiness check). */
+  /** Resolves when Redis and the queue answer and Redis takes writes (the readiness check). */
   ready(): Promise<unknown>;
   close(): Promise<void>;
 }
@@ -364,7 +365,9 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     leftovers,
     inbox,
     metrics,
-    ready: () => Promise.all([redis.ping(), jobCountsOf(queues, 'wait')]),
+    // A full Redis still answers PING and reads: the probe's write says whether jobs can move.
+    ready: () =>
+      Promise.all([redis.ping(), jobCountsOf(queues, 'wait'), checkWritable(queueConnection, config.queue)]),
     async close() {
       // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
       await Promise.all([

@@ -56,6 +56,26 @@ describe('worker liveness, readiness and metrics (a real process on a Redis of i
     expect(families.has('herald_worker_process_cpu_seconds_total')).toBe(true);
   });
 
+  it('while Redis is frozen (SIGSTOP) /metrics still answers, with the last known queue depth; /readyz 503', async () => {
+    const scrape = async () => {
+      const response = await fetch(`${own.app.url}/metrics`, { signal: AbortSignal.timeout(8000) });
+      expect(response.status).toBe(200);
+      return response.text();
+    };
+    expect(await scrape()).toMatch(/^herald_queue_jobs\{state="waiting"\} \d+$/m); // a known depth
+    // A frozen Redis keeps its connections open and answers nothing: a read without a bound waits for it.
+    own.redis.process.kill('SIGSTOP');
+    try {
+      const text = await scrape();
+      expect(text).toMatch(/^herald_queue_jobs\{state="waiting"\} \d+$/m);
+      expect(text).toContain('herald_worker_jobs_total');
+      expect((await fetch(`${own.app.url}/readyz`, { signal: AbortSignal.timeout(8000) })).status).toBe(503);
+    } finally {
+      own.redis.process.kill('SIGCONT');
+    }
+    await waitFor(async () => (await fetch(`${own.app.url}/readyz`)).status === 200, { what: 'ready again' });
+  });
+
   it('/healthz stays 200 while Redis is down; /readyz answers 503 JSON then, 200 once Redis is back', async () => {
     await expectHealthThroughOutage(own.app.url, own.redis, {
       metric: 'herald_worker_jobs_total',

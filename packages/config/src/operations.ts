@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCode } from '@herald/protocol';
+import { RedisOutOfMemoryError } from './out-of-memory.js';
 
 /** How long a readiness check may take before the instance is reported not ready. */
 export const READINESS_TIMEOUT_MS = 1000;
@@ -8,7 +9,10 @@ export const READINESS_TIMEOUT_MS = 1000;
 export interface OperationsProbes {
   /** Extra fields of the `/healthz` answer (never a call to Redis: liveness must not depend on it). */
   health?: (request: IncomingMessage) => Record<string, unknown>;
-  /** Resolves when the app can serve (Redis, the queue answer); rejects, or takes too long, otherwise. */
+  /**
+   * Resolves when the app can serve (Redis, the queue answer); rejects, or takes too long, otherwise
+   * (with a `RedisOutOfMemoryError` when Redis refuses writes for memory: its message is the answer's).
+   */
   ready: () => Promise<unknown>;
   /** The settings this instance and others of its deployment disagree on (`DeploymentFingerprint`). */
   mismatches?: () => Promise<string[]>;
@@ -68,7 +72,10 @@ export function operationsHandler(
           },
           (error: unknown) =>
             send(response, 503, {
-              error: `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
+              error:
+                error instanceof RedisOutOfMemoryError
+                  ? `Not ready: ${error.message}.`
+                  : `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
               code: ErrorCode.UNAVAILABLE,
             }),
         )

@@ -25,7 +25,8 @@ export class Fallback {
     const { mode, policies, identity, fallbackRetryAfterMs } = this.#options;
     if (mode === 'throw')
       throw new RateLimiterUnavailableError(unavailable.reason, { cause: unavailable.cause });
-    const fallback = { mode, reason: unavailable.reason };
+    const fallback: NonNullable<RateLimitResult['fallback']> = { mode, reason: unavailable.reason };
+    if (unavailable.reason === 'error') fallback.cause = unavailable.cause;
     let result: RateLimitResult;
     if (mode === 'local') {
       result = this.#localDecision(call);

@@ -81,8 +81,11 @@ export interface RateLimitResult extends RateLimitDecision {
    */
   policies: PolicyState[];
   source: DecisionSource;
-  /** Set when `source` is `fallback`. */
-  fallback?: { mode: Exclude<FailureMode, 'throw'>; reason: FailureReason };
+  /**
+   * Set when `source` is `fallback`; `cause` is what Redis answered when `reason` is `error` (e.g. an
+   * `OOM …` reply: a caller can tell its users that Redis is full rather than slow).
+   */
+  fallback?: { mode: Exclude<FailureMode, 'throw'>; reason: FailureReason; cause?: unknown };
 }
 
 /**

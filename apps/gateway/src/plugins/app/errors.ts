@@ -1,9 +1,10 @@
+import { isOutOfMemory } from '@herald/config';
 import { ERRORS, PAYLOAD_MAX_BYTES } from '@herald/protocol';
 import { CostExceedsCapacityError, RateLimiterUnavailableError } from '@herald/rate-limiter';
 import { RateLimitedError } from '@herald/rate-limiter/fastify';
 import type { FastifyError, FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
-import { ErrorCode, HttpError } from '../../errors.js';
+import { ErrorCode, HttpError, OUT_OF_MEMORY_MESSAGE } from '../../errors.js';
 import { EMPTY_BODY } from './json-body.js';
 import { issueDetails } from './validation.js';
 
@@ -26,7 +27,10 @@ export function sendRateLimited(reply: FastifyReply, error: RateLimitedError): v
   const { policy, retryAfterMs } = error.result;
   if (error.statusCode === 503) {
     void reply.send({
-      error: 'Rate limiter unavailable; nothing was accepted. Retry later.',
+      // A full Redis is no slow limiter: the operator's fix differs (memory, not HERALD_RATE_LIMIT_TIMEOUT_MS).
+      error: isOutOfMemory(error.result.fallback?.cause)
+        ? OUT_OF_MEMORY_MESSAGE
+        : 'Rate limiter unavailable; nothing was accepted. Retry later.',
       code: ErrorCode.UNAVAILABLE,
       retryAfterMs,
     });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { isOutOfMemory, OUT_OF_MEMORY_ADVICE } from '@herald/config';
 import {
   NOTIFY_JOB_NAME,
   type NotificationJob,
@@ -10,7 +11,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, preParsingHookHandl
 import fp from 'fastify-plugin';
 import type { Static } from 'typebox';
 import { EnvelopeSenders, Envelopes, Gathering } from '../../envelopes.js';
-import { ErrorCode, enqueueUnsure, HttpError, neverSent, unavailable } from '../../errors.js';
+import {
+  ErrorCode,
+  enqueueUnsure,
+  HttpError,
+  neverSent,
+  outOfMemory,
+  settleWrites,
+  unavailable,
+} from '../../errors.js';
 import { checkJobs, JobRefusedError } from '../../queue-jobs.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -157,7 +166,7 @@ export default fp(
         });
       const add = (): Promise<unknown> => {
         if (enveloped)
-          return Promise.all(
+          return settleWrites(
             [...byPartition].map(
               ([partition, group]) =>
                 (envelopes[partition] ?? envelopes[0])?.add(group.map((job) => job.data)) ??
@@ -171,7 +180,7 @@ export default fp(
         // BullMQ's checks of every job of its own before any is sent (an envelope's options were checked
         // once, when its Envelopes started), so that a refusal leaves nothing accepted on any partition.
         for (const { queue, specs } of own) checkJobs(queue, specs);
-        return Promise.all(
+        return settleWrites(
           own.map(({ queue, specs }) => {
             const [single] = specs;
             return specs.length === 1 && single
@@ -225,8 +234,8 @@ export default fp(
 /**
  * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) for `request`
  * and waits until the jobs are durable (`HERALD_DURABILITY`, `HERALD_REDIS_WAIT_REPLICAS`). Throws:
- * - a 503 of an enqueue refused (nothing accepted: at once while the queue's master lacks replicas, or
- *   when the connection refused the command before sending it);
+ * - a 503 of an enqueue refused (nothing accepted: at once while the queue's master lacks replicas,
+ *   when the connection refused the command before sending it, or when Redis refused it for memory);
  * - a 503 of an enqueue unsure (`maybeAccepted`: sent, and Redis failed or did not confirm in time; a
  *   retry with the key is safe), its cause logged as a warning;
  * - a 500 when BullMQ refused a job before sending anything ({@link JobRefusedError}, from `add`'s
@@ -264,6 +273,10 @@ export async function addDurably(
     }
     // Refused before it was sent: nothing was accepted. A timeout or a dropped connection: unknown.
     if (neverSent(error)) throw unavailable('The queue (Redis)', error);
+    if (isOutOfMemory(error)) {
+      request.log.warn({ err: error }, `enqueue refused, nothing accepted: ${OUT_OF_MEMORY_ADVICE}`);
+      throw outOfMemory(error);
+    }
     request.log.warn({ err: error }, 'enqueue not confirmed: the notification may or may not be in Redis');
     throw enqueueUnsure(error, request.idempotency?.derivedId !== undefined);
   }

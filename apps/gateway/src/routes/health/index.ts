@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { checkWritable, RedisOutOfMemoryError } from '@herald/config';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
@@ -25,16 +26,28 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       schema: {
         summary:
-          'Readiness: Redis and the queue answer, and the apps of this deployment agree on their shared settings; take the instance out of rotation otherwise',
+          'Readiness: Redis and the queue answer, Redis takes writes (not out of memory), and the apps of this deployment agree on their shared settings; take the instance out of rotation otherwise',
         tags: ['operations'],
         response: { 200: Ok, 503: ErrorResponse },
       },
     },
     async () => {
       try {
-        // The queue has its own connection: a count proves it answers.
-        await app.withRedisTimeout(Promise.all([app.redis.ping(), app.queue.count()]));
+        // The queue has its own connection: a count proves it answers; a full Redis still answers
+        // both, and the probe's write says whether it takes sends.
+        await app.withRedisTimeout(
+          Promise.all([
+            app.redis.ping(),
+            app.queue.count(),
+            checkWritable(app.queueConnection, app.config.queue),
+          ]),
+        );
       } catch (error) {
+        if (error instanceof RedisOutOfMemoryError)
+          throw new HttpError(ErrorCode.UNAVAILABLE, `Not ready: ${error.message}.`, {
+            headers: { 'Retry-After': '1' },
+            cause: error,
+          });
         throw unavailable('Redis or the queue', error);
       }
       const mismatches = await app.withRedisTimeout(app.fingerprint.mismatches()).catch(() => []);
