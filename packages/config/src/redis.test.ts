@@ -1,7 +1,7 @@
 import Type from 'typebox';
 import { describe, expect, it } from 'vitest';
 import { readEnv } from './env.js';
-import { clusterNodes, RedisEnv } from './redis.js';
+import { clusterNodes, createRedis, RedisEnv } from './redis.js';
 
 describe('Redis settings', () => {
   it('reads Cluster start-up nodes from HERALD_REDIS_CLUSTER_NODES', () => {
@@ -45,5 +45,25 @@ describe('Redis settings', () => {
       '10.0.0.1:7000,10.0.0.2:7001,10.0.0.3:7002',
     ])
       expect(read(nodes)().values.HERALD_REDIS_CLUSTER_NODES, nodes).toBe(nodes);
+  });
+
+  it('a REDIS_URL database this Redis does not have stops the connection and says so, instead of going on in database 0', async () => {
+    const url = new URL(process.env.REDIS_URL ?? 'redis://127.0.0.1:6379');
+    url.pathname = '/9999';
+    const redis = createRedis({ url: url.toString() }, 'producer');
+    const errors: string[] = [];
+    redis.on('error', (error: Error) => errors.push(error.message));
+    try {
+      const deadline = Date.now() + 4_000;
+      while (!errors.some((message) => message.includes('REDIS_URL')) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(errors.find((message) => message.includes('REDIS_URL'))).toMatch(
+        /REDIS_URL selects database 9999, which this Redis does not have/,
+      );
+      // Nothing goes to database 0 meanwhile.
+      await expect(redis.set('herald-config-test:db', '1')).rejects.toThrow();
+    } finally {
+      redis.disconnect();
+    }
   });
 });

@@ -137,7 +137,25 @@ export function createRedis(
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
     });
   }
-  return new Redis(target.url, options);
+  const redis = new Redis(target.url, options);
+  const db = redis.options.db ?? 0;
+  if (db > 0) {
+    // ioredis reports a SELECT the server refuses and goes on in database 0, where every write would
+    // land in another database than the one asked for: the connection stops instead, and says why.
+    let stopped = false;
+    redis.on('error', (error: Error) => {
+      if (stopped || !/DB index is out of range/i.test(error.message)) return;
+      stopped = true;
+      redis.disconnect();
+      redis.emit(
+        'error',
+        new Error(
+          `REDIS_URL selects database ${db}, which this Redis does not have (${error.message}): use one it has (CONFIG GET databases; 0 is always there), or raise its \`databases\` setting. This connection is closed.`,
+        ),
+      );
+    });
+  }
+  return redis;
 }
 
 /** Least time between two slot-table reads that {@link ReplicaWaiter.check} asks for, ms. */
