@@ -1,5 +1,5 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { checkWritable, createRedis, DeploymentFingerprint } from '@herald/config';
+import { checkWritable, createRedis, DeploymentFingerprint, listenFailure } from '@herald/config';
 import { Inbox, InboxError, isOffset, Preferences, type ReadSelection, Topics } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
@@ -358,7 +358,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     http,
     async listen() {
       await new Promise<void>((resolve, reject) => {
-        http.once('error', reject);
+        http.once('error', (error) => reject(listenFailure(error, config)));
         http.listen(config.port, config.host, () => resolve());
       });
       stats.start();

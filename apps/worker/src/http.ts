@@ -1,4 +1,5 @@
 import { createServer, type Server } from 'node:http';
+import { listenFailure } from '@herald/config';
 import { queueDepthGauge } from '@herald/config/metrics';
 import { operationsHandler } from '@herald/config/operations';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
@@ -99,7 +100,7 @@ export async function startHttp(options: {
     }),
   );
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error) => reject(listenFailure(error, options)));
     server.listen(options.port, options.host, () => resolve());
   });
   const address = server.address();

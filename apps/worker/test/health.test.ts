@@ -174,6 +174,8 @@ describe('a worker that cannot start, or is stopped before it has', () => {
         .map((line) => JSON.parse(line) as { level: number; msg: string; err?: { message: string } })
         .find((entry) => entry.level >= 50);
       expect(fatal?.err?.message, output).toContain(`EADDRINUSE: address already in use 0.0.0.0:${port}`);
+      // In words, naming the setting to change.
+      expect(fatal?.err?.message, output).toMatch(new RegExp(`^PORT=${port} is taken on 0\\.0\\.0\\.0`));
       expect(output).not.toMatch(/^\s+at /m);
     } finally {
       worker.child.kill('SIGKILL');

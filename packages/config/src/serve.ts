@@ -1,6 +1,7 @@
 import type { Server } from 'node:http';
 import closeWithGrace from 'close-with-grace';
 import { ConfigError } from './env.js';
+import { listenFailure } from './listen-errors.js';
 
 /** Most time a graceful shutdown may take before the process exits anyway. */
 export const SHUTDOWN_GRACE_MS = 10_000;
@@ -114,7 +115,9 @@ export async function serveHttp(
       clearInterval(closeIdle);
     }
   });
-  await app.listen({ port: options.port, host: options.host });
+  await app.listen({ port: options.port, host: options.host }).catch((error: unknown) => {
+    throw listenFailure(error, options);
+  });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
   app.log.info({ port, service: options.service }, 'listening');
