@@ -105,9 +105,23 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     gatewayCall(to.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra } });
 
   it('/readyz is 503 naming the full Redis, /notify a 503 that says nothing was accepted; both recover once it has room', async () => {
-    expect((await send('before')).status).toBe(202);
+    const before = await send('before');
+    expect(before.status).toBe(202);
+    await appended(gateway, 'before', before.body.id as string);
     await maxmemory(1);
     try {
+      // What is stored can still be read: the inbox, a status, and a browser's handshake (its unread
+      // count), none of which writes.
+      const listing = await gatewayCall(gateway.url, API_KEY, 'GET', '/users/before/notifications');
+      expect(listing.status).toBe(200);
+      expect(listing.body).toMatchObject({ unread: { count: 1 } });
+      const status = await gatewayCall(gateway.url, API_KEY, 'GET', `/notifications/${before.body.id}`);
+      expect(status.status).toBe(200);
+      expect(status.body).toMatchObject({ status: 'queued' });
+      const browser = stack.client('before');
+      await browser.connect(realtime.url);
+      expect(browser.synced.at(-1)).toMatchObject({ unread: { count: 1 } });
+      browser.disconnect();
       for (const app of [gateway, worker, realtime]) {
         await waitFor(async () => (await ready(app)).status === 503, { what: `${app.name} not ready` });
         const { body } = await ready(app);

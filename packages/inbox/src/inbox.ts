@@ -330,8 +330,12 @@ export class Inbox {
    */
   async unread(userId: string): Promise<UnreadEvent> {
     const keys = this.keys(userId);
-    const results = await this.#redis.multi().scard(keys.unread).hget(keys.meta, 'uv').exec();
-    return { count: Number(results?.[0]?.[1] ?? 0), version: Number(results?.[1]?.[1] ?? 0) };
+    // A pipeline, not a transaction: a full Redis (maxmemory) refuses every command of a MULTI, reads
+    // included, and a user could not even read their count. The version is read first: a change between
+    // the two makes the count the newer of the pair, which a client that orders counts by version then
+    // takes, or replaces with the change's own event (never an old count stamped with a new version).
+    const results = await this.#redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).exec();
+    return { count: Number(results?.[1]?.[1] ?? 0), version: Number(results?.[0]?.[1] ?? 0) };
   }
 
   /**
@@ -436,7 +440,8 @@ export class Inbox {
    */
   async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
     const keys = this.keys(userId);
-    const results = await this.#redis.multi().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
+    // A pipeline: a full Redis refuses a MULTI's reads too (see `unread`).
+    const results = await this.#redis.pipeline().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
     const status = notificationStatus(
       userId,
       id,

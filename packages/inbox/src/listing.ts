@@ -6,7 +6,7 @@ import type { InboxListing, InboxPage } from './types.js';
 
 /**
  * {@link Inbox.list}'s page: `page`'s entries with whether each is read (one `SMISMEMBER` of the unread
- * set) and when it was delivered (its marker's `deliveredAt`), in one round trip; `nextAfter` set when
+ * set) and when it was delivered (its marker's `deliveredAt`), in one round trip (a pipeline); `nextAfter` set when
  * the page is full (`limit`).
  */
 export async function listingOf(
@@ -18,7 +18,8 @@ export async function listingOf(
 ): Promise<InboxListing> {
   if (page.entries.length === 0) return { items: [], nextAfter: null, trimmed: page.trimmed, unread };
   const ids = page.entries.map((entry) => entry.id);
-  const pipeline = redis.multi().smismember(keys.unread, ...ids);
+  // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too.
+  const pipeline = redis.pipeline().smismember(keys.unread, ...ids);
   for (const id of ids) pipeline.hget(keys.marker(id), 'deliveredAt');
   const results = (await pipeline.exec()) ?? [];
   const unreadFlags = (results[0]?.[1] ?? []) as number[];

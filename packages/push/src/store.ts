@@ -98,7 +98,8 @@ export class PushSubscriptions {
   /** The user's subscriptions, oldest first. An unreadable entry is left out. */
   async list(tenantId: string, userId: string): Promise<PushSubscriptionJSON[]> {
     const keys = pushSubscriptionKeys(this.#prefix, tenantId, userId);
-    const results = await this.#redis.multi().zrange(keys.order, 0, -1).hgetall(keys.subscriptions).exec();
+    // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too; an endpoint without its entry is left out.
+    const results = await this.#redis.pipeline().zrange(keys.order, 0, -1).hgetall(keys.subscriptions).exec();
     const order = (results?.[0]?.[1] ?? []) as string[];
     const all = (results?.[1]?.[1] ?? {}) as Record<string, string>;
     return order.flatMap((endpoint) => {
