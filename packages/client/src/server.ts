@@ -41,7 +41,7 @@ export interface NotifyResult extends NotifyAccepted {
  */
 export class HeraldApiError extends Error {
   readonly code: string;
-  /** HTTP status; 0 for a network failure. */
+  /** HTTP status; 0 for a network failure, or options refused before any request (`HERALD_ERR_VALIDATION`). */
   readonly status: number;
   readonly details: unknown;
   /** From `Retry-After` (or `retryAfterMs` in the body) when the gateway gave one. */
@@ -117,6 +117,7 @@ export interface HeraldServer {
  * ```
  */
 export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
+  checkOptions(options);
   const base = options.url.replace(/\/+$/, '');
   const retries = options.retries ?? 3;
   const maxRetryDelayMs = options.maxRetryDelayMs ?? 10_000;
@@ -159,7 +160,17 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
       }
       const text = await response.text();
       const parsed = text.length > 0 ? safeJson(text) : undefined;
-      if (response.ok) return { status: response.status, body: parsed as T, headers: response.headers };
+      if (response.ok) {
+        // Every route the client calls answers a JSON object: anything else (a proxy's page, a
+        // captive portal) is not Herald's answer, and a send behind it may or may not have happened.
+        if (typeof parsed === 'object' && parsed !== null)
+          return { status: response.status, body: parsed as T, headers: response.headers };
+        throw new HeraldApiError(
+          'HERALD_ERR_BAD_RESPONSE',
+          `${method} ${path} answered ${response.status} with a body that is not Herald's JSON: is ${base} the gateway?${idempotencyKey ? ' Retry with the same idempotencyKey.' : ''}`,
+          { status: response.status, maybeAccepted: idempotencyKey !== undefined, idempotencyKey },
+        );
+      }
       const error = (parsed ?? {}) as {
         error?: string;
         code?: string;
@@ -235,6 +246,29 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
       },
     },
   };
+}
+
+/** Options a request could never succeed with are told at once, before any request. */
+function checkOptions(options: HeraldServerOptions): void {
+  const refuse = (message: string) => {
+    throw new HeraldApiError('HERALD_ERR_VALIDATION', `createHeraldServer: ${message}.`, { status: 0 });
+  };
+  let protocol = '';
+  try {
+    protocol = new URL(options.url).protocol;
+  } catch {}
+  if (protocol !== 'http:' && protocol !== 'https:')
+    refuse(`url must be an http:// or https:// address of the gateway, not ${JSON.stringify(options.url)}`);
+  if (typeof options.apiKey !== 'string' || options.apiKey.length === 0)
+    refuse(
+      `apiKey must be a non-empty string (got ${typeof options.apiKey === 'string' ? 'an empty one' : String(options.apiKey)})`,
+    );
+  for (const name of ['retries', 'maxRetryDelayMs', 'timeoutMs'] as const) {
+    const value = options[name];
+    const least = name === 'timeoutMs' ? 1 : 0;
+    if (value !== undefined && !(Number.isSafeInteger(value) && value >= least))
+      refuse(`${name} must be a whole number ≥ ${least}, not ${String(value)}`);
+  }
 }
 
 function safeJson(text: string): unknown {

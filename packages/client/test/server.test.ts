@@ -116,4 +116,60 @@ describe('@herald/client/server against a real gateway, worker and Redis', () =>
       server.close();
     }
   });
+  it('refuses options it cannot work with before any request: a url without http(s)://, a missing apiKey', async () => {
+    let requests = 0;
+    const spy: typeof fetch = async (...args) => {
+      requests++;
+      return fetch(...args);
+    };
+    const bad = [
+      [{ url: 'localhost:3000', apiKey: API_KEY }, /url must be an http:\/\/ or https:\/\/ address/],
+      [{ url: 'not a url', apiKey: API_KEY }, /url must be an http:\/\/ or https:\/\/ address/],
+      // process.env.HERALD_API_KEY unset: it sent "Bearer undefined".
+      [{ url, apiKey: undefined as unknown as string }, /apiKey must be a non-empty string/],
+      [{ url, apiKey: API_KEY, retries: -1 }, /retries must be a whole number ≥ 0/],
+    ] as const;
+    for (const [options, message] of bad) {
+      let error: unknown;
+      try {
+        createHeraldServer({ ...options, fetch: spy });
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(HeraldApiError);
+      expect(error).toMatchObject({ code: 'HERALD_ERR_VALIDATION', status: 0 });
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(requests).toBe(0);
+  });
+
+  it("a 2xx that is not a gateway's JSON (a proxy's page) is an error saying the send may have happened, never an answer without an id", async () => {
+    const server = createServer((request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'text/html' });
+      response.end('<html>captive portal</html>');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const standIn = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const herald = createHeraldServer({ url: standIn, apiKey: API_KEY });
+      const error = await herald
+        .notify({ userId: 'erin', payload: {}, idempotencyKey: 'k-html' })
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(HeraldApiError);
+      expect(error).toMatchObject({
+        status: 200,
+        code: 'HERALD_ERR_BAD_RESPONSE',
+        maybeAccepted: true,
+        idempotencyKey: 'k-html',
+      });
+      expect((error as Error).message).toMatch(/not Herald's JSON/);
+      expect(await herald.inbox.list('erin').catch((e: unknown) => e)).toMatchObject({
+        code: 'HERALD_ERR_BAD_RESPONSE',
+        maybeAccepted: false,
+      });
+    } finally {
+      server.close();
+    }
+  });
 });
