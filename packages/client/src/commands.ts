@@ -16,10 +16,8 @@ export async function run(c: Core, op: string, args: unknown): Promise<unknown> 
         cause: error,
       });
     })) as CommandReply | ListReply;
-  if (!reply.ok)
-    throw new HeraldError(reply.code, reply.error, {
-      ...(reply.retryAfterMs !== undefined ? { retryAfterMs: reply.retryAfterMs } : {}),
-    });
+  // The refusal is the error's options: its `retryAfterMs` goes along (it has no `cause`).
+  if (!reply.ok) throw new HeraldError(reply.code, reply.error, reply);
   const { ok: _ok, ...value } = reply;
   if (op === 'read' || op === 'read-all') {
     const result = value as { changed: number; unread?: UnreadEvent };

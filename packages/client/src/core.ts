@@ -8,6 +8,7 @@ import type {
 import type { Socket } from 'socket.io-client';
 import { AckQueue } from './acks.js';
 import { Emitter } from './emitter.js';
+import { HeraldError } from './errors.js';
 import { isOffset } from './offsets.js';
 import { type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 import { TabRequests } from './tab-requests.js';
@@ -87,7 +88,11 @@ export class Core {
 
   constructor(options: HeraldClientOptions) {
     this._options = options;
-    this._store = new InboxStore({ maxItems: options.maxItems ?? 200 });
+    const maxItems = options.maxItems ?? 200;
+    // The first load lists the newest maxItems: anything else would fail there, on every connection.
+    if (!(maxItems > 0 && maxItems % 1 === 0))
+      throw new HeraldError('HERALD_ERR_VALIDATION', `maxItems must be an integer >= 1, not ${maxItems}`);
+    this._store = new InboxStore({ maxItems });
     // A saved offset that is none (corrupted storage) would be refused on every handshake, for good:
     // left out, the first connection loads the inbox all the same.
     if (isOffset(options.lastOffset)) this._store.advanceTo(options.lastOffset);
@@ -125,7 +130,7 @@ export class Core {
       options.ackDelayMs ?? 250,
       options.ackBatch ?? 20,
     );
-    this._requests = new TabRequests(() => this._tabs, options.timeoutMs ?? 10_000);
+    this._requests = new TabRequests(() => this._tabs, this._timeoutMs);
     this._state = this.#build();
   }
 

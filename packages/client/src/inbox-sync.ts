@@ -129,9 +129,9 @@ async function listOn(
   socket: HeraldSocket | undefined,
   args: { after?: InboxOffset; before?: InboxOffset | undefined; newest?: boolean; limit: number },
 ): Promise<InboxListPage> {
-  if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', 'Not connected.');
+  if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', `Not connected (${c._connection}).`);
   const reply = (await socket.timeout(c._timeoutMs).emitWithAck('list', args)) as ListReply;
-  if (!reply.ok) throw new HeraldError(reply.code, reply.error);
+  if (!reply.ok) throw new HeraldError(reply.code, reply.error, reply);
   const { ok: _ok, ...page } = reply;
   return page;
 }

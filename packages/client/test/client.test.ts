@@ -1,6 +1,6 @@
 import { testRedis, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { HeraldUnauthorizedError } from '../src/index.js';
+import { createHeraldClient, HeraldError, HeraldUnauthorizedError } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
 import { itemIds, live, once, type Recorded, record } from './support/recorder.js';
 import { API_KEY, appended, connections, notify, perTest, randomId } from './support/stack.js';
@@ -86,6 +86,27 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     } finally {
       monitor.disconnect();
       redis.disconnect();
+    }
+  });
+
+  it('a maxItems that is no whole number ≥ 1 is refused by name at once, not a snapshot error about a "limit" never given', () => {
+    // It connected, then every first load failed on `error` with "limit must be an integer from 1 to
+    // 1000" (the listing's limit, derived from maxItems), and the inbox stayed empty.
+    for (const maxItems of [0, -1, 1.5, Number.NaN]) {
+      let error: unknown;
+      try {
+        createHeraldClient({
+          url: 'http://127.0.0.1:9',
+          getToken: () => 'never',
+          tabs: false,
+          maxItems,
+        }).close();
+      } catch (thrown) {
+        error = thrown;
+      }
+      expect(error).toBeInstanceOf(HeraldError);
+      expect(error).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+      expect((error as Error).message).toMatch(`maxItems must be an integer >= 1, not ${maxItems}`);
     }
   });
 
