@@ -47,8 +47,9 @@ export class HeraldApiError extends Error {
   /** From `Retry-After` (or `retryAfterMs` in the body) when the gateway gave one. */
   readonly retryAfterMs: number | undefined;
   /**
-   * True on a 503 whose enqueue may have reached Redis (and after a network failure mid-send): retry
-   * with the same `idempotencyKey`, which never enqueues twice.
+   * True when a send may have been accepted: a 503 whose enqueue may have reached Redis, a 409 with
+   * the key still in flight, or any error of a send one of whose attempts got no answer (a network
+   * failure mid-send): retry with the same `idempotencyKey`, which never enqueues twice.
    */
   readonly maybeAccepted: boolean;
   readonly idempotencyKey: string | undefined;
@@ -130,6 +131,9 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
     body?: unknown,
     idempotencyKey?: string,
   ): Promise<{ status: number; body: T; headers: Headers }> {
+    // Once an attempt of a send may have been accepted (no answer, a 503 that says so, a 409 in flight),
+    // the send may have happened whatever a later attempt is told: the error says so to the end.
+    let maybeAccepted = false;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -146,6 +150,7 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
       } catch (cause) {
         // No answer: the request may or may not have arrived. Safe to resend: GETs, idempotent reads,
         // and sends with their Idempotency-Key.
+        if (idempotencyKey !== undefined) maybeAccepted = true;
         const delay = backoff(attempt);
         if (attempt < retries && delay <= maxRetryDelayMs) {
           await sleep(delay);
@@ -153,7 +158,7 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
         }
         throw new HeraldApiError('HERALD_ERR_NETWORK', `Herald's gateway did not answer ${method} ${path}.`, {
           status: 0,
-          maybeAccepted: idempotencyKey !== undefined,
+          maybeAccepted,
           idempotencyKey,
           cause,
         });
@@ -178,6 +183,11 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
         retryAfterMs?: number;
         maybeAccepted?: boolean;
       };
+      if (
+        idempotencyKey !== undefined &&
+        (error.maybeAccepted === true || error.code === 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT')
+      )
+        maybeAccepted = true;
       const retryAfterMs = retryAfter(response.headers.get('retry-after'), error.retryAfterMs);
       const retryable = response.status === 503 || response.status === 429 || response.status === 409;
       const delay = retryAfterMs ?? backoff(attempt);
@@ -192,7 +202,7 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
           status: response.status,
           details: error.details,
           retryAfterMs,
-          maybeAccepted: error.maybeAccepted === true,
+          maybeAccepted: maybeAccepted || error.maybeAccepted === true,
           idempotencyKey,
         },
       );

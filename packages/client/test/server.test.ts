@@ -172,4 +172,52 @@ describe('@herald/client/server against a real gateway, worker and Redis', () =>
       server.close();
     }
   });
+  it('a send whose retries end on a refusal still says maybeAccepted when an earlier attempt may have landed', async () => {
+    // A gateway stand-in over real HTTP: the first attempt gets no answer (the connection dropped
+    // after the request arrived), the next ones are told the key is still in flight, or a 503.
+    let attempts = 0;
+    let then: 'in-flight' | 'unavailable' = 'in-flight';
+    const server = createServer((request, response) => {
+      attempts++;
+      request.resume();
+      if (attempts === 1) {
+        request.socket.destroy();
+        return;
+      }
+      if (then === 'in-flight') {
+        response.writeHead(409, { 'content-type': 'application/json', 'retry-after': '0' });
+        response.end(
+          JSON.stringify({ error: 'still being processed', code: 'HERALD_ERR_IDEMPOTENCY_IN_FLIGHT' }),
+        );
+        return;
+      }
+      response.writeHead(503, { 'content-type': 'application/json', 'retry-after': '0' });
+      response.end(JSON.stringify({ error: 'Redis unreachable', code: 'HERALD_ERR_UNAVAILABLE' }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const standIn = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const herald = createHeraldServer({ url: standIn, apiKey: API_KEY, retries: 2 });
+      for (const answer of ['in-flight', 'unavailable'] as const) {
+        attempts = 0;
+        then = answer;
+        const error = await herald
+          .notify({ userId: 'frank', payload: {}, idempotencyKey: `k-${answer}` })
+          .catch((e: unknown) => e);
+        expect(attempts).toBe(3);
+        // It said maybeAccepted: false, inviting a send under a new key: a second notification.
+        expect(error).toMatchObject({ idempotencyKey: `k-${answer}`, maybeAccepted: true });
+      }
+      // A 409 in flight alone says so too: the request holding the key may be accepted.
+      attempts = 1;
+      then = 'in-flight';
+      const once = createHeraldServer({ url: standIn, apiKey: API_KEY, retries: 0 });
+      expect(await once.notify({ userId: 'frank', payload: {} }).catch((e: unknown) => e)).toMatchObject({
+        status: 409,
+        maybeAccepted: true,
+      });
+    } finally {
+      server.close();
+    }
+  });
 });
