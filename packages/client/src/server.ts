@@ -13,8 +13,12 @@ import type {
 export interface HeraldServerOptions {
   /** The gateway, e.g. `http://localhost:3000`. */
   url: string;
-  /** An API key (`HERALD_API_KEYS` or `herald keys create`): keep it on your backend, never in a browser. */
-  apiKey: string;
+  /**
+   * An API key (`HERALD_API_KEYS` or `herald keys create`): keep it on your backend, never in a browser.
+   * `undefined` is accepted by the type so that `process.env.HERALD_API_KEY` can be passed as it is, and
+   * refused at once (`HERALD_ERR_VALIDATION`), before any request, when the variable is unset.
+   */
+  apiKey: string | undefined;
   /** Retries after a 503, a 429, a 409 in flight or a network error (default 3). */
   retries?: number;
   /** The longest wait for a retry (ms, default 10 000): a `Retry-After` beyond it is thrown instead. */

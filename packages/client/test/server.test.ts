@@ -125,8 +125,9 @@ describe('@herald/client/server against a real gateway, worker and Redis', () =>
     const bad = [
       [{ url: 'localhost:3000', apiKey: API_KEY }, /url must be an http:\/\/ or https:\/\/ address/],
       [{ url: 'not a url', apiKey: API_KEY }, /url must be an http:\/\/ or https:\/\/ address/],
-      // process.env.HERALD_API_KEY unset: it sent "Bearer undefined".
-      [{ url, apiKey: undefined as unknown as string }, /apiKey must be a non-empty string/],
+      // The README's `apiKey: process.env.HERALD_API_KEY`, unset: it sent "Bearer undefined". (Written
+      // as the README does: its type refused it, string | undefined for a string.)
+      [{ url, apiKey: process.env.HERALD_SDK_TEST_UNSET_KEY }, /apiKey must be a non-empty string/],
       [{ url, apiKey: API_KEY, retries: -1 }, /retries must be a whole number ≥ 0/],
     ] as const;
     for (const [options, message] of bad) {
