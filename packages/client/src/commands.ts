@@ -1,6 +1,6 @@
-import type { CommandReply, InboxOffset, ListReply, UnreadEvent } from '@herald/protocol';
+import type { InboxOffset, UnreadEvent } from '@herald/protocol';
 import type { Core, HeraldSocket } from './core.js';
-import { HeraldError } from './errors.js';
+import { HeraldError, replyValue } from './errors.js';
 import { readMarks } from './inbox-sync.js';
 
 /** A command (`list`, `read`, `read-all`, `preferences`, `mute`, `unmute`, `topics`, `subscribe`, `unsubscribe`): through this tab's socket (leader, solo) or the leader's (follower). */
@@ -15,10 +15,8 @@ export async function run(c: Core, op: string, args: unknown): Promise<unknown> 
       throw new HeraldError('HERALD_ERR_TIMEOUT', `Herald did not answer ${op} in time: retry.`, {
         cause: error,
       });
-    })) as CommandReply | ListReply;
-  // The refusal is the error's options: its `retryAfterMs` goes along (it has no `cause`).
-  if (!reply.ok) throw new HeraldError(reply.code, reply.error, reply);
-  const { ok: _ok, ...value } = reply;
+    })) as unknown;
+  const value = replyValue(op, reply);
   if (op === 'read' || op === 'read-all') {
     const result = value as { changed: number; unread?: UnreadEvent };
     const body = args as { ids?: string[]; upTo?: InboxOffset };

@@ -31,3 +31,24 @@ export class HeraldError extends Error {
     this.retryAfterMs = options?.retryAfterMs;
   }
 }
+
+/**
+ * The value of a realtime server's reply to a command (`ok` left out); its refusal, or an answer of
+ * no reply's shape (`HERALD_ERR_BAD_RESPONSE`), thrown as a {@link HeraldError}.
+ */
+export function replyValue(op: string, reply: unknown): Record<string, unknown> {
+  const { ok, ...value } = (reply ?? {}) as {
+    ok?: boolean;
+    code?: string;
+    error?: string;
+    retryAfterMs?: number;
+  };
+  // The refusal is the error's options: its `retryAfterMs` goes along (it has no `cause`).
+  if (ok !== true)
+    throw new HeraldError(
+      value.code ?? 'HERALD_ERR_BAD_RESPONSE',
+      value.error ?? `No reply of Herald's shape to ${op}.`,
+      value,
+    );
+  return value;
+}

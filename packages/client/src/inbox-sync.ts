@@ -1,13 +1,12 @@
 import type {
   InboxListPage,
   InboxOffset,
-  ListReply,
   NotificationEvent,
   ResyncEvent,
   UnreadEvent,
 } from '@herald/protocol';
 import type { Core, HeraldSocket } from './core.js';
-import { HeraldError } from './errors.js';
+import { HeraldError, replyValue } from './errors.js';
 import { compareOffsets } from './offsets.js';
 import type { AddOutcome } from './store.js';
 
@@ -47,7 +46,7 @@ export function readMarks(
 
 /** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */
 export function onResync(c: Core, resync: ResyncEvent, socket: HeraldSocket): void {
-  c._log('resync', { reason: resync.reason, lastOffset: resync.lastOffset });
+  c._log('resync', { ...resync });
   c._store.clear();
   c._store.advanceTo(resync.lastOffset);
   c._needSnapshot = true;
@@ -130,10 +129,10 @@ async function listOn(
   args: { after?: InboxOffset; before?: InboxOffset | undefined; newest?: boolean; limit: number },
 ): Promise<InboxListPage> {
   if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', `Not connected (${c._connection}).`);
-  const reply = (await socket.timeout(c._timeoutMs).emitWithAck('list', args)) as ListReply;
-  if (!reply.ok) throw new HeraldError(reply.code, reply.error, reply);
-  const { ok: _ok, ...page } = reply;
-  return page;
+  return replyValue(
+    'list',
+    await socket.timeout(c._timeoutMs).emitWithAck('list', args),
+  ) as unknown as InboxListPage;
 }
 
 /** Which tab shows a toast: the last one that got focus while visible, else the leader (undefined). */

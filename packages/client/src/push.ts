@@ -1,6 +1,7 @@
 import type { PushSubscriptionJSON } from '@herald/protocol';
 import { run } from './commands.js';
 import type { Core } from './core.js';
+import { base64UrlBytes } from './token.js';
 
 /** The part of a browser's `PushSubscription` the client uses. */
 export interface PushSubscriptionLike {
@@ -27,12 +28,6 @@ export interface PushRegistration {
   subscriptions: number;
 }
 
-function keyBytes(base64url: string): Uint8Array<ArrayBuffer> {
-  const base64 = base64url.replace(/-/g, '+').replace(/_/g, '/');
-  const binary = atob(base64 + '='.repeat((4 - (base64.length % 4)) % 4));
-  return Uint8Array.from(binary, (char) => char.charCodeAt(0));
-}
-
 function sameKey(buffer: ArrayBuffer | null | undefined, key: Uint8Array): boolean {
   if (!buffer) return true; // the browser does not say: keep the subscription
   const bytes = new Uint8Array(buffer);
@@ -55,7 +50,7 @@ export async function registerPush(
   options: { registration: PushRegistrationLike; vapidPublicKey?: string },
 ): Promise<PushRegistration> {
   const publicKey = options.vapidPublicKey ?? (await pushPublicKey(c));
-  const key = keyBytes(publicKey);
+  const key = base64UrlBytes(publicKey);
   const manager = options.registration.pushManager;
   let subscription = await manager.getSubscription();
   if (subscription && !sameKey(subscription.options?.applicationServerKey, key)) {

@@ -10,15 +10,19 @@ export interface TokenClaims {
   iat?: number;
 }
 
+/** The bytes of base64url text (a JWT's part, a VAPID key); throws on what is none. */
+export function base64UrlBytes(base64url: string): Uint8Array<ArrayBuffer> {
+  const base64 = base64url.replace(/-/g, '+').replace(/_/g, '/');
+  const binary = atob(base64 + '='.repeat((4 - (base64.length % 4)) % 4));
+  return Uint8Array.from(binary, (char) => char.charCodeAt(0));
+}
+
 /** Reads a JWT's payload; an unreadable token gives `{}` (the server will say what is wrong with it). */
 export function tokenClaims(token: string): TokenClaims {
   const part = token.split('.')[1];
   if (!part) return {};
   try {
-    const base64 = part.replace(/-/g, '+').replace(/_/g, '/');
-    const binary = atob(base64.padEnd(base64.length + ((4 - (base64.length % 4)) % 4), '='));
-    const bytes = Uint8Array.from(binary, (char) => char.charCodeAt(0));
-    const claims = JSON.parse(new TextDecoder().decode(bytes)) as unknown;
+    const claims = JSON.parse(new TextDecoder().decode(base64UrlBytes(part))) as unknown;
     return typeof claims === 'object' && claims !== null ? (claims as TokenClaims) : {};
   } catch {
     return {};

@@ -1,4 +1,7 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { testRedis, waitFor } from '@herald/testing';
+import { Server } from 'socket.io';
 import { describe, expect, it } from 'vitest';
 import { createHeraldClient, HeraldError, HeraldUnauthorizedError } from '../src/index.js';
 import { createHeraldServer } from '../src/server.js';
@@ -107,6 +110,43 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       expect(error).toBeInstanceOf(HeraldError);
       expect(error).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
       expect((error as Error).message).toMatch(`maxItems must be an integer >= 1, not ${maxItems}`);
+    }
+  });
+
+  it('a command answered with no reply of Herald’s shape rejects with HERALD_ERR_BAD_RESPONSE naming it, not a TypeError', async () => {
+    // A realtime stand-in over real HTTP and Socket.IO (a proxy or a server of another version): the
+    // handshake as Herald's, then `list` answered null and `read` a string.
+    const http = createServer();
+    const io = new Server(http);
+    io.on('connection', (socket) => {
+      socket.emit('synced', { lastOffset: '1-1', replayed: 0, unread: { count: 0, version: 1 } });
+      socket.on('list', (_args: unknown, reply: (answer: unknown) => void) => reply(null));
+      socket.on('read', (_args: unknown, reply: (answer: unknown) => void) => reply('garbage'));
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+      const errors: unknown[] = [];
+      const dana = client({ url, getToken: () => 'stand-in.token.x' });
+      dana.client.on('error', (error) => errors.push(error));
+      await live(dana);
+      // It rejected with TypeError "Cannot read properties of null (reading 'ok')", and markRead with
+      // a HeraldError whose code was undefined and message empty.
+      for (const [call, op] of [
+        [() => dana.client.list({ limit: 5 }), 'list'],
+        [() => dana.client.markRead(['n-1']), 'read'],
+      ] as const) {
+        const error = await call().catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(HeraldError);
+        expect(error).toMatchObject({ code: 'HERALD_ERR_BAD_RESPONSE' });
+        expect((error as Error).message).toContain(op);
+      }
+      // The first load's listing too, on `error`.
+      await waitFor(() => errors.length > 0, { what: 'the first load’s error' });
+      expect(errors[0]).toMatchObject({ code: 'HERALD_ERR_BAD_RESPONSE' });
+    } finally {
+      io.close();
+      http.close();
     }
   });
 
