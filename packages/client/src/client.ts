@@ -83,7 +83,8 @@ class Client implements HeraldClient {
 
   markAllRead(upTo = this.#c._store.lastOffset): Promise<{ changed: number; unread?: UnreadEvent }> {
     // Up to the last offset this client has: not one stored meanwhile that the user has not seen yet.
-    return run(this.#c, 'read-all', upTo === undefined ? {} : { upTo }) as Promise<{
+    // (An undefined upTo is left out on the wire: Socket.IO sends JSON.)
+    return run(this.#c, 'read-all', { upTo }) as Promise<{
       changed: number;
       unread?: UnreadEvent;
     }>;

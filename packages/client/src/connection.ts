@@ -4,6 +4,7 @@ import { backoffDelay } from './backoff.js';
 import type { Core, HeraldSocket } from './core.js';
 import { HeraldError, HeraldUnauthorizedError } from './errors.js';
 import { loadSnapshot, onResync, onStream, readMarks } from './inbox-sync.js';
+import { isOffset } from './offsets.js';
 import { refreshDelay, tokenClaims } from './token.js';
 import type { HeraldState, ResumeInfo } from './types.js';
 
@@ -90,7 +91,9 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
     c._tabs?.beat();
   });
   socket.on('notification', (event) => {
-    if (mine()) onStream(c, event);
+    // One with no offset cannot be placed (a stand-in, a server of another version): dropped, not
+    // thrown in Socket.IO's handler (an uncaught TypeError, which ends a Node process).
+    if (mine() && isOffset(event?.offset)) onStream(c, event);
   });
   socket.on('unread', (unread) => {
     if (!mine()) return;
@@ -213,7 +216,7 @@ export function checkWatchdog(c: Core): void {
   const socket = c._socket;
   if (!socket?.connected || c._silenceLimitMs === 0) return;
   if (Date.now() - c._lastServerPing <= c._silenceLimitMs) return;
-  c._log('watchdog: no server ping', { silentMs: Date.now() - c._lastServerPing });
+  c._log('no server ping', { silentMs: Date.now() - c._lastServerPing });
   c._error = { code: 'HERALD_ERR_PING_TIMEOUT', message: 'The server stopped answering: reconnecting.' };
   socketLost(c, socket);
 }

@@ -113,13 +113,24 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     }
   });
 
-  it('a command answered with no reply of Herald’s shape rejects with HERALD_ERR_BAD_RESPONSE naming it, not a TypeError', async () => {
+  it('a command answered with no reply of Herald’s shape rejects with HERALD_ERR_BAD_RESPONSE naming it, and a notification with no offset is dropped, not thrown', async () => {
     // A realtime stand-in over real HTTP and Socket.IO (a proxy or a server of another version): the
     // handshake as Herald's, then `list` answered null and `read` a string.
     const http = createServer();
     const io = new Server(http);
     io.on('connection', (socket) => {
       socket.emit('synced', { lastOffset: '1-1', replayed: 0, unread: { count: 0, version: 1 } });
+      // A notification with no offset (it threw a TypeError in Socket.IO's handler, uncaught: the end
+      // of a Node process), then one of Herald's shape, which must still arrive.
+      socket.emit('notification', { id: 'no-offset', payload: {} });
+      socket.emit('notification', {
+        id: 'n-2',
+        offset: '1-2',
+        userId: 'dana',
+        payload: {},
+        createdAt: new Date().toISOString(),
+        unread: { count: 1, version: 2 },
+      });
       socket.on('list', (_args: unknown, reply: (answer: unknown) => void) => reply(null));
       socket.on('read', (_args: unknown, reply: (answer: unknown) => void) => reply('garbage'));
     });
@@ -130,6 +141,8 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       const dana = client({ url, getToken: () => 'stand-in.token.x' });
       dana.client.on('error', (error) => errors.push(error));
       await live(dana);
+      await waitFor(() => itemIds(dana).length > 0, { what: 'the well-formed notification' });
+      expect(itemIds(dana)).toEqual(['n-2']);
       // It rejected with TypeError "Cannot read properties of null (reading 'ok')", and markRead with
       // a HeraldError whose code was undefined and message empty.
       for (const [call, op] of [
