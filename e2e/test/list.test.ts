@@ -65,5 +65,12 @@ describe("list: a page of the user's own inbox over the socket (what a browser l
       code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
     });
     expect(await list(undefined)).toMatchObject({ ok: true });
+    // A typo would silently change the page (the HTTP route refuses unknown parameters too).
+    expect(await list({ cursor: first.nextAfter })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+      error: expect.stringContaining('"cursor"'),
+    });
+    expect(await list('newest')).toMatchObject({ ok: false, code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT' });
   });
 });

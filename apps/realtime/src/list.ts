@@ -2,9 +2,13 @@ import { type Inbox, isOffset, MAX_PAGE } from '@herald/inbox';
 import { ErrorCode, type ListReply } from '@herald/protocol';
 import type { Logger } from 'pino';
 
+/** What a `list` body may hold. */
+const LIST_KEYS = new Set(['after', 'before', 'newest', 'limit']);
+
 /**
  * The `list` event: a page of the socket's own inbox (its tenant's user), in the REST listing's shape,
- * so that a browser pages through its inbox with its user token and never needs an API key.
+ * so that a browser pages through its inbox with its user token and never needs an API key. A body that
+ * is no object, or holds a key it does not know, is refused by name (a typo would change the page).
  */
 export async function listPage(
   userInbox: Inbox,
@@ -12,6 +16,25 @@ export async function listPage(
   body: unknown,
   log: Logger,
 ): Promise<ListReply> {
+  if (body !== undefined && body !== null && (typeof body !== 'object' || Array.isArray(body))) {
+    return {
+      ok: false,
+      code: ErrorCode.INBOX_INVALID_ARGUMENT,
+      error: 'list takes an object: { after?, before?, newest?, limit? }',
+    };
+  }
+  // A key it does not know is a typo that would silently change the page (as on the HTTP route).
+  const unknown = Object.keys(body ?? {}).filter((key) => !LIST_KEYS.has(key));
+  if (unknown.length > 0) {
+    return {
+      ok: false,
+      code: ErrorCode.INBOX_INVALID_ARGUMENT,
+      error: `list takes after, before, newest and limit, not ${unknown
+        .slice(0, 5)
+        .map((key) => JSON.stringify(key.slice(0, 64)))
+        .join(', ')}`,
+    };
+  }
   const { after, before, newest, limit = 50 } = (body ?? {}) as Record<string, unknown>;
   for (const [name, value] of [
     ['after', after],
