@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,35 @@ function publicDir(): string {
   mkdirSync(join(dir, 'element'));
   writeFileSync(join(dir, 'element', 'herald-inbox.js'), 'export {};');
   return dir;
+}
+
+/**
+ * What the server at `port` writes back to `request` sent as it is over a raw socket, once it closes the
+ * connection or `deadlineMs` passes (then what came so far, with `[no close]` appended).
+ */
+function rawExchange(port: number, request: string, deadlineMs = 3000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(`${answer}[no close]`);
+    }, deadlineMs);
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer);
+    });
+    socket.on('error', reject);
+    socket.write(request);
+  });
+}
+
+/** The JSON body of a raw HTTP/1.1 answer (not chunked). */
+function bodyOf(answer: string): unknown {
+  return JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
 }
 
 // Upstreams nobody listens on (port 9 is "discard"; nothing answers it here).
@@ -93,5 +123,34 @@ describe('web server', () => {
     const answer = await app.inject({ url: '/api/healthz' });
     expect(answer.statusCode).toBe(503);
     expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  });
+
+  it('pages and files say nosniff, and no other site may frame them (the dashboard takes the admin key)', async () => {
+    const app = await build({});
+    for (const url of ['/', '/assets/index-3f2a.js', '/nope']) {
+      const answer = await app.inject({ url });
+      expect(answer.headers['x-content-type-options'], url).toBe('nosniff');
+    }
+    const page = await app.inject({ url: '/' });
+    expect(page.headers['content-security-policy']).toBe("frame-ancestors 'none'");
+    expect(page.headers['x-frame-options']).toBe('DENY');
+  });
+
+  it('answers what the router and Node refuse in Herald’s shape', async () => {
+    const app = await build({});
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    const send = (line: string, headers = '') =>
+      rawExchange(port, `${line}\r\nHost: web\r\nConnection: close\r\n${headers}\r\n`);
+    // A path that leaves the pages' folder: there is no file there, as for any other path without one.
+    const traversal = await send('GET /%2e%2e/package.json HTTP/1.1');
+    expect(traversal).toMatch(/^HTTP\/1\.1 404/);
+    expect(bodyOf(traversal)).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+    const badUrl = await send('GET /% HTTP/1.1');
+    expect(badUrl).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(badUrl)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    const method = await send('FOO / HTTP/1.1');
+    expect(method).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(method)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
   });
 });

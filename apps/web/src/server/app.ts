@@ -6,6 +6,7 @@ import { ErrorCode, errorSpec } from '@herald/protocol';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { WebConfig } from './config.js';
 import { devTokenRoute } from './dev-token.js';
+import { clientErrorHandler, frameworkErrors } from './http-errors.js';
 import { proxies } from './proxy.js';
 import { readiness } from './readiness.js';
 
@@ -35,6 +36,17 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     requestTimeout: 10_000,
     keepAliveTimeout: 72_000,
     bodyLimit: 64 * 1024,
+    // What Node's parser and Fastify's router refuse, in Herald's shape too.
+    clientErrorHandler,
+    frameworkErrors,
+  });
+
+  // Every answer: no MIME sniffing. No other site may frame a page (the dashboard takes the admin key;
+  // a framed page could be clicked through unseen).
+  app.addHook('onRequest', async (_request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('content-security-policy', "frame-ancestors 'none'");
+    reply.header('x-frame-options', 'DENY');
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
@@ -43,6 +55,14 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
       return reply
         .status(400)
         .send({ error: `Invalid request: ${error.message}`, code: ErrorCode.VALIDATION });
+    }
+    if (status === 403) {
+      // Only the static files refuse on their own (a path that leaves the pages' folder: `..`): there is
+      // no file there to serve, as for any other path that has none.
+      return reply.status(404).send({
+        error: `Not found: ${request.method} ${request.url.split('?')[0]}; the inbox page is at /`,
+        code: ErrorCode.NOT_FOUND,
+      });
     }
     if (status >= 500) {
       request.log.error({ err: error }, 'request failed');
