@@ -123,6 +123,8 @@ describe('web server', () => {
     const answer = await app.inject({ url: '/api/healthz' });
     expect(answer.statusCode).toBe(503);
     expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    // As the gateway's own 503s: when to try again.
+    expect(answer.headers['retry-after']).toBe('1');
   });
 
   it('pages and files say nosniff, and no other site may frame them (the dashboard takes the admin key)', async () => {
@@ -136,7 +138,7 @@ describe('web server', () => {
     expect(page.headers['x-frame-options']).toBe('DENY');
   });
 
-  it('answers what the router and Node refuse in Herald’s shape', async () => {
+  it('answers what the router and Node refuse in Herald’s shape; an Upgrade to /api is answered, never left hanging', async () => {
     const app = await build({});
     await app.listen({ port: 0, host: '127.0.0.1' });
     const { port } = app.server.address() as { port: number };
@@ -152,5 +154,19 @@ describe('web server', () => {
     const method = await send('FOO / HTTP/1.1');
     expect(method).toMatch(/^HTTP\/1\.1 400/);
     expect(bodyOf(method)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    // A header the gateway takes once, sent twice: Node would pass on the first only, so the gateway
+    // could not refuse it as it does; refused here, naming it (the gateway is nowhere: not a 503).
+    const twice = await send(
+      'GET /api/notifications HTTP/1.1',
+      'Authorization: Bearer one\r\nAuthorization: Bearer two\r\n',
+    );
+    expect(twice).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(twice)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    expect((bodyOf(twice) as { error: string }).error).toContain('Authorization header more than once');
+    // `curl --http2 http://…/api/…` asks for h2c this way: the gateway takes no upgrade.
+    const upgrade = await send('GET /api/healthz HTTP/1.1', 'Upgrade: h2c\r\nConnection: Upgrade\r\n');
+    expect(upgrade).not.toContain('[no close]');
+    expect(upgrade).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(upgrade)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
   });
 });
