@@ -1,4 +1,5 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -116,6 +117,46 @@ describe('web server', () => {
     expect(answer.statusCode).toBe(400);
     expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
     expect(answer.json().error).toContain('topics');
+  });
+
+  it('the demo route takes JSON only (another body is a 415 saying so, not a validation riddle), 64 KB at most', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/dev/token',
+        headers: { 'content-type': type },
+        payload: 'userId=bob',
+      });
+      expect(answer.statusCode, type).toBe(415);
+      expect(answer.json(), type).toMatchObject({ code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE' });
+      expect(answer.json().error, type).toContain('application/json');
+    }
+    const huge = await app.inject({
+      method: 'POST',
+      url: '/dev/token',
+      payload: { userId: 'a'.repeat(70_000) },
+    });
+    expect(huge.statusCode).toBe(413);
+    expect(huge.json()).toMatchObject({ code: 'HERALD_ERR_BODY_TOO_LARGE' });
+  });
+
+  it('the demo route: a gateway (or a balancer before it) that answers without JSON is a 503, not a 500', async () => {
+    const balancer = createServer((_request, response) => {
+      response.writeHead(502, { 'content-type': 'text/html' }).end('<html>Bad Gateway</html>');
+    });
+    await new Promise<void>((resolve) => balancer.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = balancer.address() as { port: number };
+      const app = await build({ HERALD_DEV_MODE: 'true', HERALD_GATEWAY_URL: `http://127.0.0.1:${port}` });
+      const answer = await app.inject({ method: 'POST', url: '/dev/token' });
+      expect(answer.statusCode).toBe(503);
+      expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+      expect(answer.json().error).toContain('502');
+      expect(answer.headers['retry-after']).toBe('1');
+    } finally {
+      balancer.close();
+    }
   });
 
   it('an upstream that does not answer is a JSON 503 on /api', async () => {

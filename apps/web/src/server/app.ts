@@ -70,6 +70,18 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
         .status(500)
         .send({ error: errorSpec(ErrorCode.INTERNAL).message, code: ErrorCode.INTERNAL });
     }
+    if (status === 413) {
+      return reply.status(413).send({
+        error: 'The request body is over 64 KB: send a smaller one.',
+        code: ErrorCode.BODY_TOO_LARGE,
+      });
+    }
+    if (status === 415) {
+      return reply.status(415).send({
+        error: errorSpec(ErrorCode.UNSUPPORTED_MEDIA_TYPE).message,
+        code: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+      });
+    }
     return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
   });
   app.setNotFoundHandler((request, reply) =>
