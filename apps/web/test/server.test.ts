@@ -159,6 +159,32 @@ describe('web server', () => {
     }
   });
 
+  it('the gateway’s hop-by-hop headers stay between it and this server (its Keep-Alive is not the browser’s)', async () => {
+    // Node's HTTP server adds Keep-Alive: timeout=5 itself; X-Hop is named by Connection.
+    const gateway = createServer((_request, response) => {
+      response
+        .writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': '1' })
+        .end('{"ok":true}');
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const app = await build({
+        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as { port: number };
+      const answer = await rawExchange(port, 'GET /api/healthz HTTP/1.1\r\nHost: web\r\n\r\n', 1000);
+      expect(answer).toMatch(/^HTTP\/1\.1 200/);
+      expect(answer).toContain('{"ok":true}');
+      // This server's own keep-alive (72 s), never the gateway's 5 s beside it.
+      expect(answer).not.toMatch(/keep-alive: timeout=5/i);
+      expect(answer.match(/^keep-alive:/gim)).toHaveLength(1);
+      expect(answer).not.toMatch(/^x-hop:/im);
+    } finally {
+      gateway.close();
+    }
+  });
+
   it('an upstream that does not answer is a JSON 503 on /api', async () => {
     const app = await build({});
     const answer = await app.inject({ url: '/api/healthz' });

@@ -14,6 +14,22 @@ function forwardedFor(request: FastifyRequest, headers: IncomingHttpHeaders): st
   return chain ? `${chain}, ${request.ip}` : request.ip;
 }
 
+/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe the upstream's connection, not the browser's. */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'];
+
+/**
+ * An upstream's answer headers without its hop-by-hop ones and those its `Connection` names (the
+ * gateway's `Keep-Alive: timeout=5` would tell the browser another timeout than this server's).
+ */
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const named = String(headers.connection ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase());
+  const kept = { ...headers };
+  for (const name of [...HOP_BY_HOP, ...named]) delete kept[name];
+  return kept;
+}
+
 /** Headers the gateway takes once and refuses twice; Node would pass on only the first. */
 const SINGLE_HEADERS = new Map([
   ['authorization', 'Authorization'],
@@ -76,6 +92,7 @@ export async function proxies(app: FastifyInstance, config: WebConfig): Promise<
           code: ErrorCode.UNAVAILABLE,
         });
     },
+    rewriteHeaders: endToEnd,
   });
   await app.register(async (gateway) => {
     gateway.addHook('onRequest', gatewayRefusals);
