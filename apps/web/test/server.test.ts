@@ -185,6 +185,17 @@ describe('web server', () => {
     }
   });
 
+  it('a client whose headers never finish gets a 408 in JSON within the 5 s headers bound (plus the 1 s check)', async () => {
+    const app = await build({});
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    // Node would check only every 30 s (and its headers bound is 60 s): well past 8 s.
+    const answer = await rawExchange(port, 'GET / HTTP/1.1\r\nHost: web\r\n', 8000);
+    expect(answer).not.toContain('[no close]');
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    expect(bodyOf(answer)).toMatchObject({ code: 'HERALD_ERR_REQUEST_TIMEOUT' });
+  });
+
   it('an upstream that does not answer is a JSON 503 on /api', async () => {
     const app = await build({});
     const answer = await app.inject({ url: '/api/healthz' });

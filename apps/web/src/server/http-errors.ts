@@ -34,7 +34,7 @@ export function clientErrorHandler(error: Error & { code?: string }, socket: Soc
         ? closingAnswer(
             408,
             'Request Timeout',
-            'The request took too long to arrive: send it whole, at once.',
+            'The request did not arrive in time (headers within 5 s, all of it within 10 s): send it again, faster.',
             ErrorCode.REQUEST_TIMEOUT,
           )
         : closingAnswer(
