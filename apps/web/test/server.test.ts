@@ -3,6 +3,7 @@ import { createServer } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '@herald/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildWebServer } from '../src/server/app.js';
 import { loadConfig } from '../src/server/config.js';
@@ -194,6 +195,46 @@ describe('web server', () => {
     expect(answer).not.toContain('[no close]');
     expect(answer).toMatch(/^HTTP\/1\.1 408/);
     expect(bodyOf(answer)).toMatchObject({ code: 'HERALD_ERR_REQUEST_TIMEOUT' });
+  });
+
+  it('a request that reaches it while it drains (a keep-alive connection) is a 503 in Herald’s shape with Retry-After', async () => {
+    let arrived = false;
+    const gateway = createServer((_request, response) => {
+      arrived = true;
+      setTimeout(
+        () => response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'),
+        300,
+      );
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const app = await build({
+        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as { port: number };
+      // A keep-alive connection with a request in flight; the next comes once the server drains.
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk) => {
+        answer += chunk.toString();
+      });
+      const ended = new Promise((resolve) => socket.on('close', resolve));
+      socket.write('GET /api/slow HTTP/1.1\r\nHost: web\r\n\r\n');
+      await waitFor(() => arrived, { timeoutMs: 3000, what: 'the proxied request to reach the gateway' });
+      const closing = app.close();
+      socket.write('GET /healthz HTTP/1.1\r\nHost: web\r\n\r\n');
+      await Promise.race([ended, closing.then(() => socket.destroy())]);
+      await closing;
+      // The request in flight is finished; the next is refused, saying when to try again.
+      expect(answer).toMatch(/^HTTP\/1\.1 200/);
+      const second = answer.slice(answer.indexOf('HTTP/1.1', 1));
+      expect(second).toMatch(/^HTTP\/1\.1 503/);
+      expect(second).toMatch(/^retry-after: 1\r$/im);
+      expect(bodyOf(second)).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    } finally {
+      gateway.close();
+    }
   });
 
   it('an upstream that does not answer is a JSON 503 on /api', async () => {

@@ -36,6 +36,9 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     // checked every second (Node's defaults: headers within 60 s, checked every 30 s).
     requestTimeout: 10_000,
     http: { headersTimeout: 5_000, connectionsCheckingInterval: 1000 },
+    // Fastify answers a request that reaches a closing server `503 { statusCode, error, message }`,
+    // without Herald's `code` or a `Retry-After`: the hook below answers it instead.
+    return503OnClosing: false,
     keepAliveTimeout: 72_000,
     bodyLimit: 64 * 1024,
     // What Node's parser and Fastify's router refuse, in Herald's shape too.
@@ -45,10 +48,23 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
 
   // Every answer: no MIME sniffing. No other site may frame a page (the dashboard takes the admin key;
   // a framed page could be clicked through unseen).
+  // Set once the server drains (Fastify runs `preClose` after it stops routing new connections): what
+  // still arrives on an open keep-alive connection is sent elsewhere.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
   app.addHook('onRequest', async (_request, reply) => {
     reply.header('x-content-type-options', 'nosniff');
     reply.header('content-security-policy', "frame-ancestors 'none'");
     reply.header('x-frame-options', 'DENY');
+    if (closing) {
+      return reply.status(503).headers({ 'retry-after': '1', connection: 'close' }).send({
+        error:
+          'The web server is shutting down; nothing was forwarded. Retry: another instance will take it.',
+        code: ErrorCode.UNAVAILABLE,
+      });
+    }
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
