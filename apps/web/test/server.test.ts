@@ -282,6 +282,18 @@ describe('web server', () => {
     expect(twice).toMatch(/^HTTP\/1\.1 400/);
     expect(bodyOf(twice)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
     expect((bodyOf(twice) as { error: string }).error).toContain('Authorization header more than once');
+    // A coding Node does not decode (it takes off the chunks only): the gateway refuses it; passed on, the
+    // gzip bytes would have become the body as they are.
+    const coded = await send(
+      'POST /api/notify HTTP/1.1',
+      'Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n',
+    );
+    expect(coded).toMatch(/^HTTP\/1\.1 400/);
+    expect((bodyOf(coded) as { error: string }).error).toContain('Transfer-Encoding');
+    // HTTP/1.1 without Host: Node's answer is an empty 400.
+    const hostless = await rawExchange(port, 'GET / HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(hostless).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(hostless)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
     // `curl --http2 http://…/api/…` asks for h2c this way: the gateway takes no upgrade.
     const upgrade = await send('GET /api/healthz HTTP/1.1', 'Upgrade: h2c\r\nConnection: Upgrade\r\n');
     expect(upgrade).not.toContain('[no close]');

@@ -35,7 +35,8 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s,
     // checked every second (Node's defaults: headers within 60 s, checked every 30 s).
     requestTimeout: 10_000,
-    http: { headersTimeout: 5_000, connectionsCheckingInterval: 1000 },
+    // Node answers an HTTP/1.1 request without Host with an empty 400: the hook below answers it.
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 1000, requireHostHeader: false },
     // Fastify answers a request that reaches a closing server `503 { statusCode, error, message }`,
     // without Herald's `code` or a `Retry-After`: the hook below answers it instead.
     return503OnClosing: false,
@@ -54,10 +55,17 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
   app.addHook('preClose', async () => {
     closing = true;
   });
-  app.addHook('onRequest', async (_request, reply) => {
+  app.addHook('onRequest', async (request, reply) => {
     reply.header('x-content-type-options', 'nosniff');
     reply.header('content-security-policy', "frame-ancestors 'none'");
     reply.header('x-frame-options', 'DENY');
+    const { raw } = request;
+    if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
+      return reply.status(400).header('connection', 'close').send({
+        error: 'An HTTP/1.1 request needs a Host header: send "Host: <this server\'s host[:port]>".',
+        code: ErrorCode.BAD_REQUEST,
+      });
+    }
     if (closing) {
       return reply.status(503).headers({ 'retry-after': '1', connection: 'close' }).send({
         error:

@@ -60,6 +60,17 @@ async function gatewayRefusals(request: FastifyRequest, reply: FastifyReply): Pr
     }
     seen.add(name);
   }
+  const coding = request.headers['transfer-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+    // Node takes off the chunks only: another coding's bytes would reach the gateway as the body.
+    return reply
+      .status(400)
+      .header('connection', 'close')
+      .send({
+        error: `Transfer-Encoding ${JSON.stringify(coding)} is not supported: send the body as it is, or chunked alone.`,
+        code: ErrorCode.BAD_REQUEST,
+      });
+  }
   // Node marks a request that came through its `upgrade` event (the WebSocket proxy listens to it).
   if ((request.raw as { upgrade?: boolean }).upgrade) {
     return reply
