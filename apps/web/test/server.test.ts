@@ -112,6 +112,14 @@ describe('web server', () => {
     expect(answer.json().error).toContain('userId');
   });
 
+  it('the demo route refuses a field it does not know (a typo such as userid) instead of minting for the demo user', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { userid: 'bob' } });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    expect(answer.json().error).toContain('additional properties');
+  });
+
   it('the demo route refuses topics that are no topic names with a 400 naming them', async () => {
     const app = await build({ HERALD_DEV_MODE: 'true' });
     const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { topics: ['a b'] } });

@@ -40,6 +40,9 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     // Fastify answers a request that reaches a closing server `503 { statusCode, error, message }`,
     // without Herald's `code` or a `Retry-After`: the hook below answers it instead.
     return503OnClosing: false,
+    // A field the schema does not know (`userid` for `userId`) is refused, as by the gateway, not
+    // dropped (Fastify's default), which would mint a token for the demo user instead.
+    ajv: { customOptions: { removeAdditional: false } },
     keepAliveTimeout: 72_000,
     bodyLimit: 64 * 1024,
     // What Node's parser and Fastify's router refuse, in Herald's shape too.
