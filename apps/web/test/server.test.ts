@@ -1,6 +1,9 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { waitFor } from '@herald/testing';
 import { afterAll, describe, expect, it } from 'vitest';
 import { buildWebServer } from '../src/server/app.js';
 import { loadConfig } from '../src/server/config.js';
@@ -14,6 +17,35 @@ function publicDir(): string {
   mkdirSync(join(dir, 'element'));
   writeFileSync(join(dir, 'element', 'herald-inbox.js'), 'export {};');
   return dir;
+}
+
+/**
+ * What the server at `port` writes back to `request` sent as it is over a raw socket, once it closes the
+ * connection or `deadlineMs` passes (then what came so far, with `[no close]` appended).
+ */
+function rawExchange(port: number, request: string, deadlineMs = 3000): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve(`${answer}[no close]`);
+    }, deadlineMs);
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve(answer);
+    });
+    socket.on('error', reject);
+    socket.write(request);
+  });
+}
+
+/** The JSON body of a raw HTTP/1.1 answer (not chunked). */
+function bodyOf(answer: string): unknown {
+  return JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
 }
 
 // Upstreams nobody listens on (port 9 is "discard"; nothing answers it here).
@@ -80,6 +112,14 @@ describe('web server', () => {
     expect(answer.json().error).toContain('userId');
   });
 
+  it('the demo route refuses a field it does not know (a typo such as userid) instead of minting for the demo user', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { userid: 'bob' } });
+    expect(answer.statusCode).toBe(400);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+    expect(answer.json().error).toContain('additional properties');
+  });
+
   it('the demo route refuses topics that are no topic names with a 400 naming them', async () => {
     const app = await build({ HERALD_DEV_MODE: 'true' });
     const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { topics: ['a b'] } });
@@ -88,10 +128,184 @@ describe('web server', () => {
     expect(answer.json().error).toContain('topics');
   });
 
+  it('the demo route takes JSON only (another body is a 415 saying so, not a validation riddle), 64 KB at most', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded']) {
+      const answer = await app.inject({
+        method: 'POST',
+        url: '/dev/token',
+        headers: { 'content-type': type },
+        payload: 'userId=bob',
+      });
+      expect(answer.statusCode, type).toBe(415);
+      expect(answer.json(), type).toMatchObject({ code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE' });
+      expect(answer.json().error, type).toContain('application/json');
+    }
+    const huge = await app.inject({
+      method: 'POST',
+      url: '/dev/token',
+      payload: { userId: 'a'.repeat(70_000) },
+    });
+    expect(huge.statusCode).toBe(413);
+    expect(huge.json()).toMatchObject({ code: 'HERALD_ERR_BODY_TOO_LARGE' });
+  });
+
+  it('the demo route: a gateway (or a balancer before it) that answers without JSON is a 503, not a 500', async () => {
+    const balancer = createServer((_request, response) => {
+      response.writeHead(502, { 'content-type': 'text/html' }).end('<html>Bad Gateway</html>');
+    });
+    await new Promise<void>((resolve) => balancer.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = balancer.address() as { port: number };
+      const app = await build({ HERALD_DEV_MODE: 'true', HERALD_GATEWAY_URL: `http://127.0.0.1:${port}` });
+      const answer = await app.inject({ method: 'POST', url: '/dev/token' });
+      expect(answer.statusCode).toBe(503);
+      expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+      expect(answer.json().error).toContain('502');
+      expect(answer.headers['retry-after']).toBe('1');
+    } finally {
+      balancer.close();
+    }
+  });
+
+  it('the gateway’s hop-by-hop headers stay between it and this server (its Keep-Alive is not the browser’s)', async () => {
+    // Node's HTTP server adds Keep-Alive: timeout=5 itself; X-Hop is named by Connection.
+    const gateway = createServer((_request, response) => {
+      response
+        .writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': '1' })
+        .end('{"ok":true}');
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const app = await build({
+        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as { port: number };
+      const answer = await rawExchange(port, 'GET /api/healthz HTTP/1.1\r\nHost: web\r\n\r\n', 1000);
+      expect(answer).toMatch(/^HTTP\/1\.1 200/);
+      expect(answer).toContain('{"ok":true}');
+      // This server's own keep-alive (72 s), never the gateway's 5 s beside it.
+      expect(answer).not.toMatch(/keep-alive: timeout=5/i);
+      expect(answer.match(/^keep-alive:/gim)).toHaveLength(1);
+      expect(answer).not.toMatch(/^x-hop:/im);
+    } finally {
+      gateway.close();
+    }
+  });
+
+  it('a client whose headers never finish gets a 408 in JSON within the 5 s headers bound (plus the 1 s check)', async () => {
+    const app = await build({});
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    // Node would check only every 30 s (and its headers bound is 60 s): well past 8 s.
+    const answer = await rawExchange(port, 'GET / HTTP/1.1\r\nHost: web\r\n', 8000);
+    expect(answer).not.toContain('[no close]');
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+    expect(bodyOf(answer)).toMatchObject({ code: 'HERALD_ERR_REQUEST_TIMEOUT' });
+  });
+
+  it('a request that reaches it while it drains (a keep-alive connection) is a 503 in Herald’s shape with Retry-After', async () => {
+    let arrived = false;
+    const gateway = createServer((_request, response) => {
+      arrived = true;
+      setTimeout(
+        () => response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'),
+        300,
+      );
+    });
+    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
+    try {
+      const app = await build({
+        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const { port } = app.server.address() as { port: number };
+      // A keep-alive connection with a request in flight; the next comes once the server drains.
+      const socket = connect(port, '127.0.0.1');
+      let answer = '';
+      socket.on('data', (chunk) => {
+        answer += chunk.toString();
+      });
+      const ended = new Promise((resolve) => socket.on('close', resolve));
+      socket.write('GET /api/slow HTTP/1.1\r\nHost: web\r\n\r\n');
+      await waitFor(() => arrived, { timeoutMs: 3000, what: 'the proxied request to reach the gateway' });
+      const closing = app.close();
+      socket.write('GET /healthz HTTP/1.1\r\nHost: web\r\n\r\n');
+      await Promise.race([ended, closing.then(() => socket.destroy())]);
+      await closing;
+      // The request in flight is finished; the next is refused, saying when to try again.
+      expect(answer).toMatch(/^HTTP\/1\.1 200/);
+      const second = answer.slice(answer.indexOf('HTTP/1.1', 1));
+      expect(second).toMatch(/^HTTP\/1\.1 503/);
+      expect(second).toMatch(/^retry-after: 1\r$/im);
+      expect(bodyOf(second)).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    } finally {
+      gateway.close();
+    }
+  });
+
   it('an upstream that does not answer is a JSON 503 on /api', async () => {
     const app = await build({});
     const answer = await app.inject({ url: '/api/healthz' });
     expect(answer.statusCode).toBe(503);
     expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    // As the gateway's own 503s: when to try again.
+    expect(answer.headers['retry-after']).toBe('1');
+  });
+
+  it('pages and files say nosniff, and no other site may frame them (the dashboard takes the admin key)', async () => {
+    const app = await build({});
+    for (const url of ['/', '/assets/index-3f2a.js', '/nope']) {
+      const answer = await app.inject({ url });
+      expect(answer.headers['x-content-type-options'], url).toBe('nosniff');
+    }
+    const page = await app.inject({ url: '/' });
+    expect(page.headers['content-security-policy']).toBe("frame-ancestors 'none'");
+    expect(page.headers['x-frame-options']).toBe('DENY');
+  });
+
+  it('answers what the router and Node refuse in Herald’s shape; an Upgrade to /api is answered, never left hanging', async () => {
+    const app = await build({});
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as { port: number };
+    const send = (line: string, headers = '') =>
+      rawExchange(port, `${line}\r\nHost: web\r\nConnection: close\r\n${headers}\r\n`);
+    // A path that leaves the pages' folder: there is no file there, as for any other path without one.
+    const traversal = await send('GET /%2e%2e/package.json HTTP/1.1');
+    expect(traversal).toMatch(/^HTTP\/1\.1 404/);
+    expect(bodyOf(traversal)).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+    const badUrl = await send('GET /% HTTP/1.1');
+    expect(badUrl).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(badUrl)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    const method = await send('FOO / HTTP/1.1');
+    expect(method).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(method)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    // A header the gateway takes once, sent twice: Node would pass on the first only, so the gateway
+    // could not refuse it as it does; refused here, naming it (the gateway is nowhere: not a 503).
+    const twice = await send(
+      'GET /api/notifications HTTP/1.1',
+      'Authorization: Bearer one\r\nAuthorization: Bearer two\r\n',
+    );
+    expect(twice).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(twice)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    expect((bodyOf(twice) as { error: string }).error).toContain('Authorization header more than once');
+    // A coding Node does not decode (it takes off the chunks only): the gateway refuses it; passed on, the
+    // gzip bytes would have become the body as they are.
+    const coded = await send(
+      'POST /api/notify HTTP/1.1',
+      'Transfer-Encoding: gzip, chunked\r\n\r\n5\r\nhello\r\n0\r\n',
+    );
+    expect(coded).toMatch(/^HTTP\/1\.1 400/);
+    expect((bodyOf(coded) as { error: string }).error).toContain('Transfer-Encoding');
+    // HTTP/1.1 without Host: Node's answer is an empty 400.
+    const hostless = await rawExchange(port, 'GET / HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(hostless).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(hostless)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
+    // `curl --http2 http://…/api/…` asks for h2c this way: the gateway takes no upgrade.
+    const upgrade = await send('GET /api/healthz HTTP/1.1', 'Upgrade: h2c\r\nConnection: Upgrade\r\n');
+    expect(upgrade).not.toContain('[no close]');
+    expect(upgrade).toMatch(/^HTTP\/1\.1 400/);
+    expect(bodyOf(upgrade)).toMatchObject({ code: 'HERALD_ERR_BAD_REQUEST' });
   });
 });

@@ -6,6 +6,7 @@ import { ErrorCode, errorSpec } from '@herald/protocol';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { WebConfig } from './config.js';
 import { devTokenRoute } from './dev-token.js';
+import { clientErrorHandler, frameworkErrors } from './http-errors.js';
 import { proxies } from './proxy.js';
 import { readiness } from './readiness.js';
 
@@ -31,10 +32,50 @@ const HASHED = /^\/assets\//;
 export async function buildWebServer(config: WebConfig): Promise<FastifyInstance> {
   const app = Fastify({
     logger: loggerOptions(config.log, 'web'),
-    // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s.
+    // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s,
+    // checked every second (Node's defaults: headers within 60 s, checked every 30 s).
     requestTimeout: 10_000,
+    // Node answers an HTTP/1.1 request without Host with an empty 400: the hook below answers it.
+    http: { headersTimeout: 5_000, connectionsCheckingInterval: 1000, requireHostHeader: false },
+    // Fastify answers a request that reaches a closing server `503 { statusCode, error, message }`,
+    // without Herald's `code` or a `Retry-After`: the hook below answers it instead.
+    return503OnClosing: false,
+    // A field the schema does not know (`userid` for `userId`) is refused, as by the gateway, not
+    // dropped (Fastify's default), which would mint a token for the demo user instead.
+    ajv: { customOptions: { removeAdditional: false } },
     keepAliveTimeout: 72_000,
     bodyLimit: 64 * 1024,
+    // What Node's parser and Fastify's router refuse, in Herald's shape too.
+    clientErrorHandler,
+    frameworkErrors,
+  });
+
+  // Every answer: no MIME sniffing. No other site may frame a page (the dashboard takes the admin key;
+  // a framed page could be clicked through unseen).
+  // Set once the server drains (Fastify runs `preClose` after it stops routing new connections): what
+  // still arrives on an open keep-alive connection is sent elsewhere.
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('content-security-policy', "frame-ancestors 'none'");
+    reply.header('x-frame-options', 'DENY');
+    const { raw } = request;
+    if (raw.headers.host === undefined && raw.httpVersionMajor === 1 && raw.httpVersionMinor === 1) {
+      return reply.status(400).header('connection', 'close').send({
+        error: 'An HTTP/1.1 request needs a Host header: send "Host: <this server\'s host[:port]>".',
+        code: ErrorCode.BAD_REQUEST,
+      });
+    }
+    if (closing) {
+      return reply.status(503).headers({ 'retry-after': '1', connection: 'close' }).send({
+        error:
+          'The web server is shutting down; nothing was forwarded. Retry: another instance will take it.',
+        code: ErrorCode.UNAVAILABLE,
+      });
+    }
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; validation?: unknown }, request, reply) => {
@@ -44,11 +85,31 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
         .status(400)
         .send({ error: `Invalid request: ${error.message}`, code: ErrorCode.VALIDATION });
     }
+    if (status === 403) {
+      // Only the static files refuse on their own (a path that leaves the pages' folder: `..`): there is
+      // no file there to serve, as for any other path that has none.
+      return reply.status(404).send({
+        error: `Not found: ${request.method} ${request.url.split('?')[0]}; the inbox page is at /`,
+        code: ErrorCode.NOT_FOUND,
+      });
+    }
     if (status >= 500) {
       request.log.error({ err: error }, 'request failed');
       return reply
         .status(500)
         .send({ error: errorSpec(ErrorCode.INTERNAL).message, code: ErrorCode.INTERNAL });
+    }
+    if (status === 413) {
+      return reply.status(413).send({
+        error: 'The request body is over 64 KB: send a smaller one.',
+        code: ErrorCode.BODY_TOO_LARGE,
+      });
+    }
+    if (status === 415) {
+      return reply.status(415).send({
+        error: errorSpec(ErrorCode.UNSUPPORTED_MEDIA_TYPE).message,
+        code: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+      });
     }
     return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
   });

@@ -1,4 +1,4 @@
-import { ErrorCode, TOKEN_TOPICS_MAX, TopicName, UserId } from '@herald/protocol';
+import { ErrorCode, errorSpec, TOKEN_TOPICS_MAX, TopicName, UserId } from '@herald/protocol';
 import type { FastifyInstance } from 'fastify';
 import Type, { type Static } from 'typebox';
 
@@ -27,7 +27,17 @@ export async function devTokenRoute(
 ): Promise<void> {
   app.post<{ Body: Static<typeof Body> }>(
     '/dev/token',
-    { schema: { body: Body } },
+    {
+      schema: { body: Body },
+      // Fastify reads text/plain as a string, which the schema then refuses with a riddle.
+      preValidation: async (request, reply) => {
+        if (typeof request.body !== 'string') return;
+        return reply.status(415).send({
+          error: errorSpec(ErrorCode.UNSUPPORTED_MEDIA_TYPE).message,
+          code: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+        });
+      },
+    },
     async (request, reply) => {
       const userId = request.body?.userId ?? options.userId;
       const topics = request.body?.topics;
@@ -40,12 +50,27 @@ export async function devTokenRoute(
           signal: AbortSignal.timeout(5000),
         });
       } catch (error) {
-        return reply.status(503).send({
-          error: `The gateway at ${options.gatewayUrl} does not answer (${(error as Error).message}); start it, or set HERALD_GATEWAY_URL.`,
-          code: ErrorCode.UNAVAILABLE,
-        });
+        return reply
+          .status(503)
+          .header('retry-after', '1')
+          .send({
+            error: `The gateway at ${options.gatewayUrl} does not answer (${(error as Error).message}); start it, or set HERALD_GATEWAY_URL.`,
+            code: ErrorCode.UNAVAILABLE,
+          });
       }
-      const body = (await response.json()) as Record<string, unknown>;
+      let body: Record<string, unknown>;
+      try {
+        body = (await response.json()) as Record<string, unknown>;
+      } catch {
+        // A balancer before the gateway (502, 504) or something else at that address.
+        return reply
+          .status(503)
+          .header('retry-after', '1')
+          .send({
+            error: `The gateway at ${options.gatewayUrl} answered ${response.status} without JSON; is HERALD_GATEWAY_URL the gateway? Retry shortly.`,
+            code: ErrorCode.UNAVAILABLE,
+          });
+      }
       if (!response.ok) return reply.status(response.status).send(body);
       return { ...body, userId };
     },

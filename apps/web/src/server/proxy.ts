@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import proxy from '@fastify/http-proxy';
 import { ErrorCode } from '@herald/protocol';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebConfig } from './config.js';
 
 /**
@@ -14,6 +14,75 @@ function forwardedFor(request: FastifyRequest, headers: IncomingHttpHeaders): st
   return chain ? `${chain}, ${request.ip}` : request.ip;
 }
 
+/** Hop-by-hop headers (RFC 9110 §7.6.1): they describe the upstream's connection, not the browser's. */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'upgrade'];
+
+/**
+ * An upstream's answer headers without its hop-by-hop ones and those its `Connection` names (the
+ * gateway's `Keep-Alive: timeout=5` would tell the browser another timeout than this server's).
+ */
+function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
+  const named = String(headers.connection ?? '')
+    .split(',')
+    .map((name) => name.trim().toLowerCase());
+  const kept = { ...headers };
+  for (const name of [...HOP_BY_HOP, ...named]) delete kept[name];
+  return kept;
+}
+
+/** Headers the gateway takes once and refuses twice; Node would pass on only the first. */
+const SINGLE_HEADERS = new Map([
+  ['authorization', 'Authorization'],
+  ['content-type', 'Content-Type'],
+  ['idempotency-key', 'Idempotency-Key'],
+]);
+
+/**
+ * Refuses, before the gateway sees it, what it would refuse and this server would hide: a header of
+ * {@link SINGLE_HEADERS} sent twice (Node keeps the first, so the gateway would act on a guess), and an
+ * `Upgrade` (`curl --http2` asks for h2c so): the gateway has no WebSocket, and the proxy would hold
+ * the upgraded connection unanswered for ever.
+ */
+async function gatewayRefusals(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  const seen = new Set<string>();
+  for (let i = 0; i < request.raw.rawHeaders.length; i += 2) {
+    const name = (request.raw.rawHeaders[i] as string).toLowerCase();
+    const label = SINGLE_HEADERS.get(name);
+    if (label === undefined) continue;
+    if (seen.has(name)) {
+      return reply
+        .status(400)
+        .header('connection', 'close')
+        .send({
+          error: `The request has the ${label} header more than once: send it once (which one counts would be a guess).`,
+          code: ErrorCode.BAD_REQUEST,
+        });
+    }
+    seen.add(name);
+  }
+  const coding = request.headers['transfer-encoding'];
+  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+    // Node takes off the chunks only: another coding's bytes would reach the gateway as the body.
+    return reply
+      .status(400)
+      .header('connection', 'close')
+      .send({
+        error: `Transfer-Encoding ${JSON.stringify(coding)} is not supported: send the body as it is, or chunked alone.`,
+        code: ErrorCode.BAD_REQUEST,
+      });
+  }
+  // Node marks a request that came through its `upgrade` event (the WebSocket proxy listens to it).
+  if ((request.raw as { upgrade?: boolean }).upgrade) {
+    return reply
+      .status(400)
+      .header('connection', 'close')
+      .send({
+        error: `${request.url.split('?')[0]} takes no Upgrade (the gateway has no WebSocket; the realtime servers are at /socket.io): send it as plain HTTP/1.1.`,
+        code: ErrorCode.BAD_REQUEST,
+      });
+  }
+}
+
 /**
  * One origin for the browser: `/api/*` → the gateway (prefix stripped: `/api/notify` is `/notify`),
  * `/socket.io/*` → the realtime servers, WebSocket upgrades included. Built on @fastify/http-proxy
@@ -22,24 +91,34 @@ function forwardedFor(request: FastifyRequest, headers: IncomingHttpHeaders): st
  */
 export async function proxies(app: FastifyInstance, config: WebConfig): Promise<void> {
   const unavailable = (what: string) => ({
-    onError(reply: { code(status: number): { send(body: unknown): void } }, { error }: { error: Error }) {
-      reply.code(503).send({
-        error: `The ${what} does not answer (${error.message}); retry shortly.`,
-        code: ErrorCode.UNAVAILABLE,
-      });
+    onError(
+      reply: { code(status: number): { header(name: string, value: string): { send(body: unknown): void } } },
+      { error }: { error: Error },
+    ) {
+      reply
+        .code(503)
+        .header('retry-after', '1')
+        .send({
+          error: `The ${what} does not answer (${error.message}); retry shortly.`,
+          code: ErrorCode.UNAVAILABLE,
+        });
     },
+    rewriteHeaders: endToEnd,
   });
-  await app.register(proxy, {
-    upstream: config.gatewayUrl,
-    prefix: '/api',
-    rewritePrefix: '',
-    replyOptions: {
-      rewriteRequestHeaders: (request, headers) => ({
-        ...headers,
-        'x-forwarded-for': forwardedFor(request as FastifyRequest, headers),
-      }),
-      ...unavailable('gateway'),
-    },
+  await app.register(async (gateway) => {
+    gateway.addHook('onRequest', gatewayRefusals);
+    await gateway.register(proxy, {
+      upstream: config.gatewayUrl,
+      prefix: '/api',
+      rewritePrefix: '',
+      replyOptions: {
+        rewriteRequestHeaders: (request, headers) => ({
+          ...headers,
+          'x-forwarded-for': forwardedFor(request as FastifyRequest, headers),
+        }),
+        ...unavailable('gateway'),
+      },
+    });
   });
   await app.register(proxy, {
     upstream: config.realtimeUrl,
