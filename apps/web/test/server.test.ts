@@ -1,5 +1,5 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -62,7 +62,23 @@ describe('web server', () => {
     apps.push(app);
     return app;
   };
-  afterAll(() => Promise.all(apps.map((app) => app.close())));
+  const standIns: Server[] = [];
+  afterAll(async () => {
+    await Promise.all(apps.map((app) => app.close()));
+    for (const server of standIns) server.close();
+  });
+  /** A stand-in gateway on a free port answering with `handler` (closed after the tests): its URL. */
+  const standIn = async (handler: RequestListener): Promise<string> => {
+    const server = createServer(handler);
+    standIns.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  };
+  /** `app` listening on a free port of 127.0.0.1: the port. */
+  const listening = async (app: Awaited<ReturnType<typeof build>>): Promise<number> => {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    return (app.server.address() as { port: number }).port;
+  };
 
   it('serves the page at / and the element (revalidated on every load), hashed assets (for a year), /healthz, and a JSON 404 elsewhere', async () => {
     const app = await build({});
@@ -151,53 +167,36 @@ describe('web server', () => {
   });
 
   it('the demo route: a gateway (or a balancer before it) that answers without JSON is a 503, not a 500', async () => {
-    const balancer = createServer((_request, response) => {
+    const gatewayUrl = await standIn((_request, response) => {
       response.writeHead(502, { 'content-type': 'text/html' }).end('<html>Bad Gateway</html>');
     });
-    await new Promise<void>((resolve) => balancer.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = balancer.address() as { port: number };
-      const app = await build({ HERALD_DEV_MODE: 'true', HERALD_GATEWAY_URL: `http://127.0.0.1:${port}` });
-      const answer = await app.inject({ method: 'POST', url: '/dev/token' });
-      expect(answer.statusCode).toBe(503);
-      expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
-      expect(answer.json().error).toContain('502');
-      expect(answer.headers['retry-after']).toBe('1');
-    } finally {
-      balancer.close();
-    }
+    const app = await build({ HERALD_DEV_MODE: 'true', HERALD_GATEWAY_URL: gatewayUrl });
+    const answer = await app.inject({ method: 'POST', url: '/dev/token' });
+    expect(answer.statusCode).toBe(503);
+    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+    expect(answer.json().error).toContain('502');
+    expect(answer.headers['retry-after']).toBe('1');
   });
 
   it('the gateway’s hop-by-hop headers stay between it and this server (its Keep-Alive is not the browser’s)', async () => {
     // Node's HTTP server adds Keep-Alive: timeout=5 itself; X-Hop is named by Connection.
-    const gateway = createServer((_request, response) => {
+    const gatewayUrl = await standIn((_request, response) => {
       response
         .writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive, x-hop', 'x-hop': '1' })
         .end('{"ok":true}');
     });
-    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-    try {
-      const app = await build({
-        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
-      });
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = app.server.address() as { port: number };
-      const answer = await rawExchange(port, 'GET /api/healthz HTTP/1.1\r\nHost: web\r\n\r\n', 1000);
-      expect(answer).toMatch(/^HTTP\/1\.1 200/);
-      expect(answer).toContain('{"ok":true}');
-      // This server's own keep-alive (72 s), never the gateway's 5 s beside it.
-      expect(answer).not.toMatch(/keep-alive: timeout=5/i);
-      expect(answer.match(/^keep-alive:/gim)).toHaveLength(1);
-      expect(answer).not.toMatch(/^x-hop:/im);
-    } finally {
-      gateway.close();
-    }
+    const port = await listening(await build({ HERALD_GATEWAY_URL: gatewayUrl }));
+    const answer = await rawExchange(port, 'GET /api/healthz HTTP/1.1\r\nHost: web\r\n\r\n', 1000);
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    expect(answer).toContain('{"ok":true}');
+    // This server's own keep-alive (72 s), never the gateway's 5 s beside it.
+    expect(answer).not.toMatch(/keep-alive: timeout=5/i);
+    expect(answer.match(/^keep-alive:/gim)).toHaveLength(1);
+    expect(answer).not.toMatch(/^x-hop:/im);
   });
 
   it('a client whose headers never finish gets a 408 in JSON within the 5 s headers bound (plus the 1 s check)', async () => {
-    const app = await build({});
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as { port: number };
+    const port = await listening(await build({}));
     // Node would check only every 30 s (and its headers bound is 60 s): well past 8 s.
     const answer = await rawExchange(port, 'GET / HTTP/1.1\r\nHost: web\r\n', 8000);
     expect(answer).not.toContain('[no close]');
@@ -207,42 +206,34 @@ describe('web server', () => {
 
   it('a request that reaches it while it drains (a keep-alive connection) is a 503 in Herald’s shape with Retry-After', async () => {
     let arrived = false;
-    const gateway = createServer((_request, response) => {
+    const gatewayUrl = await standIn((_request, response) => {
       arrived = true;
       setTimeout(
         () => response.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}'),
         300,
       );
     });
-    await new Promise<void>((resolve) => gateway.listen(0, '127.0.0.1', resolve));
-    try {
-      const app = await build({
-        HERALD_GATEWAY_URL: `http://127.0.0.1:${(gateway.address() as { port: number }).port}`,
-      });
-      await app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = app.server.address() as { port: number };
-      // A keep-alive connection with a request in flight; the next comes once the server drains.
-      const socket = connect(port, '127.0.0.1');
-      let answer = '';
-      socket.on('data', (chunk) => {
-        answer += chunk.toString();
-      });
-      const ended = new Promise((resolve) => socket.on('close', resolve));
-      socket.write('GET /api/slow HTTP/1.1\r\nHost: web\r\n\r\n');
-      await waitFor(() => arrived, { timeoutMs: 3000, what: 'the proxied request to reach the gateway' });
-      const closing = app.close();
-      socket.write('GET /healthz HTTP/1.1\r\nHost: web\r\n\r\n');
-      await Promise.race([ended, closing.then(() => socket.destroy())]);
-      await closing;
-      // The request in flight is finished; the next is refused, saying when to try again.
-      expect(answer).toMatch(/^HTTP\/1\.1 200/);
-      const second = answer.slice(answer.indexOf('HTTP/1.1', 1));
-      expect(second).toMatch(/^HTTP\/1\.1 503/);
-      expect(second).toMatch(/^retry-after: 1\r$/im);
-      expect(bodyOf(second)).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
-    } finally {
-      gateway.close();
-    }
+    const app = await build({ HERALD_GATEWAY_URL: gatewayUrl });
+    const port = await listening(app);
+    // A keep-alive connection with a request in flight; the next comes once the server drains.
+    const socket = connect(port, '127.0.0.1');
+    let answer = '';
+    socket.on('data', (chunk) => {
+      answer += chunk.toString();
+    });
+    const ended = new Promise((resolve) => socket.on('close', resolve));
+    socket.write('GET /api/slow HTTP/1.1\r\nHost: web\r\n\r\n');
+    await waitFor(() => arrived, { timeoutMs: 3000, what: 'the proxied request to reach the gateway' });
+    const closing = app.close();
+    socket.write('GET /healthz HTTP/1.1\r\nHost: web\r\n\r\n');
+    await Promise.race([ended, closing.then(() => socket.destroy())]);
+    await closing;
+    // The request in flight is finished; the next is refused, saying when to try again.
+    expect(answer).toMatch(/^HTTP\/1\.1 200/);
+    const second = answer.slice(answer.indexOf('HTTP/1.1', 1));
+    expect(second).toMatch(/^HTTP\/1\.1 503/);
+    expect(second).toMatch(/^retry-after: 1\r$/im);
+    expect(bodyOf(second)).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
   });
 
   it('an upstream that does not answer is a JSON 503 on /api', async () => {
@@ -266,9 +257,7 @@ describe('web server', () => {
   });
 
   it('answers what the router and Node refuse in Herald’s shape; an Upgrade to /api is answered, never left hanging', async () => {
-    const app = await build({});
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    const { port } = app.server.address() as { port: number };
+    const port = await listening(await build({}));
     const send = (line: string, headers = '') =>
       rawExchange(port, `${line}\r\nHost: web\r\nConnection: close\r\n${headers}\r\n`);
     // A path that leaves the pages' folder: there is no file there, as for any other path without one.
