@@ -1,6 +1,7 @@
 export * from './app-env.js';
 export * from './deployment.js';
 export * from './env.js';
+export * from './http-checks.js';
 export * from './listen-errors.js';
 export * from './logging.js';
 export * from './out-of-memory.js';

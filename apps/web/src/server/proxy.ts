@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import proxy from '@fastify/http-proxy';
+import { ONCE_HEADERS, repeatedHeader, unsupportedTransferCoding } from '@herald/config';
 import { ErrorCode } from '@herald/protocol';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { WebConfig } from './config.js';
@@ -30,39 +31,26 @@ function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
   return kept;
 }
 
-/** Headers the gateway takes once and refuses twice; Node would pass on only the first. */
-const SINGLE_HEADERS = new Map([
-  ['authorization', 'Authorization'],
-  ['content-type', 'Content-Type'],
-  ['idempotency-key', 'Idempotency-Key'],
-]);
-
 /**
  * Refuses, before the gateway sees it, what it would refuse and this server would hide: a header of
- * {@link SINGLE_HEADERS} sent twice (Node keeps the first, so the gateway would act on a guess), and an
+ * {@link ONCE_HEADERS} sent twice (Node keeps the first, so the gateway would act on a guess), and an
  * `Upgrade` (`curl --http2` asks for h2c so): the gateway has no WebSocket, and the proxy would hold
  * the upgraded connection unanswered for ever.
  */
 async function gatewayRefusals(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  const seen = new Set<string>();
-  for (let i = 0; i < request.raw.rawHeaders.length; i += 2) {
-    const name = (request.raw.rawHeaders[i] as string).toLowerCase();
-    const label = SINGLE_HEADERS.get(name);
-    if (label === undefined) continue;
-    if (seen.has(name)) {
-      return reply
-        .status(400)
-        .header('connection', 'close')
-        .send({
-          error: `The request has the ${label} header more than once: send it once (which one counts would be a guess).`,
-          code: ErrorCode.BAD_REQUEST,
-        });
-    }
-    seen.add(name);
+  const label = repeatedHeader(request.raw, ONCE_HEADERS);
+  if (label !== undefined) {
+    return reply
+      .status(400)
+      .header('connection', 'close')
+      .send({
+        error: `The request has the ${label} header more than once: send it once (which one counts would be a guess).`,
+        code: ErrorCode.BAD_REQUEST,
+      });
   }
-  const coding = request.headers['transfer-encoding'];
-  if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
-    // Node takes off the chunks only: another coding's bytes would reach the gateway as the body.
+  // Node takes off the chunks only: another coding's bytes would reach the gateway as the body.
+  const coding = unsupportedTransferCoding(request.headers);
+  if (coding !== undefined) {
     return reply
       .status(400)
       .header('connection', 'close')

@@ -1,7 +1,7 @@
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { closingAnswer, ONCE_HEADERS, repeatedHeader, unsupportedTransferCoding } from '@herald/config';
 import type {
   FastifyError,
   FastifyHttpOptions,
@@ -35,34 +35,8 @@ export const MAX_PARAM_LENGTH = 3 * 256;
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH', 'OPTIONS'] as const;
 
-/**
- * Request headers that must come once, by lower-case name, as the error names them. Node keeps the first
- * of a repeated `Host`, `Authorization` or `Content-Type` and joins repeated `Idempotency-Key`s with
- * ", ": a proxy in front that reads another one would act for another tenant, or with another key.
- */
-const SINGLE_HEADERS = new Map([
-  ['host', 'Host'],
-  ['authorization', 'Authorization'],
-  ['content-type', 'Content-Type'],
-  ['idempotency-key', 'Idempotency-Key'],
-]);
-
-/** The first header of {@link SINGLE_HEADERS} that `raw` has more than once, or undefined. */
-function repeatedHeader(raw: IncomingMessage): string | undefined {
-  const { rawHeaders, headers } = raw;
-  // The common case costs no string work: as many distinct names as header lines, nothing repeated.
-  let distinct = 0;
-  for (const _name in headers) distinct++;
-  if (distinct * 2 === rawHeaders.length) return undefined;
-  const seen = new Set<string>();
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = (rawHeaders[i] as string).toLowerCase();
-    if (!SINGLE_HEADERS.has(name)) continue;
-    if (seen.has(name)) return SINGLE_HEADERS.get(name);
-    seen.add(name);
-  }
-  return undefined;
-}
+/** Request headers that must come once: {@link ONCE_HEADERS}, and `Host` (RFC 9112 §3.2). */
+const SINGLE_HEADERS = new Map([['host', 'Host'], ...ONCE_HEADERS]);
 
 /**
  * Whether `request`'s body, read or not, is bounded: not chunked, and declared within `limit` bytes. Node
@@ -75,11 +49,6 @@ export function boundedBody(request: FastifyRequest, limit: number): boolean {
 
 /** JSON of a Herald error, for answers written straight to the socket (no reply exists yet). */
 const errorJson = (error: string, code: ErrorCode): string => JSON.stringify({ error, code });
-
-/** A whole HTTP answer carrying `body` (Herald's error JSON) and closing the connection, as bytes. */
-function closingAnswer(status: number, body: string, headers = ''): string {
-  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${headers}Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
-}
 
 /** A header value as an error message quotes it: JSON-escaped, long ones cut. */
 const quoted = (value: string): string =>
@@ -280,10 +249,8 @@ export default fp(
         );
         return;
       }
-      // Node decodes the chunked transfer coding only, and reads a body sent "gzip, chunked" as if it
-      // were not gzipped (RFC 9112 §6.1: a coding the server does not know is refused, not ignored).
-      const coding = raw.headers['transfer-encoding'];
-      if (coding !== undefined && coding.trim().toLowerCase() !== 'chunked') {
+      const coding = unsupportedTransferCoding(raw.headers);
+      if (coding !== undefined) {
         done(
           new HttpError(
             ErrorCode.BAD_REQUEST,
@@ -293,7 +260,7 @@ export default fp(
         );
         return;
       }
-      const repeated = repeatedHeader(raw);
+      const repeated = repeatedHeader(raw, SINGLE_HEADERS);
       if (repeated !== undefined) {
         done(
           new HttpError(
