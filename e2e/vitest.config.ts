@@ -5,8 +5,13 @@ export default heraldTestConfig({
   notOnCluster: [
     'test/cluster.test.ts',
     'test/cluster-auth.test.ts',
+    'test/cluster-config.test.ts',
+    'test/cluster-failover.test.ts',
+    'test/cluster-restart.test.ts',
     'test/fanout-durable.test.ts',
     'test/health.test.ts',
+    'test/replica-readiness.test.ts',
+    'test/store-outage-order.test.ts',
     'test/topics.test.ts',
   ],
 });

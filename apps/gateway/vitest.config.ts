@@ -1,12 +1,13 @@
 import { heraldTestConfig } from '@herald/testing/vitest';
 
 export default heraldTestConfig({
-  // Each on a redis-server of its own (outages, a replica), never on the run's Redis.
+  // Each on a redis-server or a Cluster of its own (outages, a replica), never on the run's Redis.
   notOnCluster: [
     'test/health.test.ts',
     'test/idempotency-outage.test.ts',
     'test/limiter-timeout.test.ts',
     'test/live-publish-outage.test.ts',
+    'test/queue-cluster-start.test.ts',
     'test/redis-outage.test.ts',
   ],
 });

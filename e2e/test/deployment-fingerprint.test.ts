@@ -35,9 +35,18 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
     kind: 'gateway' | 'worker' | 'realtime',
     name: string,
     settings: Record<string, string>,
+    clockSkew?: string,
   ) {
     const entry = entries[kind];
-    const app = await startApp({ name, entry, env: { HERALD_INSTANCE_ID: name, ...settings } });
+    const app = await startApp({
+      name,
+      entry,
+      env: { HERALD_INSTANCE_ID: name, ...settings },
+      // Its wall clock off (`faketime -f <skew>`), as on a machine without NTP.
+      ...(clockSkew === undefined
+        ? {}
+        : { command: 'faketime', args: ['-f', clockSkew, process.execPath, entry] }),
+    });
     processes.push(app);
     return app;
   }
@@ -114,5 +123,27 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
     await waitFor(async () => (await readiness(realtime)).status === 200, {
       what: 'the odd worker left the deployment',
     });
+  });
+
+  it('a worker whose clock is 45 s behind is still heard: its other queue name is named', async () => {
+    const deployment = randomId('deployment');
+    const [gateway] = await Promise.all([
+      start('gateway', 'gw-1', env({ HERALD_DEPLOYMENT: deployment })),
+      // Its heartbeats used to look 45 s old to everyone else, so it was taken for gone and ignored.
+      start(
+        'worker',
+        'worker-behind',
+        env({ HERALD_DEPLOYMENT: deployment, HERALD_QUEUE_NAME: 'typo-queue' }),
+        '-45s',
+      ),
+    ]);
+    await waitFor(async () => (await readiness(gateway)).status === 503, {
+      what: 'the gateway names the worker behind',
+    });
+    expect((await readiness(gateway)).body.mismatches).toEqual([
+      expect.stringMatching(
+        /^HERALD_QUEUE_NAME: .*"fingerprint-queue", worker worker-behind has "typo-queue"$/,
+      ),
+    ]);
   });
 });

@@ -1,6 +1,7 @@
 import {
   type AppProcess,
   expectHealthThroughOutage,
+  freePort,
   type RedisServerHandle,
   scrapeMetrics,
   startRedisServer,
@@ -150,5 +151,55 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     expect(after.status).toBe(202);
     await appended(gateway, 'after', after.body.id as string);
     expect(await stack.inboxIds('during')).toEqual([]);
+  });
+});
+
+describe('a REDIS_URL whose password Redis refuses (real processes on a Redis of their own)', () => {
+  let redis: RedisServerHandle;
+  let stack: Stack;
+
+  beforeAll(async () => {
+    redis = await startRedisServer({ password: 'the-right-one' });
+  });
+  afterAll(async () => {
+    await stack?.dispose();
+    await redis?.dispose();
+  });
+
+  it('/readyz of every app names the refused credentials and the setting to change, not an unavailable Redis', async () => {
+    const wrong = new URL(redis.url);
+    wrong.password = 'a-wrong-one';
+    // The stack's own clients use the right password (it cleans up after the test); the apps the wrong one.
+    stack = new Stack(redis.url);
+    const env = { REDIS_URL: wrong.toString() };
+    // Each is started once it answers /healthz: a worker waiting for Redis never logs `listening`.
+    const apps = await Promise.all([
+      stack.start('gateway', 'gw-wrongpass', env, await freePort()),
+      stack.start('worker', 'w-wrongpass', env, await freePort()),
+      stack.start('realtime', 'rt-wrongpass', env, await freePort()),
+    ]);
+    for (const app of apps) {
+      // It said "Redis or the queue is unavailable; nothing was accepted" (gateway) or "does not
+      // answer (Connection is closed.)": the operator looked for a Redis that was down.
+      await waitFor(
+        async () => {
+          const response = await fetch(`${app.url}/readyz`);
+          const body = (await response.json()) as { error?: string; code?: string };
+          return response.status === 503 && /credentials/.test(body.error ?? '') ? body : undefined;
+        },
+        { what: `${app.name} naming the credentials` },
+      ).then((body) => {
+        expect(body.code).toBe('HERALD_ERR_UNAVAILABLE');
+        expect(body.error).toMatch(/WRONGPASS/);
+        expect(body.error).toMatch(/REDIS_URL/);
+      });
+    }
+    // Redis given the password the apps have: each is ready again, the refusal forgotten.
+    await stack.redis.config('SET', 'requirepass', 'a-wrong-one');
+    for (const app of apps)
+      await waitFor(async () => (await fetch(`${app.url}/readyz`)).status === 200, {
+        timeoutMs: 20_000,
+        what: `${app.name} ready with the password Redis now expects`,
+      });
   });
 });

@@ -195,6 +195,12 @@ describe('mutes and self-service topics (gateway, worker, realtime processes, re
         code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
       });
     }
+    // The topic sent bare, not as { topic }: told so, not that "undefined" is not allowed.
+    expect(await topicsEvent('subscribe', 'news')).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_TOPIC_NOT_ALLOWED',
+      error: expect.stringMatching(/takes \{ topic \}.*not "news"/),
+    });
     expect(await subscribers('secret')).not.toContain(user);
     expect(await topicsEvent('unsubscribe', { topic: 'news' })).toMatchObject({
       ok: true,

@@ -59,7 +59,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   let redis: Redis | Cluster;
   let queue: Queue<NotificationJob>;
   const keys = new Map<string, CreatedKey>();
-  const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast'] as const;
+  const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast', 'topical'] as const;
   type Tenant = (typeof tenants)[number];
 
   beforeAll(async () => {
@@ -201,6 +201,45 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect(failed?.payload.data.reason).toContain('HERALD_ERR_INBOX_INVALID_ARGUMENT');
     // The second ack recorded nothing, so it reported nothing: one delivered message for the notification.
     expect(all.filter((r) => r.payload.type === 'notification.delivered')).toHaveLength(1);
+  });
+
+  it("a topic send: each recipient's read, and each one's expiry, is an event of its own with its own webhook-id", async () => {
+    await subscribe('topical');
+    const users = ['ann', 'ben', 'cat'];
+    const key = keyOf('topical');
+    expect((await call(key, 'PUT', '/topics/news/subscribers', { userIds: users })).status).toBe(200);
+    const sendTopic = async (extra: object) =>
+      (await call(key, 'POST', '/notify', { topic: 'news', payload: { n: 1 }, ...extra })).body.id as string;
+    const read = await sendTopic({});
+    // Its ttl passes before its delay does: every recipient is reached after it, recorded expired.
+    const expired = await sendTopic({ delayMs: 1500, ttlMs: 1000 });
+    const sent = async (id: string) =>
+      (await call(key, 'GET', `/notifications/${id}`)).body.status === 'sent';
+    await waitFor(async () => (await sent(read)) && (await sent(expired)), { what: 'both fanned out' });
+    for (const userId of users) {
+      expect(
+        (await call(key, 'POST', `/users/${userId}/notifications/read`, { ids: [read] })).body,
+      ).toMatchObject({
+        changed: 1,
+      });
+    }
+    // One notification id, three recipients, three facts: the same webhook-id for each would be one message.
+    const events = (all: Received[], type: string, id: string) =>
+      all.filter((r) => r.status === 204 && r.payload.type === type && r.payload.data.notificationId === id);
+    for (const [type, id] of [
+      ['notification.read', read],
+      ['notification.expired', expired],
+    ] as const) {
+      const requests = await waitFor(
+        async () => {
+          const found = events((await received('topical')).requests, type, id);
+          return found.length >= users.length ? found : undefined;
+        },
+        { what: `each recipient's ${type} event` },
+      );
+      expect(requests.map((r) => r.payload.data.userId).sort(), type).toEqual(users);
+      expect(new Set(requests.map((r) => r.id)).size, type).toBe(users.length);
+    }
   });
 
   it('retries after 500s with the same webhook-id, each attempt signed anew, and then delivers', async () => {
@@ -360,5 +399,10 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect((await herald(['webhooks', 'show', 'globex'], env)).code).toBe(0);
     expect((await herald(['webhooks', 'delete', 'globex'], env)).code).toBe(0);
     expect((await herald(['webhooks', 'show', 'globex'], env)).code).toBe(1);
+    // `herald webhooks set … | head -1`: the reader leaves after the first line. The command still
+    // finishes, quietly (no EPIPE crash, exit 0), and the webhook is set.
+    const piped = await herald(['webhooks', 'set', 'globex', url], env, { firstLineOnly: true });
+    expect(piped, piped.out).toMatchObject({ code: 0, err: '' });
+    expect((await call(keyOf('globex'), 'GET', '/webhook')).body).toMatchObject({ tenantId: 'globex', url });
   });
 });

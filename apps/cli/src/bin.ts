@@ -23,8 +23,18 @@ const USAGE = `usage: herald <area> <command> [options]   (herald <area> help fo
   webhooks set|show|list|rotate|resume|delete   tenants' delivery webhooks
 Reads REDIS_URL (or HERALD_REDIS_CLUSTER_NODES) and the HERALD_* settings like the apps.`;
 
+// A reader that leaves early (`herald webhooks set … | head -1`) closes the pipe: what is left to print
+// goes nowhere, and the command still finishes what it does (a secret created is stored) and exits as it
+// would have, instead of crashing on EPIPE half-way.
+let stdoutClosed = false;
+process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EPIPE') throw error;
+  stdoutClosed = true;
+});
 const io: CliIo = {
-  out: (line) => process.stdout.write(`${line}\n`),
+  out: (line) => {
+    if (!stdoutClosed) process.stdout.write(`${line}\n`);
+  },
   err: (line) => process.stderr.write(`${line}\n`),
 };
 const [area, ...args] = process.argv.slice(2);

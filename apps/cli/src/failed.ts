@@ -1,4 +1,10 @@
-import { earlierLayouts, isOutOfMemory, queuePartitions, withoutPassword } from '@herald/config';
+import {
+  earlierLayouts,
+  isOutOfMemory,
+  QUEUE_OPTIONS,
+  queuePartitions,
+  withoutPassword,
+} from '@herald/config';
 import { failedJobs, retryFailed } from '@herald/gateway/operator';
 import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
@@ -56,7 +62,7 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
   const earlier = await earlierLayouts(redis, config.queue).catch(() => []);
   const refs = [...queuePartitions(config.queue), ...earlier.flatMap((layout) => layout.leftovers)];
   const queues = refs.map(({ name, prefix }) => {
-    const queue = new Queue<NotificationJob>(name, { prefix, connection: redis });
+    const queue = new Queue<NotificationJob>(name, { ...QUEUE_OPTIONS, prefix, connection: redis });
     queue.on('error', () => {});
     return queue;
   });

@@ -22,6 +22,11 @@ export function redisTarget(config: {
   return { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
 }
 
+/** Why a Cluster connection ended before it was ready: the Cluster answers, but is down. */
+const CLUSTER_DOWN = new Error(
+  'it answers but does not serve every slot (CLUSTER INFO: cluster_state is not ok: is a master down?).',
+);
+
 /**
  * Connects to Redis (or the Redis Cluster) for a CLI command, or says why it cannot (and returns
  * undefined: exit code 1). Fails fast: no endless reconnecting to a Redis that is not there. The caller
@@ -36,14 +41,35 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
   );
   redis.on('error', () => {});
   try {
-    await redis.connect();
+    await new Promise<void>((resolve, reject) => {
+      redis.connect().then(resolve, reject);
+      // A Cluster that answers but does not serve every slot (a master down) fails ioredis's ready check
+      // after the slot table was read: the connection ends and `connect()` never settles (the CLI
+      // exited 13, unsettled top-level await, without a word). Unreachable nodes end it too, before any
+      // slot table, and `connect()` says why then.
+      if (target.clusterNodes) {
+        let answered = false;
+        redis.once('refresh', () => {
+          answered = true;
+        });
+        redis.once('end', () =>
+          answered
+            ? reject(CLUSTER_DOWN)
+            : setImmediate(() => reject(new Error('None of startup nodes is available'))),
+        );
+      }
+    });
     return redis;
   } catch (error) {
     const where = target.clusterNodes
       ? `the Redis Cluster at ${target.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
       : `Redis at ${withoutPassword(target.url)}`;
     const set = target.clusterNodes ? 'HERALD_REDIS_CLUSTER_NODES' : 'REDIS_URL';
-    io.err(`Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`);
+    io.err(
+      error === CLUSTER_DOWN
+        ? `Cannot use ${where}: ${CLUSTER_DOWN.message} Nothing was done: run it again once the Cluster is whole.`
+        : `Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`,
+    );
     redis.disconnect();
     return undefined;
   }

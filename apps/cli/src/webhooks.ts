@@ -110,12 +110,6 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
         return 0;
       }
       case 'resume': {
-        const result = await store.resume(tenant);
-        if (result.outcome === 'missing') return none();
-        if (result.outcome === 'not-parked') {
-          io.err(`the webhook of ${tenant} is not parked: nothing to resume`);
-          return 1;
-        }
         const producer = new WebhookEvents(store, {
           queueName: config.queue.name,
           prefix: config.queue.prefix,
@@ -123,7 +117,13 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
           connection: redis,
         });
         try {
-          io.out(`resumed ${tenant}: ${await producer.resend(result.held)} held message(s) queued again`);
+          const result = await store.resume(tenant, (held) => producer.resend(held));
+          if (result.outcome === 'missing') return none();
+          if (result.outcome === 'not-parked') {
+            io.err(`the webhook of ${tenant} is not parked: nothing to resume`);
+            return 1;
+          }
+          io.out(`resumed ${tenant}: ${result.resent} held message(s) queued again`);
         } finally {
           await producer.close();
         }

@@ -7,8 +7,8 @@ import { failure, inboxStatus, readJob, type TenantStatus } from './status.js';
  * Where topic send or broadcast `id` of `tenantId` is; undefined when it is none of that tenant's. Its
  * record (counts, cursor, audience) is the record of truth once the worker has started it; the BullMQ
  * job tells the rest (waiting, delayed for the sender's tokens, failed). With `userId`: that recipient's
- * own status (`delivered` once one of their clients acked it); undefined when the fan-out is `sent` and
- * they were not one of its recipients.
+ * own status (`delivered` once one of their clients acked it); undefined when they were not one of its
+ * recipients (`sent`), or are not in its audience (not reached yet).
  */
 export async function fanoutStatusOf(
   queue: Queue<FanoutJob>,
@@ -33,6 +33,9 @@ export async function fanoutStatusOf(
     const inbox = inboxRoot.tenant(tenantId);
     const stored = await inbox.status(userId, id);
     if (!stored && record?.state === 'sent') return undefined;
+    // Not reached yet: queued only for a user of its audience (one who joins before their page is
+    // reached gets it too); anyone else, a typo among them, would wait for ever.
+    if (!stored && !(await topics.includes(audience, userId))) return undefined;
     const own = { ...base, userId };
     return (stored && (await inboxStatus(inbox, own, stored))) ?? { ...own, status: 'queued' };
   }

@@ -54,6 +54,47 @@ describe('the admin API across gateway processes', () => {
   });
 });
 
+describe('the admin API across gateways whose clocks disagree', () => {
+  const gateways: AppProcess[] = [];
+
+  beforeAll(async () => {
+    const env = testEnv({ HERALD_ADMIN_KEY: ADMIN_KEY });
+    gateways.push(
+      ...(await Promise.all([
+        startApp({ name: 'gateway-on-time', entry, env }),
+        // 150 s behind (`faketime`): its seconds were written 150 s in the past, outside the last
+        // minute the others read, and expired before anyone read them.
+        startApp({
+          name: 'gateway-behind',
+          entry,
+          env,
+          command: 'faketime',
+          args: ['-f', '-150s', process.execPath, entry],
+        }),
+      ])),
+    );
+  });
+  afterAll(async () => {
+    await Promise.all(gateways.map((gateway) => gateway.stop()));
+  });
+
+  it('a gateway 150 s behind: its decisions count in the other’s snapshot, on Redis’s clock', async () => {
+    const [onTime, behind] = gateways as [AppProcess, AppProcess];
+    const user = randomId('skewed');
+    for (let n = 0; n < 3; n++) expect(await post(behind, user)).toBe(202);
+    const snapshot = await waitFor(
+      async () => {
+        const current = await read(onTime);
+        return sum(current.traffic.allowed) === 3 ? current : undefined;
+      },
+      { timeoutMs: 5000, what: 'the gateway behind’s decisions in the snapshot' },
+    );
+    expect(snapshot.hotUsers.map(({ userId, decisions }) => ({ userId, decisions }))).toEqual([
+      { userId: user, decisions: 3 },
+    ]);
+  });
+});
+
 const sum = (values: readonly number[]) => values.reduce((total, value) => total + value, 0);
 
 async function read(gateway: AppProcess): Promise<AdminSnapshot> {

@@ -83,6 +83,24 @@ describe('POST /notify/batch', () => {
     expect(await everyPartition(app).count()).toBe(2);
   });
 
+  it('a topic send or broadcast item is rejected alone, told to go to POST /notify, not that userId is missing', async () => {
+    app = await buildTestApp();
+    const response = await batch(app, [
+      { userId: 'ok', payload: {} },
+      { topic: 'orders', payload: {} },
+      { broadcast: true, payload: {} },
+    ]);
+    const body = response.json<BatchReply & { results: { error?: string }[] }>();
+    expect(body).toMatchObject({ accepted: 1, rejected: 2 });
+    for (const index of [1, 2]) {
+      expect(body.results[index]).toMatchObject({
+        code: 'HERALD_ERR_VALIDATION',
+        details: [{ field: `body.notifications.${index}.userId` }],
+      });
+      expect(body.results[index]?.error).toMatch(/POST \/notify/);
+    }
+  });
+
   it('rejects an item with priority 2097152 alone (naming its priority) and sends the others, 2097151 included', async () => {
     app = await buildTestApp();
     const response = await batch(app, [

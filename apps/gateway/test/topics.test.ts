@@ -64,6 +64,21 @@ describe('topic subscribers', () => {
     expect(alone.json()).toMatchObject({ changed: 1, subscribers: 1 });
   });
 
+  it('a topic name or user id with / goes percent-encoded; sent bare, the 404 says so', async () => {
+    const topic = `${randomId('shop')}/orders`;
+    const encoded = await put(encodeURIComponent(topic), ['a/b']);
+    expect(encoded.json()).toMatchObject({ topic, changed: 1, subscribers: 1 });
+    for (const url of [
+      `/topics/${topic}/subscribers`,
+      `/topics/x/subscribers/a/b`,
+      '/users/a/b/preferences',
+    ]) {
+      const bare = await app.inject({ method: 'GET', url, headers: auth });
+      expect(bare.statusCode, url).toBe(404);
+      expect(bare.json().error, url).toMatch(/%2F/);
+    }
+  });
+
   it('lists subscribers in pages by cursor, each once, in user id order', async () => {
     const topic = randomId('topic');
     const userIds = Array.from({ length: 25 }, (_, i) => `user-${String(i).padStart(2, '0')}`);
@@ -192,6 +207,33 @@ describe('POST /notify to a topic or to everyone', () => {
     expect(
       jobs.filter((job) => 'topic' in job.data.audience && job.data.audience.topic === topic),
     ).toHaveLength(1);
+  });
+
+  it('DELETE of a topic send not yet begun is a 409 that says why, not that it is too late', async () => {
+    const id = (await notify({ topic: randomId('topic'), payload: {}, delayMs: 60_000 })).json<{
+      id: string;
+    }>().id;
+    const refused = await app.inject({ method: 'DELETE', url: `/notifications/${id}`, headers: auth });
+    expect(refused.statusCode).toBe(409);
+    expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_NOT_CANCELLABLE', state: 'queued' });
+    // "queued: it can no longer be cancelled" read as if a single send's window had passed.
+    expect(refused.json().error).toMatch(/topic send or broadcast/);
+    expect(refused.json().error).not.toMatch(/no longer/);
+  });
+
+  it('?userId= of a topic send not yet fanned out: queued for a subscriber, 404 for a user not in its audience', async () => {
+    const topic = randomId('topic');
+    const [ann, typo] = [randomId('ann'), randomId('annn')];
+    await put(topic, [ann]);
+    const id = (await notify({ topic, payload: {}, delayMs: 60_000 })).json<{ id: string }>().id;
+    expect((await statusOf(id, auth, `?userId=${ann}`)).json()).toMatchObject({
+      status: 'queued',
+      userId: ann,
+    });
+    // Answered `queued` before: as if it would reach them, until the fan-out ended and it became a 404.
+    const stranger = await statusOf(id, auth, `?userId=${typo}`);
+    expect(stranger.statusCode).toBe(404);
+    expect(stranger.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
   });
 
   it("another tenant's key cannot read a topic send's status", async () => {

@@ -41,6 +41,34 @@ describe('validation: every problem is a 4xx naming the field', () => {
     expect(json.error).toContain(field);
   });
 
+  it('a number beyond ±(2^53 - 1): outside the payload a 400 naming its field, never advising a string (delayMs as a string is refused too); in the payload, the advice to send it as a string', async () => {
+    for (const [raw, field] of [
+      ['{"userId":"a","payload":{},"delayMs":1e20}', 'body.delayMs'],
+      ['{"userId":"a","payload":{},"priority":-1e400}', 'body.priority'],
+    ] as const) {
+      const response = await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { ...auth, 'content-type': 'application/json' },
+        payload: raw,
+      });
+      expect(response.statusCode, raw).toBe(400);
+      const json = response.json<{ error: string; details: { field: string; message: string }[] }>();
+      expect(json.details[0]?.field, raw).toBe(field);
+      expect(json.error, raw).not.toMatch(/string/);
+    }
+    const inPayload = await app.inject({
+      method: 'POST',
+      url: '/notify',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: '{"userId":"a","payload":{"orderId":12345678901234567890}}',
+    });
+    expect(inPayload.statusCode).toBe(400);
+    expect(inPayload.json()).toMatchObject({
+      details: [{ field: 'body.payload.orderId', message: expect.stringContaining('send them as strings') }],
+    });
+  });
+
   it("names the largest priority in its 400, and takes that one (2097151, BullMQ's largest) with 202, stored", async () => {
     const above = await post({ userId: 'a', payload: {}, priority: 2_097_152 });
     expect(above.json<{ error: string }>().error).toContain('2097151');

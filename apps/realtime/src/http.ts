@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { credentialsRefused } from '@herald/config';
 import { operationsHandler } from '@herald/config/operations';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
@@ -72,7 +73,12 @@ export function httpHandler(options: {
         rssBytes: memory.rss,
       };
     },
-    ready: () => Promise.all([...options.redis.map((client) => client.ping()), options.writable?.()]),
+    ready: () => {
+      // Redis refusing REDIS_URL's password: said as such, not as a ping that does not answer.
+      const refused = options.redis.map(credentialsRefused).find((error) => error !== undefined);
+      if (refused) return Promise.reject(refused);
+      return Promise.all([...options.redis.map((client) => client.ping()), options.writable?.()]);
+    },
     ...(options.mismatches ? { mismatches: options.mismatches } : {}),
     metrics: async () => ({
       contentType: options.metrics.registry.contentType,

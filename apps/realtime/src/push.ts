@@ -1,4 +1,4 @@
-import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
+import { createRedis, QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { AckResult, Inbox } from '@herald/inbox';
 import {
   type ClientToServerEvents,
@@ -59,6 +59,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
       : undefined;
   const queue = push.enabled
     ? new Queue<EscalationJob>(escalationQueueName(config.queue.name), {
+        ...QUEUE_OPTIONS,
         prefix: config.queue.prefix,
         connection: cluster ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
       })

@@ -1,5 +1,5 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { checkWritable, createRedis, DeploymentFingerprint, listenFailure } from '@herald/config';
+import { checkWritable, createRedis, DeploymentFingerprint, listenFailure, RedisClock } from '@herald/config';
 import { Inbox, InboxError, isOffset, Preferences, type ReadSelection, Topics } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
@@ -57,6 +57,23 @@ export interface RealtimeServer {
 const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
+ * Longest a handshake waits for Redis's answer to its revocation check, ms; then it is refused
+ * `HERALD_ERR_UNAVAILABLE` ("retry shortly"). The connection queues commands while Redis is away: during
+ * an outage (a Cluster whose master is down answers nothing until it is back) a handshake hung until
+ * Socket.IO's own 20 s connect timeout, with no code the client could tell the user.
+ */
+const HANDSHAKE_REDIS_MS = 2000;
+
+/** What `promise` answers within `ms`, or undefined when it fails or takes longer. */
+function answerWithin<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  return Promise.race([promise.catch(() => undefined), late]).finally(() => clearTimeout(timer));
+}
+
+/**
  * Builds the Socket.IO server (it listens on `listen()`): verifies the user token in the handshake,
  * subscribes to each connected user's live channel (`@herald/live`), replays the user's inbox after the
  * client's `lastOffset` and then delivers live notifications (from every worker) exactly once, in order;
@@ -67,18 +84,24 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   // Auto-pipelined: the acks, reads and replays of many sockets in one turn go in one write.
   const pub = createRedis(target, 'plain', { enableAutoPipelining: true });
   // Sharded pub/sub on Redis Cluster: each channel is served by its slot's node, which ioredis's
-  // `shardedSubscribers` follows (one subscriber connection per shard).
+  // `shardedSubscribers` follows (one subscriber connection per shard). It follows a failover or a slot
+  // migration only when it reads the slot table again, and a subscriber sends nothing that would meet a
+  // MOVED: without a periodic read (ioredis has none by default) a planned failover (CLUSTER FAILOVER),
+  // whose old master drops its slots' channels, left the users of those slots shown nothing live until
+  // they reconnected. One CLUSTER SLOTS a second per instance.
   const sub =
     config.redisClusterNodes && config.pubsubMode === 'sharded'
-      ? createRedis(target, 'plain', {}, { shardedSubscribers: true })
+      ? createRedis(target, 'plain', {}, { shardedSubscribers: true, slotsRefreshInterval: 1000 })
       : createRedis(target, 'plain');
   pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
   sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
+  // Tokens are judged by Redis's clock, which the gateway mints them by (this machine's may be off).
+  const clock = new RedisClock(pub);
   const inbox = new Inbox(pub, config.inbox);
   const preferences = new Preferences(pub, { prefix: inbox.prefix });
   const topics = new Topics(pub, { prefix: inbox.prefix });
   // First acks and reads are reported to the tenant's delivery webhook (if it has one), not awaited.
-  const webhooks = realtimeWebhookEvents(config, pub, log);
+  const webhooks = realtimeWebhookEvents(config, pub, log, () => clock.now());
   const push = realtimePush(config, pub, log);
   const deliveries = new Map<string, Delivery>();
   const slots = new ConnectionSlots(config.maxConnectionsPerUser);
@@ -93,7 +116,13 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     settings: config.deployment.settings,
   });
   fingerprint.start();
-  const stats = new RealtimeStats(pub, config, () => io.engine.clientsCount, log);
+  const stats = new RealtimeStats(
+    pub,
+    config,
+    () => io.engine.clientsCount,
+    log,
+    () => clock.now(),
+  );
   const http = createServer(
     httpHandler({
       instanceId: config.instanceId,
@@ -159,10 +188,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       );
       return;
     }
-    verifyUserToken(token, config.jwtSecret)
+    verifyUserToken(token, config.jwtSecret, new Date(clock.now()))
       .then(async (claims) => {
-        // A token minted by a key that was revoked since is refused (fail closed when Redis cannot say).
-        const revoked = await pub.sismember(revokedKeys, claims.keyId).catch(() => undefined);
+        // A token minted by a key that was revoked since is refused (fail closed when Redis cannot say,
+        // or takes longer than HANDSHAKE_REDIS_MS to say).
+        const revoked = await answerWithin(pub.sismember(revokedKeys, claims.keyId), HANDSHAKE_REDIS_MS);
         return { claims, revoked };
       })
       .then(
@@ -328,7 +358,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   function scheduleExpiry(socket: HeraldSocket): { timer: NodeJS.Timeout } {
     const holder = { timer: undefined as unknown as NodeJS.Timeout };
     const arm = () => {
-      const left = socket.data.expiresAtMs - Date.now();
+      const left = socket.data.expiresAtMs - clock.now();
       if (left > MAX_TIMER_MS) {
         holder.timer = setTimeout(arm, MAX_TIMER_MS);
         return;
@@ -357,6 +387,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     io,
     http,
     async listen() {
+      await clock.sync();
+      clock.start();
       await new Promise<void>((resolve, reject) => {
         http.once('error', (error) => reject(listenFailure(error, config)));
         http.listen(config.port, config.host, () => resolve());
@@ -367,6 +399,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     },
     async close() {
       clearInterval(revocationTimer);
+      clock.stop();
       await Promise.all([fingerprint.stop(), stats.stop()]);
       // Tell every client to reconnect (the load balancer sends it to another instance), then close.
       for (const socket of io.of('/').sockets.values()) {

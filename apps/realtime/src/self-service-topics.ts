@@ -23,11 +23,21 @@ export function listenToTopics(
   const change =
     (subscribe: boolean) =>
     async (body: unknown): Promise<TopicsReply> => {
-      const topic = (body as { topic?: unknown } | undefined)?.topic;
+      const action = subscribe ? 'subscribe' : 'unsubscribe';
+      const allows = `the token allows ${allowed.length === 0 ? 'none' : allowed.join(', ')}`;
+      const topic = isObject(body) ? body.topic : undefined;
+      if (topic === undefined) {
+        // `emit('subscribe', 'news')` or `{ name: 'news' }`: told what was sent, not that "undefined" is not allowed.
+        const sent = body === undefined ? 'nothing' : JSON.stringify(body).slice(0, 80);
+        throw new CommandError(
+          ErrorCode.TOPIC_NOT_ALLOWED,
+          `${action} takes { topic }, not ${sent} (${allows}).`,
+        );
+      }
       if (typeof topic !== 'string' || !allowed.includes(topic)) {
         throw new CommandError(
           ErrorCode.TOPIC_NOT_ALLOWED,
-          `This token does not let the user ${subscribe ? 'subscribe to' : 'unsubscribe from'} ${JSON.stringify(topic)} (it allows ${allowed.length === 0 ? 'none' : allowed.join(', ')}): the backend sets them in POST /tokens \`topics\`.`,
+          `This token does not let the user ${subscribe ? 'subscribe to' : 'unsubscribe from'} ${JSON.stringify(topic).slice(0, 80)} (${allows}): the backend sets them in POST /tokens \`topics\`.`,
         );
       }
       await (subscribe ? topics.subscribe(topic, [userId]) : topics.unsubscribe(topic, [userId]));
@@ -36,4 +46,8 @@ export function listenToTopics(
   socket.on(SocketEvent.TOPICS, (...args: unknown[]) => answerCommand(args, list, log));
   socket.on(SocketEvent.SUBSCRIBE, (...args: unknown[]) => answerCommand(args, change(true), log));
   socket.on(SocketEvent.UNSUBSCRIBE, (...args: unknown[]) => answerCommand(args, change(false), log));
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }

@@ -36,6 +36,8 @@ export class RealtimeStats {
   readonly #instanceId: string;
   readonly #connections: () => number;
   readonly #log: Logger;
+  /** Redis's clock: the seconds written (the same keys as every other instance's) and latencies. */
+  readonly #now: () => number;
   readonly #pending = new Map<string, number>();
   #counts = new Map<string, number>();
   #ticker: { stop(): void } | undefined;
@@ -46,7 +48,9 @@ export class RealtimeStats {
     config: Pick<RealtimeConfig, 'keyPrefix' | 'deployment' | 'instanceId'>,
     connections: () => number,
     log: Logger,
+    now: () => number,
   ) {
+    this.#now = now;
     this.#redis = redis;
     this.#keys = statsKeys(config.keyPrefix, config.deployment.name);
     this.#instanceId = config.instanceId;
@@ -56,8 +60,8 @@ export class RealtimeStats {
 
   /** Writes now and then once per second. */
   start(): void {
-    this.#ticker ??= everySecond((second) => this.#flush(second));
-    this.#flush(Math.floor(Date.now() / 1000));
+    this.#ticker ??= everySecond((second) => this.#flush(second), 50, this.#now);
+    this.#flush(Math.floor(this.#now() / 1000));
   }
 
   /** Writes what is counted and leaves the dashboard (on shutdown). */
@@ -65,7 +69,7 @@ export class RealtimeStats {
     this.#ticker?.stop();
     this.#ticker = undefined;
     const multi = this.#redis.multi();
-    this.#queueCounts(multi, Math.floor(Date.now() / 1000));
+    this.#queueCounts(multi, Math.floor(this.#now() / 1000));
     multi.del(this.#keys.instance(this.#instanceId)).zrem(this.#keys.instances, this.#instanceId);
     await multi.exec().catch(() => {});
   }
@@ -95,7 +99,7 @@ export class RealtimeStats {
 
   /** Acks of `ids` by a client: a latency sample for each live notification not acked here yet. */
   acked(ids: readonly unknown[]): void {
-    const now = Date.now();
+    const now = this.#now();
     for (const id of ids) {
       if (typeof id !== 'string') continue;
       const createdAt = this.#pending.get(id);
@@ -129,7 +133,7 @@ export class RealtimeStats {
   }
 
   #flush(second: number): void {
-    const at = Date.now();
+    const at = this.#now();
     const multi = this.#redis.multi();
     this.#queueCounts(multi, second);
     multi

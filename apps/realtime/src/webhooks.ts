@@ -21,6 +21,7 @@ export function realtimeWebhookEvents(
   config: RealtimeConfig,
   redis: Redis | Cluster,
   log: Logger,
+  now: () => number,
 ): RealtimeWebhookEvents {
   const cluster = config.redisClusterNodes
     ? createRedis({ url: config.redisUrl, clusterNodes: config.redisClusterNodes }, 'worker')
@@ -29,6 +30,7 @@ export function realtimeWebhookEvents(
     queueName: config.queue.name,
     prefix: config.queue.prefix,
     connection: cluster ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
+    now,
   });
   const failed = (tenantId: string, type: string) => (error: unknown) =>
     log.warn({ err: error, tenantId, type }, 'webhook event not enqueued');

@@ -102,6 +102,36 @@ describe('web server', () => {
     expect(missing.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
   });
 
+  it('a method a path does not serve is a 405 with Allow, in JSON; a path with nothing to serve a 404 whatever the method', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    for (const [method, url, allow] of [
+      ['POST', '/', 'GET, HEAD'],
+      ['PUT', '/element/herald-inbox.js', 'GET, HEAD'],
+      ['DELETE', '/assets/index-3f2a.js', 'GET, HEAD'],
+      ['POST', '/healthz', 'GET, HEAD'],
+      ['PATCH', '/readyz', 'GET, HEAD'],
+      ['GET', '/dev/token', 'POST'],
+    ] as const) {
+      const answer = await app.inject({ method, url });
+      expect(answer.statusCode, `${method} ${url}`).toBe(405);
+      expect(answer.headers.allow, `${method} ${url}`).toBe(allow);
+      expect(answer.json(), `${method} ${url}`).toMatchObject({
+        code: 'HERALD_ERR_METHOD_NOT_ALLOWED',
+        error: `${method} is not allowed on ${url}: use ${allow.replace(', ', ' or ')}.`,
+      });
+    }
+    // No file there: not found, whatever the method; nor outside the pages' folder.
+    for (const [method, url] of [
+      ['POST', '/nope'],
+      ['DELETE', '/assets/missing.js'],
+      ['POST', '/%2e%2e/package.json'],
+    ] as const) {
+      const answer = await app.inject({ method, url });
+      expect(answer.statusCode, `${method} ${url}`).toBe(404);
+      expect(answer.headers.allow).toBeUndefined();
+    }
+  });
+
   it('/readyz is 503 naming the upstream that does not answer', async () => {
     const app = await build({});
     const ready = await app.inject({ url: '/readyz' });

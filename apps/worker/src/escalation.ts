@@ -1,4 +1,4 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { Inbox } from '@herald/inbox';
 import { DEFAULT_TENANT, type EscalationStatus, type NotificationJob } from '@herald/protocol';
 import {
@@ -14,6 +14,7 @@ import {
 import { type Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { holdFor, untilDueMs } from './due.js';
 import type { WorkerMetrics } from './http.js';
 
 /**
@@ -51,18 +52,30 @@ export async function startEscalations(options: {
   log: Logger;
   /** `herald_worker_escalations_total{outcome}` and `herald_worker_pushes_total{outcome}`. */
   metrics: Pick<WorkerMetrics, 'escalations' | 'pushes'>;
+  /**
+   * Redis's clock: the job's `timestamp` and the `dueAt` recorded, and when a job is due (a job handed
+   * over early by this machine's clock, or another worker's, goes back for the rest).
+   */
+  now: () => number;
 }): Promise<Escalations> {
   const { redis, inbox, push, log, metrics } = options;
   const records = new EscalationRecords(redis);
   const store = new PushSubscriptions(redis, inbox.prefix);
   const name = escalationQueueName(options.queue.name);
   const connection = options.cluster ?? { url: options.redisUrl, ...REDIS_ROLE_OPTIONS.worker };
-  const queue = new Queue<EscalationJob>(name, { prefix: options.queue.prefix, connection });
+  const queue = new Queue<EscalationJob>(name, {
+    ...QUEUE_OPTIONS,
+    prefix: options.queue.prefix,
+    connection,
+  });
   queue.on('error', (error) => log.warn({ err: error }, 'escalation queue error'));
   const markerOf = (data: Pick<EscalationJob, 'tenantId' | 'userId' | 'id'>) =>
     inbox.tenant(data.tenantId).keys(data.userId).marker(data.id);
 
-  async function fire(job: Job<EscalationJob>): Promise<EscalationStatus> {
+  async function fire(job: Job<EscalationJob>, token?: string): Promise<EscalationStatus> {
+    // A retry's backoff is BullMQ's own; only the first run waits for the due time.
+    if (job.attemptsMade === 0)
+      await holdFor(job, token, untilDueMs(job.timestamp + (job.opts.delay ?? 0), options.now()));
     const marker = markerOf(job.data);
     const facts = await records.facts(marker);
     const now = () => new Date().toISOString();
@@ -156,10 +169,12 @@ export async function startEscalations(options: {
           ...(job.type !== undefined ? { type: job.type } : {}),
         }),
       };
-      await records.scheduled(markerOf(data), Date.now() + job.escalateAfterMs);
+      const at = options.now();
+      await records.scheduled(markerOf(data), at + job.escalateAfterMs);
       // jobId = notification id: a notification job that runs again adds nothing (BullMQ ignores it).
       await queue.add(ESCALATE_JOB_NAME, data, {
         jobId: job.id,
+        timestamp: at,
         delay: job.escalateAfterMs,
         attempts: ESCALATE_ATTEMPTS,
         backoff: { type: 'exponential', delay: ESCALATE_BACKOFF_MS, jitter: 0.5 },

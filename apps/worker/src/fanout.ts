@@ -5,6 +5,7 @@ import { DEFAULT_TENANT, type FanoutCharge, type FanoutJob } from '@herald/proto
 import { RateLimiter } from '@herald/rate-limiter';
 import { DelayedError } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
+import { holdIfEarly } from './due.js';
 import { appendOptionsOf, type Durability, storeAndPush } from './store.js';
 
 /**
@@ -41,6 +42,17 @@ export interface FanoutContext {
   chunkSize: number;
   /** `HERALD_REDIS_WAIT_REPLICAS`: each append waits for the replicas before its push, as single sends do. */
   durable?: Durability | undefined;
+  /**
+   * Redis's clock, which a `delayMs` is due by (see `holdIfEarly`) and `sentAt` is stamped with; absent:
+   * BullMQ's word is taken, and this machine's clock.
+   */
+  now?: () => number;
+  /**
+   * Reports the recipients of one chunk that its `ttlMs` had passed for (`notification.expired`, one per
+   * recipient, for a tenant whose webhook takes it). Awaited before the checkpoint: a failure fails the
+   * attempt, and the chunk done again reports them again under the same webhook-ids.
+   */
+  expired?: (tenantId: string, notificationId: string, userIds: readonly string[]) => Promise<unknown>;
 }
 
 /**
@@ -100,6 +112,8 @@ export async function fanOut(
   signal?: AbortSignal,
 ): Promise<FanoutResult> {
   const data = job.data;
+  // Handed over early by this machine's clock: back to the delayed set for the rest of its delay.
+  if (context.now !== undefined) await holdIfEarly(job, token, context.now());
   const tenantId = data.tenantId ?? DEFAULT_TENANT;
   const inbox = context.inbox.tenant(tenantId);
   const topics = context.topics.tenant(tenantId);
@@ -155,16 +169,24 @@ export async function fanOut(
       // backs off by itself when Redis is slow (busy with others). Single sends find Redis free between.
       await sleep(performance.now() - batchStarted);
     }
-    for (const result of results) {
-      if (result.outcome === 'expired') counts.expired += 1;
-      else if (result.outcome === 'deduplicated') counts.deduplicated += 1;
+    const expired: string[] = [];
+    for (const [index, result] of results.entries()) {
+      if (result.outcome === 'expired') {
+        counts.expired += 1;
+        expired.push(page.userIds[index] ?? '');
+      } else if (result.outcome === 'deduplicated') counts.deduplicated += 1;
       else if (result.outcome === 'muted') counts.muted += 1;
       else counts.reached += 1;
     }
+    if (expired.length > 0) await context.expired?.(tenantId, data.id, expired);
     cursor = page.userIds.at(-1) ?? cursor;
     done = page.nextAfter === null;
     if (done) counts.total = counts.reached + counts.expired + counts.deduplicated + counts.muted;
-    await topics.checkpoint(data.id, { ...counts, cursor }, done ? { atMs: Date.now() } : undefined);
+    await topics.checkpoint(
+      data.id,
+      { ...counts, cursor },
+      done ? { atMs: context.now?.() ?? Date.now() } : undefined,
+    );
   }
   return { outcome: 'sent', ...counts };
 }

@@ -1,4 +1,10 @@
-import { earlierLayouts, layoutRegistryKey, type QueueRef, type QueueSettings } from '@herald/config';
+import {
+  earlierLayouts,
+  layoutRegistryKey,
+  QUEUE_OPTIONS,
+  type QueueRef,
+  type QueueSettings,
+} from '@herald/config';
 import { type ConnectionOptions, type Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -27,7 +33,7 @@ export interface LeftoversOptions {
    * Processes a job of partition `ref` (whose queue is `queue`, on `redis`) as the worker processes its
    * own partitions' jobs.
    */
-  process: (job: Job, ref: QueueRef, queue: Queue) => Promise<unknown>;
+  process: (job: Job, ref: QueueRef, queue: Queue, token: string | undefined) => Promise<unknown>;
   /** The worker's `failed` handler. */
   onFailed: (job: Job | undefined, error: Error) => void;
   log: Logger;
@@ -132,7 +138,7 @@ export class Leftovers {
   #probe(key: string, ref: QueueRef): Queue {
     let probe = this.#probes.get(key);
     if (probe === undefined) {
-      probe = new Queue(ref.name, { prefix: ref.prefix, connection: this.#options.redis });
+      probe = new Queue(ref.name, { ...QUEUE_OPTIONS, prefix: ref.prefix, connection: this.#options.redis });
       probe.on('error', (error) => this.#options.log.warn({ err: error, prefix: ref.prefix }, 'queue error'));
       this.#probes.set(key, probe);
     }
@@ -141,7 +147,7 @@ export class Leftovers {
 
   #drain(ref: QueueRef, queue: Queue): Drain {
     const options = this.#options;
-    const worker = new Worker(ref.name, (job) => options.process(job, ref, queue), {
+    const worker = new Worker(ref.name, (job, token) => options.process(job, ref, queue, token), {
       prefix: ref.prefix,
       concurrency: options.concurrency,
       lockDuration: options.lockMs,

@@ -1,4 +1,4 @@
-import { createRedis, DeploymentFingerprint, loggerOptions } from '@herald/config';
+import { createRedis, credentialsRefused, DeploymentFingerprint, loggerOptions } from '@herald/config';
 import { configOrExit, onShutdown } from '@herald/config/serve';
 import { pino } from 'pino';
 import { loadConfig } from './config.js';
@@ -40,7 +40,12 @@ http = await startHttp({
   port: config.port,
   host: config.host,
   instanceId: config.instanceId,
-  ready: () => running?.ready() ?? Promise.reject(new Error('still connecting to Redis')),
+  // Redis refusing REDIS_URL's password (every connection has the same): said as such.
+  ready: () => {
+    const refused = credentialsRefused(fingerprintRedis);
+    if (refused) return Promise.reject(refused);
+    return running?.ready() ?? Promise.reject(new Error('still connecting to Redis'));
+  },
   metrics: () => running?.metrics,
   mismatches: () => fingerprint.mismatches(),
 });

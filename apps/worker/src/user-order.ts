@@ -4,6 +4,22 @@ export type SendOrder = readonly [createdAtMs: number, seq: number];
 interface Pending {
   order: SendOrder;
   start: () => void;
+  fail: (error: unknown) => void;
+}
+
+/**
+ * A task that never ran: the task of its key before it failed with an error that holds the lane (see
+ * {@link UserOrder}), and this one, later in send order, must not be stored before that one is.
+ */
+export class LaneHeldError extends Error {
+  readonly code = 'HERALD_LANE_HELD';
+  constructor(cause: unknown) {
+    super(
+      'Not run: an earlier notification of the same recipient failed to be stored; this one is retried after it, so as not to overtake it.',
+      { cause },
+    );
+    this.name = 'LaneHeldError';
+  }
 }
 
 interface Lane {
@@ -23,6 +39,10 @@ const before = (a: SendOrder, b: SendOrder) => a[0] - b[0] || a[1] - b[1];
  * when the one before has settled. Sends of one gateway process keep their order; sends in the same
  * millisecond through two gateways have none to keep.
  *
+ * A task that fails with an error `holds` says holds its lane (a store that failed for a moment and was
+ * given up, to be retried by BullMQ): the tasks of its key waiting then fail too, with
+ * {@link LaneHeldError}, rather than run now and be stored before it.
+ *
  * @example
  * ```ts
  * const order = new UserOrder();
@@ -34,6 +54,11 @@ const before = (a: SendOrder, b: SendOrder) => a[0] - b[0] || a[1] - b[1];
  */
 export class UserOrder {
   readonly #lanes = new Map<string, Lane>();
+  readonly #holds: (error: unknown) => boolean;
+
+  constructor(options: { holds?: (error: unknown) => boolean } = {}) {
+    this.#holds = options.holds ?? (() => false);
+  }
 
   /** Runs `task` once every task of `key` given before it in send order (and still waiting) has settled. */
   run<T>(key: string, order: SendOrder, task: () => Promise<T>): Promise<T> {
@@ -46,9 +71,15 @@ export class UserOrder {
       const own = lane;
       own.pending.push({
         order,
+        fail: reject,
         start: () => {
           task()
-            .then(resolve, reject)
+            .then(resolve, (error: unknown) => {
+              if (this.#holds(error)) {
+                for (const waiting of own.pending.splice(0)) waiting.fail(new LaneHeldError(error));
+              }
+              reject(error);
+            })
             .finally(() => {
               own.running = false;
               this.#next(key, own);

@@ -37,6 +37,8 @@ export async function startWebhookWorker(options: {
   /** The Cluster connection on Redis Cluster (else one is made from `redisUrl`). */
   cluster: Redis | Cluster | undefined;
   settings: WebhookWorkerSettings;
+  /** Redis's clock: the `webhook-timestamp` of each attempt. */
+  now: () => number;
   log: Logger;
   /** `herald_worker_webhooks_total{outcome}`. */
   count: (outcome: string) => void;
@@ -56,7 +58,7 @@ export async function startWebhookWorker(options: {
       active.set(tenantId, busy + 1);
       let result: DeliveryOutcome;
       try {
-        result = await deliverWebhook(job.data, store, settings);
+        result = await deliverWebhook(job.data, store, settings, options.now);
       } finally {
         const left = (active.get(tenantId) ?? 1) - 1;
         if (left > 0) active.set(tenantId, left);
@@ -105,10 +107,13 @@ export function workerWebhookEvents(options: {
   redisUrl: string;
   /** The Cluster connection on Redis Cluster (else one is made from `redisUrl`). */
   cluster: Redis | Cluster | undefined;
+  /** Redis's clock: the events' `timestamp`. */
+  now: () => number;
 }): WebhookEvents {
   return new WebhookEvents(options.store, {
     queueName: options.queue.name,
     prefix: options.queue.prefix,
     connection: options.cluster ?? { url: options.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
+    now: options.now,
   });
 }

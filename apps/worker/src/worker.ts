@@ -2,8 +2,11 @@ import {
   checkWritable,
   createRedis,
   jobCountsOf,
+  QUEUE_OPTIONS,
   queuePartitions,
   REDIS_ROLE_OPTIONS,
+  RedisClock,
+  ReplicaWaiter,
   reconnectDelayMs,
 } from '@herald/config';
 import {
@@ -29,11 +32,13 @@ import { WebhookStore } from '@herald/webhooks';
 import { type Job, Queue, UnrecoverableError, Worker } from 'bullmq';
 import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
+import { holdIfEarly } from './due.js';
 import { startEscalations } from './escalation.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { Leftovers } from './leftovers.js';
 import { appendOptionsOf, type Durability, replicaDurability, storeAndPush } from './store.js';
+import { isTransientStoreError, retryStore } from './store-retry.js';
 import { UserOrder } from './user-order.js';
 import { startWebhookWorker, workerWebhookEvents } from './webhooks.js';
 
@@ -115,6 +120,10 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).
   const bullConnection = config.redisClusterNodes ? createRedis(target, 'worker') : undefined;
   redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
+  // Redis's clock: when a delayed job is due (see earlyByMs), the times of webhook events and requests.
+  const clock = new RedisClock(redis);
+  await clock.sync();
+  clock.start();
   const inbox = new Inbox(redis, config.inbox);
   const topics = new Topics(redis, { prefix: config.inbox.prefix });
   // Fire-and-forget: a socket that misses the live message reads it from the inbox (gap fill).
@@ -134,7 +143,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     });
   queueConnection.on('error', () => {});
   const queues = partitions.map(({ name, prefix }) => {
-    const queue = new Queue<NotificationJob>(name, { prefix, connection: queueConnection });
+    const queue = new Queue<NotificationJob>(name, { ...QUEUE_OPTIONS, prefix, connection: queueConnection });
     queue.on('error', () => {});
     return queue;
   });
@@ -146,6 +155,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     queue: config.queue,
     redisUrl: config.redisUrl,
     cluster: bullConnection,
+    now: () => clock.now(),
   };
   const webhookEvents = workerWebhookEvents(webhookTarget);
   const report = (
@@ -159,8 +169,14 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         log.warn({ err: error, notificationId: job.id, type }, 'webhook event not enqueued'),
       );
   const durable = replicaDurability(redis, config.redisWaitReplicas);
-  // Each user's notifications are stored in send order, one at a time (see UserOrder).
-  const order = new UserOrder();
+  // Readiness: with no master holding the replicas asked for, nothing stored is pushed live.
+  const replicas =
+    config.redisWaitReplicas > 0 ? new ReplicaWaiter(redis, config.redisWaitReplicas, 0) : undefined;
+  // Each user's notifications are stored in send order, one at a time (see UserOrder). A store that fails
+  // for a moment is retried in its lane (see retryStore); one given up holds the lane's waiting ones too.
+  const order = new UserOrder({ holds: isTransientStoreError });
+  // Aborted on close: a store being retried gives up at once and its job goes back to BullMQ.
+  const closing = new AbortController();
 
   const escalations = await startEscalations({
     redis,
@@ -172,16 +188,37 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     cluster: bullConnection,
     log,
     metrics,
+    now: () => clock.now(),
   });
-  /** Stores and pushes one notification (of its own job or of an envelope), in its user's send order. */
-  async function processOne(data: NotificationJob, remember = true): Promise<JobResult> {
+  /**
+   * Stores and pushes one notification (of its own job or of an envelope, `job`, which `token` locks), in
+   * its user's send order.
+   */
+  async function processOne(
+    data: NotificationJob,
+    job: Job<NotificationJob | NotificationEnvelope, JobResult>,
+    token: string | undefined,
+    remember = true,
+  ): Promise<JobResult> {
     let result: AppendResult;
     const stopTimer = metrics.duration.startTimer();
     try {
       result = await order.run(
         userKey(data.tenantId ?? DEFAULT_TENANT, data.userId),
         [Date.parse(data.createdAt) || 0, data.seq ?? 0],
-        () => processNotification(data, inbox, live, remember ? topics : undefined, durable),
+        () =>
+          retryStore(() => processNotification(data, inbox, live, remember ? topics : undefined, durable), {
+            signal: closing.signal,
+            lockMs: config.lockMs,
+            ...(token !== undefined
+              ? { extendLock: async () => (await job.extendLock(token, config.lockMs)) === 1 }
+              : {}),
+            onHold: (error) =>
+              log.warn(
+                { err: error, notificationId: data.id, userId: data.userId },
+                "store failed: retried here, the user's later notifications waiting",
+              ),
+          }),
       );
     } catch (error) {
       // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
@@ -204,7 +241,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       log.info({ notificationId: data.id }, 'notification expired before delivery');
       await report(
         data,
-        { notificationId: data.id, userId: data.userId, at: new Date().toISOString() },
+        { notificationId: data.id, userId: data.userId, at: new Date(clock.now()).toISOString() },
         'notification.expired',
       );
     }
@@ -222,6 +259,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
    */
   async function processEnvelope(
     job: Job<NotificationEnvelope, JobResult>,
+    token: string | undefined,
     { queue, envelopeIndex }: { queue: Queue<NotificationJob>; envelopeIndex: string },
   ): Promise<JobResult> {
     const items = notificationsOf(job);
@@ -235,7 +273,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       users.set(tenantId, known);
     }
     const [settled] = await Promise.all([
-      Promise.allSettled(items.map((item) => processOne(item, false))),
+      Promise.allSettled(items.map((item) => processOne(item, job, token, false))),
       Promise.all([...users].map(([tenantId, ids]) => topics.tenant(tenantId).remember([...ids]))),
     ]);
     const failed = items.filter((_item, index) => settled[index]?.status === 'rejected');
@@ -266,13 +304,16 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   }
 
   /** A job of the partition whose queue is `target.queue`: an envelope, or a notification of its own. */
-  const processJob = (
+  const processJob = async (
     job: Job<NotificationJob | NotificationEnvelope, JobResult>,
+    token: string | undefined,
     target: { queue: Queue<NotificationJob>; envelopeIndex: string },
-  ) =>
-    job.name === NOTIFY_ENVELOPE_JOB_NAME
-      ? processEnvelope(job as Job<NotificationEnvelope, JobResult>, target)
-      : processOne(job.data as NotificationJob);
+  ): Promise<JobResult> => {
+    if (job.name === NOTIFY_ENVELOPE_JOB_NAME)
+      return processEnvelope(job as Job<NotificationEnvelope, JobResult>, token, target);
+    await holdIfEarly(job as Job<NotificationJob>, token, clock.now());
+    return processOne(job.data as NotificationJob, job, token);
+  };
   const targets = partitions.map((ref, index) => ({
     queue: queues[index] as Queue<NotificationJob>,
     envelopeIndex: envelopeIndexKey(ref),
@@ -285,7 +326,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     };
     const partitionWorker = new Worker<NotificationJob | NotificationEnvelope, JobResult>(
       name,
-      (job) => processJob(job, targets[partition] ?? (targets[0] as (typeof targets)[number])),
+      (job, token) => processJob(job, token, targets[partition] ?? (targets[0] as (typeof targets)[number])),
       {
         prefix,
         concurrency: config.concurrency,
@@ -314,7 +355,8 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
           {
             notificationId: data.id,
             userId: data.userId,
-            at: new Date(job.finishedOn ?? Date.now()).toISOString(),
+            // Redis's clock, as every event's (BullMQ's finishedOn is this machine's).
+            at: new Date(clock.now()).toISOString(),
             attempts: job.attemptsMade,
             reason: error.message.slice(0, 500),
           },
@@ -344,8 +386,11 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     concurrency: config.concurrency,
     lockMs: config.lockMs,
     stalledIntervalMs: config.stalledIntervalMs,
-    process: (job, ref, queue) =>
-      processJob(job, { queue: queue as Queue<NotificationJob>, envelopeIndex: envelopeIndexKey(ref) }),
+    process: (job, ref, queue, token) =>
+      processJob(job, token, {
+        queue: queue as Queue<NotificationJob>,
+        envelopeIndex: envelopeIndexKey(ref),
+      }),
     onFailed,
     log,
     checkMs: config.leftoverCheckMs,
@@ -367,9 +412,17 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     metrics,
     // A full Redis still answers PING and reads: the probe's write says whether jobs can move.
     ready: () =>
-      Promise.all([redis.ping(), jobCountsOf(queues, 'wait'), checkWritable(queueConnection, config.queue)]),
+      Promise.all([
+        redis.ping(),
+        jobCountsOf(queues, 'wait'),
+        checkWritable(queueConnection, config.queue),
+        replicas?.available(),
+      ]),
     async close() {
-      // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones.
+      // Waits for active jobs to finish (each is a couple of Redis round trips), takes no new ones; a
+      // store being retried fails now, and its job goes back to BullMQ (retried, or stalled and taken
+      // by the next worker when Redis does not take the failure either).
+      closing.abort();
       await Promise.all([
         ...workers.map((partitionWorker) => partitionWorker.close()),
         leftovers.close(),
@@ -379,6 +432,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       await webhooks.close();
       await webhookEvents.close();
       await Promise.all(queues.map((queue) => queue.close()));
+      clock.stop();
       if (queueConnection !== bullConnection) queueConnection.disconnect();
       redis.disconnect();
       bullConnection?.disconnect();

@@ -108,3 +108,45 @@ describe('job options (the gateway uses notificationJobOptions)', () => {
     }
   });
 });
+
+describe('a store Redis refuses', () => {
+  it('for its data (WRONGTYPE): its attempt fails at once, not retried in the worker, and the user’s next one is not held back', async () => {
+    const config = loadConfig({
+      ...redisEnv(),
+      HERALD_QUEUE_NAME: randomId('queue'),
+      HERALD_INBOX_PREFIX: `${randomId('inbox')}:`,
+    });
+    const queue = new Queue<NotificationJob>(config.queue.name, {
+      prefix: config.queue.prefix,
+      connection: queueConnection(),
+    });
+    const redis = testRedis();
+    const worker = await startWorker(config, pino({ level: 'silent' }));
+    try {
+      const user = randomId('u');
+      // The user's stream is a string: every append to it is refused with WRONGTYPE.
+      await redis.set(worker.inbox.tenant('default').keys(user).stream, 'not a stream');
+      const refused = job(user);
+      const next = job(user);
+      const retry = { attempts: 2, backoffMs: 60_000, jitter: 0 };
+      await queue.add(NOTIFY_JOB_NAME, refused, notificationJobOptions(refused, retry));
+      await queue.add(NOTIFY_JOB_NAME, next, notificationJobOptions(next, retry));
+      // A store retried in the worker would hold the lane for up to 30 s.
+      await waitFor(async () => (await queue.getJob(refused.id))?.attemptsMade === 1, {
+        timeoutMs: 5_000,
+        what: 'the refused attempt failed',
+      });
+      expect((await queue.getJob(refused.id))?.failedReason).toMatch(/WRONGTYPE/);
+      // The next one was not held back behind it: it ran, and was refused too.
+      await waitFor(async () => (await queue.getJob(next.id))?.attemptsMade === 1, {
+        timeoutMs: 5_000,
+        what: 'the next one tried',
+      });
+    } finally {
+      await worker.close();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      redis.disconnect();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { UserOrder } from '../src/user-order.js';
+import { LaneHeldError, UserOrder } from '../src/user-order.js';
 
 describe('UserOrder', () => {
   it('runs one key’s tasks one at a time in send order, whatever order they came in within a turn', async () => {
@@ -47,6 +47,34 @@ describe('UserOrder', () => {
     expect(await bob).toBe('bob');
     await expect(order.run('dave', [1, 0], () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect(await order.run('dave', [2, 0], async () => 'after')).toBe('after');
+    await waitFor(() => order.size === 0, { what: 'every lane closed' });
+  });
+
+  it('a task failing with an error that holds its lane fails the tasks waiting behind it, unrun; later ones run', async () => {
+    const order = new UserOrder({ holds: (error) => error instanceof Error && error.message === 'held' });
+    const ran: string[] = [];
+    const task = (name: string, fail?: string) => async () => {
+      ran.push(name);
+      if (fail !== undefined) throw new Error(fail);
+      return name;
+    };
+    const results = await Promise.allSettled([
+      order.run('erin', [1, 1], task('e1', 'held')),
+      order.run('erin', [1, 2], task('e2')),
+      order.run('erin', [1, 3], task('e3')),
+      order.run('frank', [1, 1], task('f1')),
+    ]);
+    expect(ran.sort()).toEqual(['e1', 'f1']);
+    expect(results.map((result) => result.status)).toEqual(['rejected', 'rejected', 'rejected', 'fulfilled']);
+    const [, second] = results;
+    expect(second?.status === 'rejected' && second.reason).toBeInstanceOf(LaneHeldError);
+    expect(await order.run('erin', [1, 4], task('e4'))).toBe('e4');
+    // Any other failure holds nothing back.
+    const other = await Promise.allSettled([
+      order.run('erin', [2, 1], task('e5', 'boom')),
+      order.run('erin', [2, 2], task('e6')),
+    ]);
+    expect(other.map((result) => result.status)).toEqual(['rejected', 'fulfilled']);
     await waitFor(() => order.size === 0, { what: 'every lane closed' });
   });
 });

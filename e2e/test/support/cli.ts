@@ -12,23 +12,32 @@ export interface CreatedKey {
   key: string;
 }
 
-/** Runs the operator CLI (`herald …`) as its own process, as an operator would. */
+/**
+ * Runs the operator CLI (`herald …`) as its own process, as an operator would. `out` is what it wrote to
+ * stdout and stderr, `err` stderr alone. `firstLineOnly`: its stdout is closed after the first line, as
+ * `herald … | head -1` does.
+ */
 export async function herald(
   args: string[],
   env: Record<string, string>,
-): Promise<{ code: number; out: string }> {
+  options: { firstLineOnly?: boolean } = {},
+): Promise<{ code: number; out: string; err: string }> {
   const child = spawn(process.execPath, [cliEntry, ...args], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  const collect = (chunk: Buffer) => {
+  let err = '';
+  child.stdout.on('data', (chunk: Buffer) => {
     out += chunk.toString();
-  };
-  child.stdout.on('data', collect);
-  child.stderr.on('data', collect);
+    if (options.firstLineOnly && out.includes('\n')) child.stdout.destroy();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    err += chunk.toString();
+  });
   const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)));
-  return { code, out };
+  return { code, out, err };
 }
 
 /** Creates an API key of `tenant` (stored hashed in Redis) with `herald keys create`. */

@@ -169,15 +169,33 @@ export class Stack {
     });
   }
 
+  /** `port`: the app listens there and is started once it answers `/healthz` (it may never log `listening`). */
   async start(
     kind: keyof typeof entries,
     name: string,
     env: Record<string, string> = {},
+    port?: number,
   ): Promise<AppProcess> {
     return await startApp({
       name,
       entry: entries[kind],
       env: { ...this.env, HERALD_INSTANCE_ID: name, ...env },
+      into: this.processes,
+      ...(port !== undefined ? { port } : {}),
+    });
+  }
+
+  /**
+   * Starts one more `kind` process whose wall clock is off by `skew` (`faketime -f <skew>`, e.g. '+30s'
+   * or '-45s'), as on a machine without NTP; Redis keeps the true time.
+   */
+  async startSkewed(kind: keyof typeof entries, name: string, skew: string): Promise<AppProcess> {
+    return await startApp({
+      name,
+      entry: entries[kind],
+      env: { ...this.env, HERALD_INSTANCE_ID: name },
+      command: 'faketime',
+      args: ['-f', skew, process.execPath, entries[kind]],
       into: this.processes,
     });
   }

@@ -5,8 +5,9 @@ import type {
   ResyncEvent,
   UnreadEvent,
 } from '@herald/protocol';
+import { ask } from './commands.js';
 import type { Core, HeraldSocket } from './core.js';
-import { HeraldError, replyValue } from './errors.js';
+import { HeraldError } from './errors.js';
 import { compareOffsets } from './offsets.js';
 import type { AddOutcome } from './store.js';
 
@@ -129,10 +130,7 @@ async function listOn(
   args: { after?: InboxOffset; before?: InboxOffset | undefined; newest?: boolean; limit: number },
 ): Promise<InboxListPage> {
   if (!socket) throw new HeraldError('HERALD_ERR_NOT_CONNECTED', `Not connected (${c._connection}).`);
-  return replyValue(
-    'list',
-    await socket.timeout(c._timeoutMs).emitWithAck('list', args),
-  ) as unknown as InboxListPage;
+  return (await ask(c, socket, 'list', args)) as unknown as InboxListPage;
 }
 
 /** Which tab shows a toast: the last one that got focus while visible, else the leader (undefined). */

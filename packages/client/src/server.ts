@@ -23,7 +23,7 @@ export interface HeraldServerOptions {
   retries?: number;
   /** The longest wait for a retry (ms, default 10 000): a `Retry-After` beyond it is thrown instead. */
   maxRetryDelayMs?: number;
-  /** Per-request timeout (ms, default 10 000). */
+  /** Per-attempt timeout (ms, default 10 000), until the whole answer, body included, has arrived. */
   timeoutMs?: number;
   /** `fetch` to use (default the global one). */
   fetch?: typeof fetch;
@@ -92,7 +92,11 @@ export interface HeraldServer {
   /** A user token for `userId`, to hand to that user's browser (`createHeraldClient`'s `getToken`). */
   /** `topics`: those the user may subscribe to themselves (the browser SDK's `subscribeTopic`). */
   createToken(userId: string, options?: { topics?: string[] }): Promise<TokenResponse>;
-  /** What became of a notification; undefined when the gateway does not know it (404). */
+  /**
+   * What became of a notification; undefined when the gateway does not know it (its 404
+   * `HERALD_ERR_NOT_FOUND`). Any other 404 (a `url` whose path the gateway does not serve, a proxy's
+   * page) is a {@link HeraldApiError}.
+   */
   status(id: string): Promise<NotificationStatus | undefined>;
   inbox: {
     /** A page, oldest first; backwards (the newest, then `nextBefore`) with `newest` or `before`. */
@@ -140,6 +144,7 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
     let maybeAccepted = false;
     for (let attempt = 0; ; attempt++) {
       let response: Response;
+      let text: string;
       try {
         response = await doFetch(`${base}${path}`, {
           method,
@@ -151,9 +156,11 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
           ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
           signal: AbortSignal.timeout(timeoutMs),
         });
+        // The timeout bounds the body too: an answer whose body stops half-way is no answer.
+        text = await response.text();
       } catch (cause) {
-        // No answer: the request may or may not have arrived. Safe to resend: GETs, idempotent reads,
-        // and sends with their Idempotency-Key.
+        // No answer (or not all of it): the request may or may not have arrived. Safe to resend: GETs,
+        // idempotent reads, and sends with their Idempotency-Key.
         if (idempotencyKey !== undefined) maybeAccepted = true;
         const delay = backoff(attempt);
         if (attempt < retries && delay <= maxRetryDelayMs) {
@@ -167,7 +174,6 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
           cause,
         });
       }
-      const text = await response.text();
       const parsed = text.length > 0 ? safeJson(text) : undefined;
       if (response.ok) {
         // Every route the client calls answers a JSON object: anything else (a proxy's page, a
@@ -239,7 +245,14 @@ export function createHeraldServer(options: HeraldServerOptions): HeraldServer {
       try {
         return (await call<NotificationStatus>('GET', `/notifications/${encodeURIComponent(id)}`)).body;
       } catch (error) {
-        if (error instanceof HeraldApiError && error.status === 404) return undefined;
+        // The gateway's own "no such notification": not a 404 of a route it does not have (a url with a
+        // path it does not serve: "No route …") or of something else in between (a proxy's page).
+        if (
+          error instanceof HeraldApiError &&
+          error.code === 'HERALD_ERR_NOT_FOUND' &&
+          !error.message.startsWith('No route ')
+        )
+          return undefined;
         throw error;
       }
     },

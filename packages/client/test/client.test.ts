@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { testRedis, waitFor } from '@herald/testing';
+import { monitorRedis, parseClusterNodes, redisEnv, redisUrl, waitFor } from '@herald/testing';
 import { Server } from 'socket.io';
 import { describe, expect, it } from 'vitest';
 import { createHeraldClient, HeraldError, HeraldUnauthorizedError } from '../src/index.js';
@@ -66,14 +66,19 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     const user = randomId('carol');
     const ids = await notify(gateway, user, 30);
     await appended(gateway, user, ids.at(-1));
-    // What Redis reads of the user's inbox stream meanwhile (scripts' own commands included).
-    const redis = testRedis();
-    const monitor = await (redis as Extract<typeof redis, { monitor: unknown }>).monitor();
+    // What Redis reads of the user's inbox stream meanwhile (scripts' own commands included): on a
+    // Cluster, what every node reads.
+    const cluster = redisEnv().HERALD_REDIS_CLUSTER_NODES;
+    const monitors = await Promise.all(
+      cluster ? parseClusterNodes(cluster).map((node) => monitorRedis(node)) : [monitorRedis(redisUrl())],
+    );
     const reads: string[][] = [];
-    monitor.on('monitor', (_time: string, args: string[]) => {
-      const [command = ''] = args;
-      if (/^x(rev)?range$/i.test(command) && args[1]?.includes(user)) reads.push(args);
-    });
+    for (const monitor of monitors) {
+      monitor.onCommand((args) => {
+        const [command = ''] = args;
+        if (/^x(rev)?range$/i.test(command) && args[1]?.includes(user)) reads.push(args);
+      });
+    }
     try {
       const carol = client({ url: a.url, getToken: () => stack.token(user), maxItems: 5 });
       await live(carol);
@@ -87,8 +92,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       const counts = reads.map((args) => `${args[0]?.toLowerCase()} ${args.at(-1)}`);
       expect(counts.filter((read) => read !== 'xrevrange 1')).toEqual(['xrevrange 5']);
     } finally {
-      monitor.disconnect();
-      redis.disconnect();
+      for (const monitor of monitors) monitor.close();
     }
   });
 
@@ -157,6 +161,35 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       // The first load's listing too, on `error`.
       await waitFor(() => errors.length > 0, { what: 'the first load’s error' });
       expect(errors[0]).toMatchObject({ code: 'HERALD_ERR_BAD_RESPONSE' });
+    } finally {
+      io.close();
+      http.close();
+    }
+  });
+
+  it('a server that never answers the first load’s listing gives a HeraldError HERALD_ERR_TIMEOUT on `error`, as a command does', async () => {
+    // A realtime stand-in over real HTTP and Socket.IO that syncs, then never acks `list`: a server
+    // frozen after the handshake, or a proxy that drops the ack.
+    const http = createServer();
+    const io = new Server(http);
+    io.on('connection', (socket) => {
+      socket.emit('synced', { lastOffset: '1-1', replayed: 0, unread: { count: 1, version: 1 } });
+      socket.on('list', () => {});
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+      const errors: unknown[] = [];
+      const erin = client({ url, getToken: () => 'stand-in.token.x', timeoutMs: 300 });
+      erin.client.on('error', (error) => errors.push(error));
+      await live(erin);
+      // It was Socket.IO's own Error "operation has timed out", with no code.
+      await waitFor(() => errors.length > 0, { what: 'the first load’s error' });
+      expect(errors[0]).toBeInstanceOf(HeraldError);
+      expect(errors[0]).toMatchObject({ code: 'HERALD_ERR_TIMEOUT' });
+      expect((errors[0] as Error).message).toContain('list');
+      const error = await erin.client.list({ limit: 5 }).catch((e: unknown) => e);
+      expect(error).toMatchObject({ code: 'HERALD_ERR_TIMEOUT' });
     } finally {
       io.close();
       http.close();

@@ -1,43 +1,33 @@
-import { entries, SECRET } from '@herald/e2e/support';
-import { signUserToken } from '@herald/protocol';
-import { startApp, waitFor } from '@herald/testing';
-import { describe, expect, it } from 'vitest';
+import { API_KEY, gatewayCall } from '@herald/e2e/support';
+import { waitFor } from '@herald/testing';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { itemIds, live, record } from './support/recorder.js';
 import { connections, notify, perTest, randomId } from './support/stack.js';
 
 describe('a client whose clock is off', () => {
   const each = perTest();
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
   it('an hour ahead of the servers: one token and one socket, not a refresh loop', async () => {
-    const { stack, gateway } = await each.start(['gateway', 'worker']);
-    // The realtime server's clock is an hour behind this process's, which is the client's (`faketime`).
-    const realtime = await startApp({
-      name: 'rt-behind',
-      entry: entries.realtime,
-      env: { ...stack.env, HERALD_INSTANCE_ID: 'rt-behind' },
-      command: 'faketime',
-      args: ['-f', '-1h', process.execPath, entries.realtime],
-      into: stack.processes,
-    });
+    const { gateway, 'rt-a': realtime } = await each.start(['gateway', 'rt-a', 'worker']);
+    // The servers' clock is their Redis's (the gateway mints tokens and realtime judges them by its
+    // TIME), which a test cannot move (redis-server does not run under `faketime`): this process's
+    // clock, the client's, goes an hour ahead instead (its `Date` only; timers run as ever).
+    vi.useFakeTimers({ toFake: ['Date'], shouldAdvanceTime: true });
+    vi.setSystemTime(Date.now() + 3_600_000);
     const user = randomId('skewed');
-    // Tokens as a backend on the servers' clock mints them: an hour of life from its now, so to the
-    // client's clock each one expires as it arrives (it used to be refreshed at once, in a loop: about
-    // 20 tokens and sockets a second).
+    // Tokens from POST /tokens: an hour of life from the servers' now, so to the client's clock each
+    // one expires as it arrives (it used to be refreshed at once, in a loop: about 20 tokens and
+    // sockets a second).
     const alice = each.track(
       record({
         url: realtime.url,
         tabs: false,
         getToken: async () =>
-          (
-            await signUserToken({
-              userId: user,
-              tenantId: 'default',
-              keyId: 'test-key',
-              secret: SECRET,
-              ttlSeconds: 3600,
-              now: new Date(Date.now() - 3_600_000),
-            })
-          ).token,
+          (await gatewayCall(gateway.url, API_KEY, 'POST', '/tokens', { body: { userId: user } })).body
+            .token as string,
       }),
     );
     await live(alice);

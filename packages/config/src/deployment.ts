@@ -1,6 +1,7 @@
 import { createHmac } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import Type from 'typebox';
+import { RedisClock } from './redis-clock.js';
 
 /**
  * `HERALD_DEPLOYMENT`: the name under which an app's instances meet to compare the settings they must
@@ -97,7 +98,14 @@ export class DeploymentFingerprint {
   readonly #instanceId: string;
   readonly #settings: DeploymentSettings;
   readonly #heartbeatMs: number;
+  /**
+   * Heartbeats are stamped and judged on Redis's clock (read at every beat): on the machines' own, an
+   * instance whose clock was 15 s or more behind looked gone to the others, and its settings, however
+   * wrong, were never compared.
+   */
+  readonly #clock: RedisClock;
   #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
 
   constructor(
     redis: Redis | Cluster,
@@ -115,18 +123,24 @@ export class DeploymentFingerprint {
     this.#instanceId = options.instanceId;
     this.#settings = Object.freeze({ ...options.settings });
     this.#heartbeatMs = options.heartbeatMs ?? 5000;
+    this.#clock = new RedisClock(redis);
   }
 
   /** Registers now and then every heartbeat (failures are retried at the next beat). */
   start(): void {
     const beat = () => {
-      const registration: Registration = { app: this.#app, settings: this.#settings, at: Date.now() };
-      this.#redis
-        .multi()
-        .hset(this.key, this.#instanceId, JSON.stringify(registration))
-        .pexpire(this.key, this.#heartbeatMs * 3)
-        .exec()
-        .catch(() => {});
+      void this.#clock.sync().then(() => {
+        // A beat still reading the clock when the instance stopped would register it again.
+        if (this.#stopped) return;
+        const at = this.#clock.now();
+        const registration: Registration = { app: this.#app, settings: this.#settings, at };
+        return this.#redis
+          .multi()
+          .hset(this.key, this.#instanceId, JSON.stringify(registration))
+          .pexpire(this.key, this.#heartbeatMs * 3)
+          .exec()
+          .catch(() => {});
+      });
     };
     beat();
     this.#timer = setInterval(beat, this.#heartbeatMs);
@@ -139,6 +153,7 @@ export class DeploymentFingerprint {
    * the registration is ignored three heartbeats after its last beat anyway.
    */
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearInterval(this.#timer);
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
@@ -157,7 +172,7 @@ export class DeploymentFingerprint {
    */
   async mismatches(): Promise<string[]> {
     const fields = await this.#redis.hgetall(this.key);
-    const now = Date.now();
+    const now = this.#clock.now();
     const problems: string[] = [];
     for (const [instance, raw] of Object.entries(fields)) {
       if (instance === this.#instanceId) continue;

@@ -1,4 +1,5 @@
 export * from './app-env.js';
+export * from './credentials.js';
 export * from './deployment.js';
 export * from './env.js';
 export * from './http-checks.js';
@@ -7,5 +8,7 @@ export * from './logging.js';
 export * from './out-of-memory.js';
 export * from './partitions.js';
 export * from './redis.js';
+export * from './redis-clock.js';
+export * from './redis-topology.js';
 export * from './secrets.js';
 export * from './stats.js';

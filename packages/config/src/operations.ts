@@ -1,6 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ErrorCode } from '@herald/protocol';
+import { RedisCredentialsError } from './credentials.js';
 import { RedisOutOfMemoryError } from './out-of-memory.js';
+import { ReplicaWaitError } from './redis.js';
+import { RedisTopologyError } from './redis-topology.js';
 
 /** How long a readiness check may take before the instance is reported not ready. */
 export const READINESS_TIMEOUT_MS = 1000;
@@ -11,7 +14,10 @@ export interface OperationsProbes {
   health?: (request: IncomingMessage) => Record<string, unknown>;
   /**
    * Resolves when the app can serve (Redis, the queue answer); rejects, or takes too long, otherwise
-   * (with a `RedisOutOfMemoryError` when Redis refuses writes for memory: its message is the answer's).
+   * (with a `RedisOutOfMemoryError` when Redis refuses writes for memory, a `RedisCredentialsError` when it
+   * refuses REDIS_URL's credentials, a `RedisTopologyError` when it is a Cluster node given as one server
+   * or the reverse, a `ReplicaWaitError` when the replicas of `HERALD_REDIS_WAIT_REPLICAS` are missing:
+   * its message is the answer's).
    */
   ready: () => Promise<unknown>;
   /** The settings this instance and others of its deployment disagree on (`DeploymentFingerprint`). */
@@ -73,7 +79,10 @@ export function operationsHandler(
           (error: unknown) =>
             send(response, 503, {
               error:
-                error instanceof RedisOutOfMemoryError
+                error instanceof RedisOutOfMemoryError ||
+                error instanceof RedisCredentialsError ||
+                error instanceof RedisTopologyError ||
+                error instanceof ReplicaWaitError
                   ? `Not ready: ${error.message}.`
                   : `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
               code: ErrorCode.UNAVAILABLE,

@@ -1,6 +1,8 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import Type from 'typebox';
+import { watchCredentials } from './credentials.js';
+import { refuseClusterNode, refuseNonClusterNodes } from './redis-topology.js';
 
 /** One `host:port` of `HERALD_REDIS_CLUSTER_NODES`, its port 1 to 65535. */
 const CLUSTER_NODE = '[^,:]+:([1-9]\\d{0,3}|[1-5]\\d{4}|6[0-4]\\d{3}|65[0-4]\\d{2}|655[0-2]\\d|6553[0-5])';
@@ -82,6 +84,21 @@ export const REDIS_ROLE_OPTIONS = Object.freeze({
   plain: Object.freeze({}),
 } satisfies Record<string, RedisOptions>);
 
+/**
+ * BullMQ options for every `Queue` an app builds (it adds, reads and counts jobs; a `Worker` is not
+ * given them). BullMQ reads the Redis version once, by an `INFO` it sends as the queue is built, and a
+ * queue whose `INFO` failed is broken for good: every later call rejects with that same error. On a
+ * connection that fails fast (no offline queue: the gateway's, the worker's queue connection) that
+ * `INFO` fails whenever the connection is not ready at that moment, and a Cluster client counts as
+ * connected for BullMQ between reading the slot table and its ready check. A gateway started while a
+ * Cluster master was down so answered 503 for good after the Cluster was whole ("Cluster isn't ready
+ * and enableOfflineQueue options is false"). Without the check nothing is sent while the queue is
+ * built. What it loses: BullMQ's warnings about an old Redis and an eviction policy, which the
+ * worker's `Worker`s still give, and two calls (`getState`, `isJobInState`) take their Lua variant
+ * rather than `LPOS`, same answers.
+ */
+export const QUEUE_OPTIONS = Object.freeze({ skipVersionCheck: true } as const);
+
 /** Where an app's Redis is: one server, or a Cluster's start-up nodes. */
 export interface RedisTarget {
   url: string;
@@ -131,13 +148,18 @@ export function createRedis(
     // whose notifications failed so went back one by one, out of their users' order (worker tests on a
     // Cluster).
     const { enableAutoPipelining: _off, ...nodeOptions } = options;
-    return new Cluster(target.clusterNodes, {
+    const client = new Cluster(target.clusterNodes, {
       ...cluster,
       redisOptions: { ...clusterNodeOptions(target.url), ...nodeOptions },
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
     });
+    watchCredentials(client);
+    refuseNonClusterNodes(client);
+    return client;
   }
   const redis = new Redis(target.url, options);
+  watchCredentials(redis);
+  refuseClusterNode(redis);
   const db = redis.options.db ?? 0;
   if (db > 0) {
     // ioredis reports a SELECT the server refuses and goes on in database 0, where every write would
@@ -158,6 +180,12 @@ export function createRedis(
   return redis;
 }
 
+/**
+ * Most seconds since a replica's last acknowledgement (`INFO replication`, `lag`) for it to count as one
+ * in {@link ReplicaWaiter.available}: it acknowledges every second, so a healthy one shows 0 or 1.
+ */
+const MAX_REPLICA_LAG_S = 2;
+
 /** Least time between two slot-table reads that {@link ReplicaWaiter.check} asks for, ms. */
 const REFRESH_EVERY_MS = 100;
 
@@ -171,7 +199,7 @@ export class ReplicaWaitError extends Error {
   ) {
     super(
       timeoutMs === 0
-        ? `The Redis master has ${acknowledged} of the ${wanted} replica(s) asked for (HERALD_REDIS_WAIT_REPLICAS): a write there would be on the primary only.`
+        ? `The Redis master has ${acknowledged} of the ${wanted} replica(s) asked for (HERALD_REDIS_WAIT_REPLICAS) in sync and acknowledging: a write there would be on the primary only.`
         : `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
     );
     this.name = 'ReplicaWaitError';
@@ -228,6 +256,40 @@ export class ReplicaWaiter {
       cluster.refreshSlotsCache();
     }
     throw new ReplicaWaitError(this.#replicas, known, 0);
+  }
+
+  /**
+   * For readiness: resolves when the master of `key` (without `key`: any master) has the replicas asked
+   * for now, else rejects with {@link ReplicaWaitError} (timeout 0), whose message names
+   * `HERALD_REDIS_WAIT_REPLICAS`. On Cluster from the slot table, as {@link check}; on one Redis from its
+   * `INFO replication` (replicas online that acknowledged within {@link MAX_REPLICA_LAG_S} s), which
+   * `check` does not read: there a missing or frozen replica showed only as every `WAIT` timing out,
+   * while `/readyz` said ready.
+   */
+  async available(key?: string): Promise<void> {
+    const redis = this.#redis;
+    if (!(redis instanceof Cluster)) {
+      const replication = await redis.info('replication');
+      // slave0:ip=…,port=…,state=online,offset=…,lag=0 (lag: seconds since its last acknowledgement,
+      // sent every second): one silent for longer (frozen, cut off) acknowledges no WAIT either.
+      const acknowledging = [...replication.matchAll(/^slave\d+:.*state=online.*lag=(\d+)/gm)].filter(
+        (match) => Number(match[1]) <= MAX_REPLICA_LAG_S,
+      ).length;
+      if (acknowledging < this.#replicas) throw new ReplicaWaitError(this.#replicas, acknowledging, 0);
+      return;
+    }
+    if (key !== undefined) {
+      this.check(key);
+      return;
+    }
+    let most = 0;
+    for (const owners of redis.slots) most = Math.max(most, (owners?.length ?? 1) - 1);
+    if (most >= this.#replicas) return;
+    if (Date.now() - this.#refreshedAt >= REFRESH_EVERY_MS) {
+      this.#refreshedAt = Date.now();
+      redis.refreshSlotsCache();
+    }
+    throw new ReplicaWaitError(this.#replicas, most, 0);
   }
 
   /**

@@ -118,7 +118,9 @@ export function latencySummary(counts: ReadonlyMap<number, number>): LatencySumm
 /**
  * Calls `tick(second)` just after each wall-clock second ends (`offsetMs` after the boundary), with
  * that second (unix seconds): the rhythm of the once-per-second flushes and reads. The timer does not
- * keep the process alive.
+ * keep the process alive. `clock` gives the seconds (ms since the epoch): the apps pass Redis's
+ * (`RedisClock`), so that every instance writes a second into the same key whatever its own clock says
+ * (a gateway 150 s behind wrote its decisions where no snapshot read them).
  *
  * @example
  * ```ts
@@ -126,16 +128,20 @@ export function latencySummary(counts: ReadonlyMap<number, number>): LatencySumm
  * ticker.stop();
  * ```
  */
-export function everySecond(tick: (second: number) => void, offsetMs = 50): { stop(): void } {
+export function everySecond(
+  tick: (second: number) => void,
+  offsetMs = 50,
+  clock: () => number = Date.now,
+): { stop(): void } {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const schedule = () => {
-    const now = Date.now();
+    const now = clock();
     timer = setTimeout(
       () => {
         if (stopped) return;
         // Fired at (or, on a busy loop, after) boundary + offsetMs: the second before that boundary ended.
-        tick(Math.floor((Date.now() - offsetMs) / 1000) - 1);
+        tick(Math.floor((clock() - offsetMs) / 1000) - 1);
         schedule();
       },
       1000 - ((now - offsetMs) % 1000),

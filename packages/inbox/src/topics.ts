@@ -168,6 +168,11 @@ export class Topics {
     }
   }
 
+  /** Whether `userId` is in `audience` now (subscribed to its topic; for a broadcast, one of the tenant's users). */
+  async includes(audience: FanoutAudience, userId: string): Promise<boolean> {
+    return (await this.#redis.zscore(this.#audienceKey(audience), userId)) !== null;
+  }
+
   /** How many users `audience` has now. */
   async size(audience: FanoutAudience): Promise<number> {
     return this.#redis.zcard(this.#audienceKey(audience));

@@ -1,6 +1,25 @@
 import type { Cluster, Redis } from 'ioredis';
 import { decodeLiveMessage, type LiveChannelSettings, type LiveMessage, liveChannel } from './message.js';
 
+/**
+ * How long after ioredis's sharded subscribers were set up again (a Cluster failover or slot migration)
+ * the inbox is read a second time, ms: their re-subscriptions are sent, not yet confirmed, when it says so.
+ */
+const RESUBSCRIBED_SETTLE_MS = 1000;
+
+/** Which node is the master of each slot, as `cluster`'s slot table says now (ranges of one master). */
+function slotMasters(cluster: Cluster): string {
+  let masters = '';
+  let previous: string | undefined;
+  for (let slot = 0; slot < 16384; slot++) {
+    const master = cluster.slots[slot]?.[0];
+    if (master === previous) continue;
+    masters += `${slot}:${master};`;
+    previous = master;
+  }
+  return masters;
+}
+
 /** Receives the live messages of one user. */
 export type LiveListener = (message: LiveMessage) => void;
 
@@ -19,7 +38,9 @@ export interface LiveSubscription {
 export interface LiveSubscriberOptions extends LiveChannelSettings {
   /**
    * Called after the subscriber connection came back from an outage, once its subscriptions took effect
-   * again: messages published meanwhile are lost, so read the inbox for every listener (fill the gaps).
+   * again, and (Redis Cluster, sharded) after the subscriptions moved to another node (a failover, a slot
+   * migration), twice: messages published meanwhile are lost, so read the inbox for every listener (fill
+   * the gaps).
    */
   onReconnect?: () => void;
   /** A subscribe, unsubscribe or message that failed (the subscriber goes on). */
@@ -72,6 +93,24 @@ export class LiveSubscriber {
           return;
         }
         redis.ping().then(() => onReconnect(), this.#onError);
+      });
+      // Sharded subscribers of a Redis Cluster (ioredis `shardedSubscribers`): after a failover or a
+      // slot migration the old master drops the channels of its slots, and ioredis subscribes them again
+      // on the new one once it reads the slot table (its `slotsRefreshInterval`), then says
+      // `subscribersReady`; what was published in between reached no one. Its re-subscriptions are sent,
+      // not confirmed, by then: the inbox is read again a moment later for a message published while
+      // they were on their way. Only when a slot's master changed: while a node is down ioredis sets its
+      // subscribers up again every second or two, and says so each time.
+      let masters = 'slots' in redis ? slotMasters(redis) : '';
+      redis.on('subscribersReady', () => {
+        const now = 'slots' in redis ? slotMasters(redis) : '';
+        if (now === masters) return;
+        masters = now;
+        if (this.#channels.size === 0) return;
+        onReconnect();
+        setTimeout(() => {
+          if (this.#channels.size > 0) onReconnect();
+        }, RESUBSCRIBED_SETTLE_MS).unref();
       });
     }
   }

@@ -311,7 +311,9 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
 /**
  * BullMQ job options for a notification: the job id is the notification id (so enqueueing twice is a
  * no-op), `delayMs` and `priority` map to BullMQ's `delay` and `priority`, retries back off
- * exponentially with jitter, and failed jobs are kept for `herald failed list|retry`.
+ * exponentially with jitter, and failed jobs are kept for `herald failed list|retry`. The job's
+ * `timestamp`, from which BullMQ counts `delay`, is its `createdAt` (Redis's clock at the gateway), not
+ * the enqueuing machine's `Date.now()`: a gateway 45 s behind made a 20 s delay due at once.
  *
  * @example
  * ```ts
@@ -319,10 +321,11 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
  * ```
  */
 export function notificationJobOptions(
-  job: Pick<NotificationJob, 'id' | 'delayMs' | 'priority'>,
+  job: Pick<NotificationJob, 'id' | 'delayMs' | 'priority'> & { createdAt?: string },
   retry: RetryPolicy = DEFAULT_RETRY_POLICY,
 ): {
   jobId: string;
+  timestamp?: number;
   delay?: number;
   priority?: number;
   attempts: number;
@@ -330,8 +333,10 @@ export function notificationJobOptions(
   removeOnComplete: { age: number; count: number };
   removeOnFail: false;
 } {
+  const createdAtMs = job.createdAt === undefined ? Number.NaN : Date.parse(job.createdAt);
   return {
     jobId: job.id,
+    ...(createdAtMs > 0 ? { timestamp: createdAtMs } : {}),
     ...(job.delayMs !== undefined && job.delayMs > 0 ? { delay: job.delayMs } : {}),
     ...(job.priority !== undefined ? { priority: job.priority } : {}),
     attempts: retry.attempts,

@@ -51,15 +51,22 @@ describe('user tokens', () => {
     await expect(verifyUserToken(token, secret)).rejects.toMatchObject({ code: TokenErrorCode.INVALID });
   });
 
-  it('refuses an expired token', async () => {
+  it('refuses an expired token, judging exp by the clock it is given (Redis’s, which the issuer minted by), else this machine’s', async () => {
+    const issuedAt = new Date(Date.now() - 3_600_000);
     const { token } = await signUserToken({
       userId: 'alice',
       tenantId: 'acme',
       keyId: 'k1',
       secret,
       ttlSeconds: 60,
-      now: new Date(Date.now() - 3_600_000),
+      now: issuedAt,
     });
+    const at = (ms: number) => new Date(issuedAt.getTime() + ms);
+    await expect(verifyUserToken(token, secret, at(59_000))).resolves.toMatchObject({ userId: 'alice' });
+    await expect(verifyUserToken(token, secret, at(60_000))).rejects.toMatchObject({
+      code: TokenErrorCode.EXPIRED,
+    });
+    // No clock given: this machine's, an hour after it was minted.
     await expect(verifyUserToken(token, secret)).rejects.toMatchObject({ code: TokenErrorCode.EXPIRED });
   });
 

@@ -88,7 +88,8 @@ export async function signUserToken(options: {
 
 /**
  * Verifies a user token and returns whom it was issued for. A token without a tenant (minted before
- * Herald had tenants) is refused: the client gets a new one.
+ * Herald had tenants) is refused: the client gets a new one. `now` is the clock its `exp` is judged by:
+ * the issuer's (Herald's apps pass Redis's, which the gateway signs with), else this machine's.
  *
  * @throws {UserTokenError} when the token is missing, expired, forged or malformed.
  * @example
@@ -96,7 +97,7 @@ export async function signUserToken(options: {
  * const { userId, tenantId, keyId, expiresAt } = await verifyUserToken(socket.handshake.auth.token, secret);
  * ```
  */
-export async function verifyUserToken(token: unknown, secret: string): Promise<UserTokenClaims> {
+export async function verifyUserToken(token: unknown, secret: string, now?: Date): Promise<UserTokenClaims> {
   if (typeof token !== 'string' || token.length === 0) {
     throw new UserTokenError(
       TokenErrorCode.MISSING,
@@ -108,6 +109,7 @@ export async function verifyUserToken(token: unknown, secret: string): Promise<U
       algorithms: [ALGORITHM],
       issuer: TOKEN_ISSUER,
       requiredClaims: ['sub', 'exp'],
+      ...(now === undefined ? {} : { currentDate: now }),
     });
     if (typeof payload.sub !== 'string' || payload.sub.length === 0 || payload.exp === undefined) {
       throw new UserTokenError(

@@ -1,6 +1,6 @@
-import { Agent } from 'node:https';
+import { Agent, request } from 'node:https';
 import type { PushMessage, PushSubscriptionJSON } from '@herald/protocol';
-import { checkWebhookUrl, guardedLookup } from '@herald/webhooks';
+import { checkWebhookUrl, guardedLookupFor } from '@herald/webhooks';
 import webpush from 'web-push';
 import type { VapidKeys } from './settings.js';
 
@@ -42,14 +42,23 @@ export function pushMessage(notification: Omit<PushMessage, 'kind' | 'truncated'
 }
 
 /** An https agent whose connections refuse non-public addresses (checked on the address connected to). */
-const guardedAgent = new Agent({ lookup: guardedLookup, keepAlive: true });
+const guardedAgent = new Agent({ lookup: guardedLookupFor('HERALD_PUSH_ALLOW_PRIVATE'), keepAlive: true });
 const plainAgent = new Agent({ keepAlive: true });
 
 /**
+ * Most of a push service's answer read (for the reason of a refusal): a 2xx counts at its status line,
+ * and no answer is read past this. The endpoint is a URL a user chose; web-push's own
+ * `sendNotification` kept the whole answer in one string (an endless one grew the worker to its heap
+ * limit) and timed out only a silent socket (one byte every few seconds held the escalation for ever).
+ */
+const ANSWER_MAX_BYTES = 4096;
+
+/**
  * Sends `message` to one subscription as a Web Push message: encrypted for the browser's keys (RFC 8291,
- * `aes128gcm`) and signed with the VAPID key (RFC 8292), by the `web-push` library (the reference
+ * `aes128gcm`) and signed with the VAPID key (RFC 8292) by the `web-push` library (the reference
  * implementation the browsers' push services are tested against, rather than hand-written ECDH/HKDF
- * and JWT code). Never throws: answers what happened.
+ * and JWT code), which makes the request; Herald sends it, within `timeoutMs` from connection to
+ * answer, reading at most {@link ANSWER_MAX_BYTES} of the answer. Never throws: answers what happened.
  *
  * @example
  * ```ts
@@ -73,32 +82,73 @@ export async function sendPush(
     if (problem) return { kind: 'rejected', reason: `Push endpoint refused: it ${problem.message}` };
   }
   try {
-    const answer = await webpush.sendNotification(
+    const details = webpush.generateRequestDetails(
       { endpoint: subscription.endpoint, keys: subscription.keys },
       JSON.stringify(message),
-      {
-        vapidDetails: vapid,
-        TTL: PUSH_TTL_SECONDS,
-        urgency: 'high',
-        contentEncoding: 'aes128gcm',
-        timeout: options.timeoutMs,
-        agent: options.allowPrivate ? plainAgent : guardedAgent,
-      },
+      { vapidDetails: vapid, TTL: PUSH_TTL_SECONDS, urgency: 'high', contentEncoding: 'aes128gcm' },
     );
-    return { kind: 'sent', status: answer.statusCode };
+    const answer = await post(details, options);
+    if (answer.status >= 200 && answer.status < 300) return { kind: 'sent', status: answer.status };
+    return outcomeOfStatus(answer.status, `Push service answered ${answer.status}: ${answer.text}`);
   } catch (error) {
     return outcomeOf(error);
   }
 }
 
+/** POSTs web-push's request; answers the status (and, for a non-2xx, the start of the body) within `timeoutMs`. */
+function post(
+  details: webpush.RequestDetails,
+  options: { allowPrivate: boolean; timeoutMs: number },
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const call = request(
+      details.endpoint,
+      {
+        method: details.method,
+        headers: details.headers as Record<string, string | number>,
+        agent: options.allowPrivate ? plainAgent : guardedAgent,
+        signal: AbortSignal.timeout(options.timeoutMs),
+      },
+      (response) => {
+        const status = response.statusCode ?? 0;
+        const accepted = status >= 200 && status < 300;
+        let text = '';
+        const done = () => resolve({ status, text: text.slice(0, ANSWER_MAX_BYTES) });
+        // Accepted: nothing in the body matters, so the answer is at its status line. The body is still
+        // drained (a short one frees the connection for the next push), but never past the limit.
+        if (accepted) done();
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => {
+          text += chunk;
+          if (text.length >= ANSWER_MAX_BYTES) {
+            response.destroy();
+            done();
+          }
+        });
+        response.on('end', done);
+        // Cut by the timeout with the answer begun: its status stands, with what came of its body.
+        response.on('error', done);
+        response.on('close', done);
+      },
+    );
+    call.on('error', (error) =>
+      reject(
+        error.name === 'AbortError' ? new Error(`no complete answer within ${options.timeoutMs} ms`) : error,
+      ),
+    );
+    call.end(details.body ?? undefined);
+  });
+}
+
 function outcomeOf(error: unknown): PushOutcome {
-  const status = (error as { statusCode?: unknown }).statusCode;
-  const reason = error instanceof Error ? error.message.slice(0, 200) : String(error);
-  if (typeof status !== 'number') {
-    // The guarded lookup refused a private address: it will refuse it every time.
-    if (error instanceof Error && error.name === 'PrivateAddressError') return { kind: 'rejected', reason };
-    return { kind: 'retry', reason };
-  }
+  const reason = error instanceof Error ? error.message : String(error);
+  // The guarded lookup refused a private address: it will refuse it every time.
+  if (error instanceof Error && error.name === 'PrivateAddressError') return { kind: 'rejected', reason };
+  return { kind: 'retry', reason: reason.slice(0, 200) };
+}
+
+function outcomeOfStatus(status: number, text: string): PushOutcome {
+  const reason = text.slice(0, 200);
   if (status === 404 || status === 410) return { kind: 'gone', status };
   if (status === 429 || status >= 500) return { kind: 'retry', status, reason };
   return { kind: 'rejected', status, reason };

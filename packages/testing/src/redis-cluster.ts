@@ -80,6 +80,8 @@ export async function startRedisCluster(
     nodeTimeoutMs?: number;
     /** Every node's `requirepass` and `masterauth`; the servers' `url`s carry it. */
     password?: string;
+    /** More `redis-server` arguments for every node (e.g. `['--appendonly', 'yes']`: a restart keeps the data). */
+    args?: string[];
   } = {},
 ): Promise<RedisClusterHandle> {
   const masters = options.masters ?? 3;
@@ -173,6 +175,7 @@ export async function startRedisCluster(
             // A replica syncs at once (the default waits 5 s for more replicas to share the transfer).
             '--repl-diskless-sync-delay',
             '0',
+            ...(options.args ?? []),
           ],
         }),
       );

@@ -24,6 +24,7 @@ export {
 export {
   checkWebhookUrl,
   guardedLookup,
+  guardedLookupFor,
   isNonPublicAddress,
   PrivateAddressError,
   type UrlProblem,

@@ -14,19 +14,33 @@ export const SUBSCRIPTION_CACHE_MS = 1000;
 
 /** Completed webhook jobs kept: an hour or 10,000, whichever is fewer (as notification jobs). */
 const KEEP_COMPLETED = { age: 3600, count: 10_000 } as const;
+/**
+ * Messages failed for good are kept 7 days (for an operator to look at), then removed as later ones fail:
+ * an endpoint that fails often, but never often enough in a row to be parked, would otherwise grow the
+ * failed set without end. By age alone: a count would let one tenant's failures push out another's.
+ */
+const KEEP_FAILED = { age: 7 * 24 * 3600 } as const;
 
 /**
- * The message id (`webhook-id`) of an event: derived from tenant, event and notification, so that a fact
- * reported twice (a job run again after a crash) is the same message, which BullMQ adds once while its
- * job is kept and a receiver can drop by id.
+ * The message id (`webhook-id`) of an event: derived from tenant, event, notification and recipient, so
+ * that a fact reported twice (a job run again after a crash) is the same message, which BullMQ adds once
+ * while its job is kept and a receiver can drop by id. The recipient is part of it because a topic send
+ * or broadcast has one notification id for all its recipients: each one's ack or read is a fact of its own.
  *
  * @example
  * ```ts
- * messageId('acme', 'notification.read', 'n-1'); // 'msg_3q2+7w…' (stable)
+ * messageId('acme', 'notification.read', 'n-1', 'alice'); // 'msg_3q2+7w…' (stable)
  * ```
  */
-export function messageId(tenantId: string, type: WebhookEventType, notificationId: string): string {
-  const digest = createHash('sha256').update(`${tenantId}\n${type}\n${notificationId}`).digest('base64url');
+export function messageId(
+  tenantId: string,
+  type: WebhookEventType,
+  notificationId: string,
+  userId: string,
+): string {
+  const digest = createHash('sha256')
+    .update(`${tenantId}\n${type}\n${notificationId}\n${userId}`)
+    .digest('base64url');
   return `msg_${digest.slice(0, 27)}`;
 }
 
@@ -45,13 +59,29 @@ export class WebhookEvents {
   readonly queue: Queue<WebhookJob>;
   readonly #store: WebhookStore;
   readonly #subscriptions = new Map<string, { events: ReadonlySet<string>; until: number }>();
+  /** The clock of the events' `timestamp` and `read`'s `at`: Herald's apps pass Redis's. */
+  readonly #now: () => number;
 
   constructor(
     store: WebhookStore,
-    options: { queueName: string; prefix: string; connection: QueueOptions['connection'] },
+    options: {
+      queueName: string;
+      prefix: string;
+      connection: QueueOptions['connection'];
+      /**
+       * Ms since the epoch now, for the events' times (default `Date.now`). Herald's apps pass Redis's
+       * clock, which `delivered`'s `at` comes from: on a realtime server 45 s behind, a read was
+       * stamped 45 s before the ack it followed.
+       */
+      now?: () => number;
+    },
   ) {
     this.#store = store;
+    this.#now = options.now ?? Date.now;
     this.queue = new Queue<WebhookJob>(webhookQueueName(options.queueName), {
+      // No version check, as `@herald/config`'s QUEUE_OPTIONS: its INFO, sent as the queue is built,
+      // broke the queue for good when the gateway's fail-fast connection was not ready then.
+      skipVersionCheck: true,
       prefix: options.prefix,
       connection: options.connection,
     });
@@ -73,18 +103,18 @@ export class WebhookEvents {
   /** Enqueues `type` for each of `facts` when `tenantId`'s webhook receives it; answers how many. */
   async emit(tenantId: string, type: WebhookEventType, facts: readonly WebhookEventData[]): Promise<number> {
     if (facts.length === 0 || !(await this.#subscribed(tenantId)).has(type)) return 0;
-    const timestamp = new Date().toISOString();
+    const timestamp = new Date(this.#now()).toISOString();
     await this.queue.addBulk(
       facts.map((data) => {
         const job: WebhookJob = {
-          id: messageId(tenantId, type, data.notificationId),
+          id: messageId(tenantId, type, data.notificationId, data.userId),
           tenantId,
           payload: { type, timestamp, data },
         };
         return {
           name: WEBHOOK_JOB_NAME,
           data: job,
-          opts: { jobId: job.id, removeOnComplete: KEEP_COMPLETED, removeOnFail: false },
+          opts: { jobId: job.id, removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
         };
       }),
     );
@@ -103,7 +133,7 @@ export class WebhookEvents {
 
   /** `notification.read` for the ids that went from unread to read (`Inbox.markRead`'s `ids`), now. */
   read(tenantId: string, userId: string, ids: readonly string[]): Promise<number> {
-    const at = new Date().toISOString();
+    const at = new Date(this.#now()).toISOString();
     return this.emit(
       tenantId,
       'notification.read',
@@ -122,7 +152,7 @@ export class WebhookEvents {
       jobs.map((job) => ({
         name: WEBHOOK_JOB_NAME,
         data: job,
-        opts: { jobId: `${job.id}_${stamp}`, removeOnComplete: KEEP_COMPLETED, removeOnFail: false },
+        opts: { jobId: `${job.id}_${stamp}`, removeOnComplete: KEEP_COMPLETED, removeOnFail: KEEP_FAILED },
       })),
     );
     return jobs.length;

@@ -25,9 +25,9 @@ export interface WebhookRecord {
   state: 'active' | 'parked';
 }
 
-/** What `resume` answers: the webhook, active again, and how many held messages to send again. */
+/** What `resume` answers: the webhook, active again, and how many held messages were queued again. */
 export type ResumeResult =
-  | { outcome: 'resumed'; webhook: Webhook; held: WebhookJob[] }
+  | { outcome: 'resumed'; webhook: Webhook; resent: number }
   | { outcome: 'not-parked' }
   | { outcome: 'missing' };
 
@@ -157,24 +157,33 @@ export class WebhookStore {
     return webhook ? { ...webhook, secret } : undefined;
   }
 
-  /** Unparks `tenantId`'s webhook: counters reset, and the held messages handed back to be sent again. */
-  async resume(tenantId: string): Promise<ResumeResult> {
+  /**
+   * Unparks `tenantId`'s webhook: counters reset, and the held messages handed to `requeue` (which queues
+   * them again and answers how many). They leave the held list only once `requeue` has succeeded: a
+   * resume that fails there (the queue's Redis) leaves the webhook active with its messages still held,
+   * and a resume again (the caller's retry of the 503) queues them. Not parked and holding nothing:
+   * `not-parked`.
+   */
+  async resume(tenantId: string, requeue: (held: WebhookJob[]) => Promise<number>): Promise<ResumeResult> {
     const key = this.#key(tenantId);
-    const state = await this.#redis.hget(key, 'state');
+    const heldKey = this.#heldKey(tenantId);
+    const [state, waiting] = await Promise.all([this.#redis.hget(key, 'state'), this.#redis.llen(heldKey)]);
     if (state === null) return { outcome: 'missing' };
-    if (state !== 'parked') return { outcome: 'not-parked' };
-    // One MULTI: a message held (hold-2.lua) is either in this drain or sees `active` and is sent.
+    if (state !== 'parked' && waiting === 0) return { outcome: 'not-parked' };
+    // One MULTI: a message held (hold-2.lua) is either in this read or sees `active` and is sent.
     const results = (await this.#redis
       .multi()
       .hset(key, { state: 'active', failures: '0', updatedAt: new Date().toISOString() })
       .hdel(key, 'parkedAt')
-      .lrange(this.#heldKey(tenantId), 0, -1)
-      .del(this.#heldKey(tenantId))
+      .lrange(heldKey, 0, -1)
       .exec()) as [null, unknown][];
     const held = ((results[2]?.[1] ?? []) as string[]).map((json) => JSON.parse(json) as WebhookJob);
+    const resent = await requeue(held);
+    // Those read above are the list's first entries: messages held since (parked again) stay after them.
+    if (held.length > 0) await this.#redis.ltrim(heldKey, held.length, -1);
     const webhook = await this.get(tenantId);
     if (!webhook) return { outcome: 'missing' };
-    return { outcome: 'resumed', webhook, held };
+    return { outcome: 'resumed', webhook, resent };
   }
 
   /** Every tenant's webhook (no secrets), by tenant id. */

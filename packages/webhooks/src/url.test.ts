@@ -1,7 +1,13 @@
 import type { LookupAddress } from 'node:dns';
 import { describe, expect, it, vi } from 'vitest';
 import { retryDelayMs } from './delivery.js';
-import { checkWebhookUrl, guardedLookup, isNonPublicAddress, PrivateAddressError } from './url.js';
+import {
+  checkWebhookUrl,
+  guardedLookup,
+  guardedLookupFor,
+  isNonPublicAddress,
+  PrivateAddressError,
+} from './url.js';
 
 // Names that resolve to IPv6 addresses carrying an IPv4 one (as a NAT64 resolver, DNS64, answers).
 const RESOLVES: Record<string, string> = {
@@ -121,10 +127,17 @@ describe('webhook URLs (SSRF)', () => {
       'file:///etc/passwd',
       'https://u:p@example.com/',
       'https://example.com/#x',
+      // Port 0 is no port: no connection could ever be made to it.
+      'https://example.com:0/hook',
+      'http://example.com:00/hook',
     ]) {
       expect(checkWebhookUrl(url, { allowPrivate: true })?.kind, url).toBe('invalid');
     }
+    expect(checkWebhookUrl('https://example.com:0/hook', { allowPrivate: true })?.message).toBe(
+      'has port 0, which nothing can listen on: give the port the receiver listens on, or none (443 for https, 80 for http)',
+    );
     expect(checkWebhookUrl('https://example.com/hook', { allowPrivate: false })).toBeUndefined();
+    expect(checkWebhookUrl('https://example.com:8443/hook', { allowPrivate: false })).toBeUndefined();
   });
 
   it('refuses control characters, which the URL parser would silently drop (the stored URL would keep them)', () => {
@@ -148,6 +161,10 @@ describe('webhook URLs (SSRF)', () => {
     for (const url of [
       'http://localhost:9000/',
       'http://api.localhost/',
+      // The root's trailing dot names the same host (accepted before: only a resolver that knows it refused it).
+      'http://localhost./',
+      'http://LOCALHOST.:9000/',
+      'http://api.localhost./',
       'http://127.0.0.1/',
       'http://[::1]:80/',
       'http://169.254.169.254/latest',
@@ -194,6 +211,18 @@ describe('webhook URLs (SSRF)', () => {
       error: null,
       addresses: [{ address: '64:ff9b::808:808', family: 6 }],
     });
+  });
+
+  it('names the setting of its caller: a push endpoint refused at connection says HERALD_PUSH_ALLOW_PRIVATE', async () => {
+    const refusal = (lookup: typeof guardedLookup) =>
+      new Promise<Error | null>((done) =>
+        lookup('nat64-loopback.test', { all: true }, (error) => done(error)),
+      );
+    expect((await refusal(guardedLookup))?.message).toContain('HERALD_WEBHOOK_ALLOW_PRIVATE');
+    const push = await refusal(guardedLookupFor('HERALD_PUSH_ALLOW_PRIVATE'));
+    expect(push).toBeInstanceOf(PrivateAddressError);
+    expect(push?.message).toContain('HERALD_PUSH_ALLOW_PRIVATE');
+    expect(push?.message).not.toContain('WEBHOOK');
   });
 
   it('backs off exponentially, ±20%, at most an hour', () => {

@@ -111,7 +111,7 @@ export interface UrlProblem {
 
 /**
  * Checks a webhook URL before it is stored: absolute `http:`/`https:`, no control characters, no
- * credentials, no fragment, and (unless `allowPrivate`) a host that is not a non-public IP literal
+ * credentials, no fragment, not port 0, and (unless `allowPrivate`) a host that is not a non-public IP literal
  * ({@link isNonPublicAddress}) or `localhost`. `setting` names the variable that allows private
  * addresses in the message (default `HERALD_WEBHOOK_ALLOW_PRIVATE`; push endpoints are checked the same
  * way, `HERALD_PUSH_ALLOW_PRIVATE`). Host names are resolved at every delivery instead
@@ -149,9 +149,17 @@ export function checkWebhookUrl(
     };
   }
   if (url.hash !== '') return { kind: 'invalid', message: 'must not have a #fragment' };
+  if (url.port === '0') {
+    return {
+      kind: 'invalid',
+      message:
+        'has port 0, which nothing can listen on: give the port the receiver listens on, or none (443 for https, 80 for http)',
+    };
+  }
   if (options.allowPrivate) return undefined;
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
-  const lower = host.toLowerCase();
+  // A fully qualified name's trailing dot (`localhost.`) is the same host.
+  const lower = host.toLowerCase().replace(/\.$/, '');
   if (
     lower === 'localhost' ||
     lower.endsWith('.localhost') ||
@@ -165,36 +173,42 @@ export function checkWebhookUrl(
   return undefined;
 }
 
-/** Thrown (through the connection) when a webhook host resolves to a non-public address. */
+/** Thrown (through the connection) when a webhook or push host resolves to a non-public address. */
 export class PrivateAddressError extends Error {
-  constructor(host: string, address: string) {
-    super(`${host} resolves to ${address}, a non-public address: refused (HERALD_WEBHOOK_ALLOW_PRIVATE)`);
+  constructor(host: string, address: string, setting = 'HERALD_WEBHOOK_ALLOW_PRIVATE') {
+    super(`${host} resolves to ${address}, a non-public address: refused (${setting})`);
     this.name = 'PrivateAddressError';
   }
 }
 
 /**
  * A `lookup` for `http.request` that refuses non-public addresses: the check happens on the address the
- * socket then connects to, so DNS rebinding between a check and the connection cannot get past it.
+ * socket then connects to, so DNS rebinding between a check and the connection cannot get past it. Its
+ * refusal names `setting`, the variable that would allow the address (push endpoints have their own).
  */
-export const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
-    if (error) {
-      callback(error, '', 0);
-      return;
-    }
-    const list = addresses as unknown as LookupAddress[];
-    const refused = list.find((entry) => isNonPublicAddress(entry.address));
-    if (refused !== undefined) {
-      callback(new PrivateAddressError(hostname, refused.address), '', 0);
-      return;
-    }
-    if ((options as { all?: boolean }).all) {
-      (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
-      return;
-    }
-    const first = list[0];
-    if (first === undefined) callback(new Error(`${hostname} has no address`), '', 0);
-    else callback(null, first.address, first.family);
-  });
-};
+export function guardedLookupFor(setting: string): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { ...options, all: true }, (error, addresses) => {
+      if (error) {
+        callback(error, '', 0);
+        return;
+      }
+      const list = addresses as unknown as LookupAddress[];
+      const refused = list.find((entry) => isNonPublicAddress(entry.address));
+      if (refused !== undefined) {
+        callback(new PrivateAddressError(hostname, refused.address, setting), '', 0);
+        return;
+      }
+      if ((options as { all?: boolean }).all) {
+        (callback as unknown as (e: null, a: LookupAddress[]) => void)(null, list);
+        return;
+      }
+      const first = list[0];
+      if (first === undefined) callback(new Error(`${hostname} has no address`), '', 0);
+      else callback(null, first.address, first.family);
+    });
+  };
+}
+
+/** {@link guardedLookupFor} of webhook deliveries (`HERALD_WEBHOOK_ALLOW_PRIVATE`). */
+export const guardedLookup: LookupFunction = guardedLookupFor('HERALD_WEBHOOK_ALLOW_PRIVATE');

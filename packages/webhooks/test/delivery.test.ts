@@ -110,15 +110,18 @@ describe('one delivery attempt (real Redis, real HTTP)', () => {
     expect((await deliverWebhook(job(3), store, settings)).outcome).toBe('held');
     expect(got.length).toBe(before);
     expect(await store.get(tenantId)).toMatchObject({ state: 'parked', held: 2, consecutiveFailures: 2 });
-    const resumed = await store.resume(tenantId);
-    expect(resumed.outcome).toBe('resumed');
-    if (resumed.outcome !== 'resumed') return;
-    expect(resumed.held.map((held) => [held.id, held.attempts])).toEqual([
+    let handed: WebhookJob[] = [];
+    const resumed = await store.resume(tenantId, async (held) => {
+      handed = held;
+      return held.length;
+    });
+    expect(resumed).toMatchObject({ outcome: 'resumed', resent: 2 });
+    expect(handed.map((held) => [held.id, held.attempts])).toEqual([
       ['msg_2', 1],
       ['msg_3', undefined],
     ]);
     expect(await store.get(tenantId)).toMatchObject({ state: 'active', held: 0, consecutiveFailures: 0 });
-    expect((await store.resume(tenantId)).outcome).toBe('not-parked');
+    expect((await store.resume(tenantId, async () => 0)).outcome).toBe('not-parked');
   });
 
   it('drops a message whose webhook is gone or no longer takes its event', async () => {

@@ -50,6 +50,15 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     frameworkErrors,
   });
 
+  // The methods of each route of a fixed path (`/healthz`, `/dev/token`), for the 405s below. The
+  // proxies take every method; the pages' files are found by asking the static route itself.
+  const fixedRoutes = new Map<string, string[]>();
+  app.addHook('onRoute', (route) => {
+    if (/[*:]/.test(route.url)) return;
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    fixedRoutes.set(route.url, [...new Set([...(fixedRoutes.get(route.url) ?? []), ...methods])]);
+  });
+
   // Every answer: no MIME sniffing. No other site may frame a page (the dashboard takes the admin key;
   // a framed page could be clicked through unseen).
   // Set once the server drains (Fastify runs `preClose` after it stops routing new connections): what
@@ -113,12 +122,30 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
     }
     return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply.status(404).send({
-      error: `Not found: ${request.method} ${request.url.split('?')[0]}; the inbox page is at /`,
+  // A path served with other methods is a 405 naming them (`Allow`), as at the gateway: a fixed route's,
+  // or GET and HEAD where a page or file is (a HEAD of the same path, asked of this server, finds it).
+  // Anything else is a 404, whatever the method.
+  app.setNotFoundHandler(async (request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    let allowed = fixedRoutes.get(path) ?? [];
+    if (allowed.length === 0 && request.method !== 'GET' && request.method !== 'HEAD') {
+      const probe = await app.inject({ method: 'HEAD', url: path });
+      if (probe.statusCode < 400) allowed = ['GET', 'HEAD'];
+    }
+    if (allowed.length > 0 && !allowed.includes(request.method)) {
+      return reply
+        .status(405)
+        .header('allow', allowed.join(', '))
+        .send({
+          error: `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
+          code: ErrorCode.METHOD_NOT_ALLOWED,
+        });
+    }
+    return reply.status(404).send({
+      error: `Not found: ${request.method} ${path}; the inbox page is at /`,
       code: ErrorCode.NOT_FOUND,
-    }),
-  );
+    });
+  });
 
   app.get('/healthz', async () => ({ status: 'ok', service: 'web' }));
   app.get(

@@ -44,28 +44,32 @@ export default fp(
       if (!traffic.write(multi, keys, second)) return;
       multi.exec().catch((error: unknown) => app.log.debug({ err: error }, 'stats flush failed'));
     };
-    const flusher = everySecond(flush);
+    // Seconds of Redis's clock: every instance adds into the same second's key.
+    const flusher = everySecond(flush, 50, () => app.clock.now());
     app.addHook('preClose', async () => {
       flusher.stop();
       // What this second counted so far, before the connection closes.
-      flush(Math.floor(Date.now() / 1000));
+      flush(Math.floor(app.clock.now() / 1000));
     });
 
     const snapshot = () =>
       app.withRedisTimeout(
-        readSnapshot({
-          redis: app.redis,
-          queues: [...app.queues, ...app.earlierQueues()],
-          keys,
-          peekRecipient: async (recipient) => {
-            // `<tenant>/<user>`: the tenant's limiter (on Cluster its keys carry the tenant's tag).
-            const tenantId = recipient.slice(0, recipient.indexOf('/'));
-            const state = await app.limits
-              .forTenant(tenantId)
-              .peek({ [SENDER_POLICY]: '-', [RECIPIENT_POLICY]: recipient });
-            return state.policies.find((policy) => policy.policy === RECIPIENT_POLICY);
+        readSnapshot(
+          {
+            redis: app.redis,
+            queues: [...app.queues, ...app.earlierQueues()],
+            keys,
+            peekRecipient: async (recipient) => {
+              // `<tenant>/<user>`: the tenant's limiter (on Cluster its keys carry the tenant's tag).
+              const tenantId = recipient.slice(0, recipient.indexOf('/'));
+              const state = await app.limits
+                .forTenant(tenantId)
+                .peek({ [SENDER_POLICY]: '-', [RECIPIENT_POLICY]: recipient });
+              return state.policies.find((policy) => policy.policy === RECIPIENT_POLICY);
+            },
           },
-        }),
+          app.clock.now(),
+        ),
       );
     app.decorate('adminSnapshot', snapshot);
     const stream = new SnapshotStream(snapshot, (error) =>

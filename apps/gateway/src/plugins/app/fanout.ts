@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { QUEUE_OPTIONS } from '@herald/config';
 import { Topics } from '@herald/inbox';
 import {
   FANOUT_JOB_NAME,
@@ -46,6 +47,7 @@ export default fp(
     // On the notification queue's connection: `addDurably`'s WAIT and WAITAOF count that connection's
     // writes, and the prefix's hash tag keeps this queue in the same slot on Cluster.
     const queue = new Queue<FanoutJob>(fanoutQueueName(config.queue.name), {
+      ...QUEUE_OPTIONS,
       prefix: config.queue.prefix,
       connection: app.queueConnection,
     });
@@ -71,7 +73,7 @@ export default fp(
       const data: FanoutJob = {
         id,
         payload: fields.payload,
-        createdAt: new Date().toISOString(),
+        createdAt: new Date(app.clock.now()).toISOString(),
         tenantId: identity.tenantId,
         ...(identity.inbox ? { inbox: identity.inbox } : {}),
         ...optional(fields),

@@ -196,7 +196,7 @@ export default fp(
             `${request.method} is not allowed on ${path}: use ${allowed.join(' or ')}.`,
             { headers: { Allow: allowed.join(', ') } },
           )
-        : new HttpError(ErrorCode.NOT_FOUND, `No route ${request.method} ${path}`);
+        : new HttpError(ErrorCode.NOT_FOUND, `No route ${request.method} ${path}${slashHint(path)}`);
     };
 
     // Node answers an `Expect` other than 100-continue with an empty 417 unless this event has a
@@ -311,3 +311,18 @@ export default fp(
   },
   { name: 'http-layer', fastify: '5.x' },
 );
+
+/**
+ * Topic names and user ids may contain `/`, which a path must carry percent-encoded: `/topics/a/b/subscribers`
+ * is no route, and a caller who wrote it so is told how to send it (`/topics/a%2Fb/subscribers`).
+ */
+function slashHint(path: string): string {
+  const split = [
+    /^\/topics\/[^/]+\/.+\/subscribers(\/[^/]+)?$/, // the topic's
+    /^\/topics\/[^/]+\/subscribers\/[^/]+\/.+$/, // the user id's
+    /^\/users\/[^/]+\/.+\/(notifications(\/read)?|preferences(\/mutes)?)$/,
+  ];
+  return split.some((route) => route.test(path))
+    ? ' (a topic name or user id that contains / goes percent-encoded in the path, as %2F: encodeURIComponent)'
+    : '';
+}

@@ -36,12 +36,18 @@ export class RefusedItem {
   constructor(readonly problem: JsonProblem) {}
 }
 
-/** A key as it appears in a field name: long keys are cut, so that an error stays readable. */
-const NUMBER_RANGE = `must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER} (larger ones are not carried exactly: send them as strings)`;
+/**
+ * A number JSON cannot carry exactly. Only a payload (free-form data) is told to send it as a string:
+ * Herald's own number fields (`delayMs`, `priority`) take no strings.
+ */
+const NUMBER_RANGE = `must be a number from -${Number.MAX_SAFE_INTEGER} to ${Number.MAX_SAFE_INTEGER}`;
+const PAYLOAD_NUMBER_RANGE = `${NUMBER_RANGE} (larger ones are not carried exactly: send them as strings)`;
+const IN_PAYLOAD = /\.payload(\.|$)/;
 
 /** Matches only a lone surrogate: in `u` mode a pair is one code point, outside this class. */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
+/** A key as it appears in a field name: long keys are cut, so that an error stays readable. */
 const shown = (key: string): string => (key.length > 64 ? `${key.slice(0, 64)}…` : key);
 
 /**
@@ -94,7 +100,10 @@ export function jsonProblem(
       // Beyond ±(2^53 - 1) JSON.parse has already rounded (2^53 + 1 reads as 2^53), and msgpack
       // corrupts whole numbers outside int64/uint64 (1e21 arrives as 3875820019684212700, 1e300 as 0);
       // 1e400 parses to Infinity, which JSON carries as null.
-      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) return { field: fieldOf(node), message: NUMBER_RANGE };
+      if (!(Math.abs(v) <= Number.MAX_SAFE_INTEGER)) {
+        const field = fieldOf(node);
+        return { field, message: IN_PAYLOAD.test(field) ? PAYLOAD_NUMBER_RANGE : NUMBER_RANGE };
+      }
       continue;
     }
     if (typeof v === 'string') {

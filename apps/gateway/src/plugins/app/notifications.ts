@@ -128,7 +128,7 @@ export default fp(
     async function enqueue(request: FastifyRequest, items: readonly NotifyItem[]): Promise<string[]> {
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
-      const createdAt = new Date().toISOString();
+      const createdAt = new Date(app.clock.now()).toISOString();
       const jobs = items.map((item, index) => {
         // With an Idempotency-Key the ids derive from it, so a retry can never enqueue a second copy
         // (BullMQ ignores an add whose job id exists), even if the idempotency record was lost.

@@ -2,6 +2,7 @@ import {
   connectionOf,
   earlierLayouts,
   partitionOf,
+  QUEUE_OPTIONS,
   queuePartitions,
   queueSlotKey,
   ReplicaWaiter,
@@ -12,7 +13,7 @@ import { Queue } from 'bullmq';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Cluster, Redis } from 'ioredis';
-import { producerConnection } from './redis.js';
+import { connectAtStart, producerConnection } from './redis.js';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -51,6 +52,12 @@ declare module 'fastify' {
      * is added that could not be acknowledged.
      */
     checkDurable(partitions?: Iterable<number>): void;
+    /**
+     * For readiness: resolves when some partition's master has the `HERALD_REDIS_WAIT_REPLICAS` replicas
+     * (or none are asked for), else rejects with that `ReplicaWaitError`: then every send is refused. One
+     * master short of them (a failover) leaves the others' recipients served, so it is still ready.
+     */
+    durableReady(): Promise<void>;
   }
 }
 
@@ -74,11 +81,9 @@ export default fp(
     );
     // Connected (on Cluster: the slot table read) before the gateway takes a request, as `app.redis` is:
     // otherwise its first requests after a start are refused (503) while the connection is still coming up.
-    await connection.connect().catch((error: unknown) => {
-      app.log.warn({ err: error }, 'queue not reachable at start; requests get 503 until it is');
-    });
+    await connectAtStart(app, connection, 'queue');
     const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
-      const queue = new Queue<NotificationJob>(name, { prefix, connection });
+      const queue = new Queue<NotificationJob>(name, { ...QUEUE_OPTIONS, prefix, connection });
       queue.on('error', (error) => app.log.warn({ err: error, prefix }, 'queue connection error'));
       return queue;
     });
@@ -102,6 +107,12 @@ export default fp(
         : undefined;
     app.decorate('checkDurable', (partitions?: Iterable<number>) => {
       if (waiter) for (const key of keysOf(partitions)) waiter.check(key);
+    });
+    app.decorate('durableReady', async () => {
+      if (waiter === undefined) return;
+      const checks = await Promise.allSettled(slotKeys.map((key) => waiter.available(key)));
+      if (checks.some((check) => check.status === 'fulfilled')) return;
+      throw checks.find((check) => check.status === 'rejected')?.reason;
     });
     app.decorate('ensureDurable', async (partitions?: Iterable<number>) => {
       const keys = keysOf(partitions);
@@ -128,7 +139,11 @@ export default fp(
         for (const ref of refs) {
           const key = `${ref.prefix}:${ref.name}`;
           if (earlier.has(key)) continue;
-          const queue = new Queue<NotificationJob>(ref.name, { prefix: ref.prefix, connection });
+          const queue = new Queue<NotificationJob>(ref.name, {
+            ...QUEUE_OPTIONS,
+            prefix: ref.prefix,
+            connection,
+          });
           queue.on('error', (error) =>
             app.log.warn({ err: error, prefix: ref.prefix }, 'queue connection error'),
           );

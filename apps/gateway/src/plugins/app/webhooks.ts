@@ -19,6 +19,7 @@ export default fp(
       prefix: config.queue.prefix,
       // The queues' connection (a Cluster client on Redis Cluster), in the queue's `{herald}` slot.
       connection: app.queueConnection,
+      now: () => app.clock.now(),
     });
     events.queue.on('error', (error) => app.log.warn({ err: error }, 'webhook queue connection error'));
     app.decorate('webhooks', { store, events });

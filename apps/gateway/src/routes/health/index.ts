@@ -1,5 +1,11 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { checkWritable, RedisOutOfMemoryError } from '@herald/config';
+import {
+  checkWritable,
+  credentialsRefused,
+  RedisOutOfMemoryError,
+  RedisTopologyError,
+  ReplicaWaitError,
+} from '@herald/config';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
@@ -26,12 +32,18 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     {
       schema: {
         summary:
-          'Readiness: Redis and the queue answer, Redis takes writes (not out of memory), and the apps of this deployment agree on their shared settings; take the instance out of rotation otherwise',
+          "Readiness: Redis and the queue answer, Redis takes writes (not out of memory), some queue partition's master has the replicas of HERALD_REDIS_WAIT_REPLICAS, and the apps of this deployment agree on their shared settings; take the instance out of rotation otherwise",
         tags: ['operations'],
         response: { 200: Ok, 503: ErrorResponse },
       },
     },
     async () => {
+      // Redis refusing REDIS_URL's password: said as such, not as a Redis that does not answer.
+      const refused = credentialsRefused(app.redis) ?? credentialsRefused(app.queueConnection);
+      if (refused)
+        throw new HttpError(ErrorCode.UNAVAILABLE, `Not ready: ${refused.message}.`, {
+          headers: { 'Retry-After': '1' },
+        });
       try {
         // The queue has its own connection: a count proves it answers; a full Redis still answers
         // both, and the probe's write says whether it takes sends.
@@ -40,10 +52,16 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
             app.redis.ping(),
             app.queue.count(),
             checkWritable(app.queueConnection, app.config.queue),
+            app.durableReady(),
           ]),
         );
       } catch (error) {
-        if (error instanceof RedisOutOfMemoryError)
+        // Each says what to change: the message is the answer's.
+        if (
+          error instanceof RedisOutOfMemoryError ||
+          error instanceof RedisTopologyError ||
+          error instanceof ReplicaWaitError
+        )
           throw new HttpError(ErrorCode.UNAVAILABLE, `Not ready: ${error.message}.`, {
             headers: { 'Retry-After': '1' },
             cause: error,

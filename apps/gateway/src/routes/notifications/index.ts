@@ -88,7 +88,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
             if (single) return single;
             // A topic send or broadcast is not cancelled (its recipients may have it already): 409.
             const fanout = await app.fanoutStatusOf(tenantId, id);
-            return fanout && { cancelled: false, status: fanout };
+            return fanout && { cancelled: false, status: fanout, fanout: true };
           })(),
         );
       } catch (error) {
@@ -101,7 +101,9 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (!outcome.cancelled) {
         throw new HttpError(
           ErrorCode.NOT_CANCELLABLE,
-          `Notification ${id} is ${visible.status}: it can no longer be cancelled.`,
+          'fanout' in outcome
+            ? `Notification ${id} is a topic send or broadcast (${visible.status}): it cannot be cancelled, as some of its recipients may have it already.`
+            : `Notification ${id} is ${visible.status}: it can no longer be cancelled.`,
           { extra: { state: visible.status } },
         );
       }

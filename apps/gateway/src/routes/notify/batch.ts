@@ -66,6 +66,16 @@ export function checkPayload(request: FastifyRequest): void {
 
 const validateItem = compileBodySchema<NotifyItem>(NotifyRequest);
 
+/** Why a topic send or broadcast is no batch item: each fans out as a job of its own, with its own id and status. */
+const FANOUT_IN_BATCH =
+  'is required: a batch item goes to one user; send a topic send or broadcast on its own, with POST /notify';
+
+/** An item that asks for a topic send or a broadcast (no `userId`): told so, not only that `userId` is missing. */
+function fanoutItem(item: unknown): boolean {
+  if (typeof item !== 'object' || item === null || 'userId' in item) return false;
+  return 'broadcast' in item || 'topic' in item;
+}
+
 /** The route option that has the JSON parser check each item of a batch on its own (see `checkBody`). */
 export const BATCH_ITEMS = { field: 'notifications', maxItems: BATCH_MAX_ITEMS };
 
@@ -93,7 +103,9 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
       return;
     }
     if (!validateItem(item)) {
-      const details = issueDetails(root, validateItem.errors ?? []);
+      const details = fanoutItem(item)
+        ? [{ field: `${root}.userId`, message: FANOUT_IN_BATCH }]
+        : issueDetails(root, validateItem.errors ?? []);
       const first = details[0];
       sorted.rejected.push({
         index,

@@ -168,7 +168,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request) => {
         const tenantId = tenantOf(request);
-        const result = await fromRedis(() => store.resume(tenantId));
+        const result = await fromRedis(() => store.resume(tenantId, (held) => events.resend(held)));
         if (result.outcome === 'missing') throw missing(tenantId);
         if (result.outcome === 'not-parked') {
           throw new HttpError(
@@ -176,9 +176,8 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
             `The webhook of ${whose} (${tenantId}) is not parked: nothing to resume.`,
           );
         }
-        const { held, webhook } = result;
-        const resent = await fromRedis(() => events.resend(held));
-        return { webhook: { ...webhook, held: 0 }, resent };
+        const { webhook, resent } = result;
+        return { webhook, resent };
       },
     );
   }

@@ -1,0 +1,49 @@
+import { queueConnection, randomId, testRedis } from '@herald/testing';
+import { afterAll, describe, expect, it } from 'vitest';
+import { WebhookEvents, WebhookStore } from '../src/index.js';
+
+const redis = testRedis();
+afterAll(() => redis.disconnect());
+
+describe('WebhookEvents (the webhook queue)', () => {
+  it('keeps what it enqueues for a bounded time: completed messages an hour (at most 10,000), messages failed for good 7 days', async () => {
+    const prefix = `{${randomId('wh')}}`;
+    const store = new WebhookStore(redis, `${prefix}:`);
+    const tenantId = randomId('tenant');
+    await store.set(tenantId, { url: 'https://hooks.example.com/herald' });
+    const events = new WebhookEvents(store, {
+      queueName: randomId('q'),
+      prefix,
+      connection: queueConnection(),
+    });
+    try {
+      const at = new Date().toISOString();
+      expect(await events.read(tenantId, 'alice', ['n-1'])).toBe(1);
+      expect(
+        await events.resend([
+          {
+            id: 'msg_x',
+            tenantId,
+            payload: {
+              type: 'notification.read',
+              timestamp: at,
+              data: { notificationId: 'n-2', userId: 'alice', at },
+            },
+          },
+        ]),
+      ).toBe(1);
+      const jobs = await events.queue.getJobs(['wait']);
+      expect(jobs).toHaveLength(2);
+      for (const job of jobs) {
+        expect(job.opts).toMatchObject({
+          removeOnComplete: { age: 3600, count: 10_000 },
+          // Age only, no count: a tenant whose endpoint fails a lot cannot push out another's records.
+          removeOnFail: { age: 7 * 24 * 3600 },
+        });
+      }
+    } finally {
+      await events.queue.obliterate({ force: true });
+      await events.queue.close();
+    }
+  });
+});
