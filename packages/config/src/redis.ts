@@ -99,6 +99,52 @@ export const REDIS_ROLE_OPTIONS = Object.freeze({
  */
 export const QUEUE_OPTIONS = Object.freeze({ skipVersionCheck: true } as const);
 
+/**
+ * ioredis's `Cluster`, whose `connect()` settles once the client is ready (or has ended), however it got
+ * there. ioredis's own promise never settles when its ready check fails after the slot table was read
+ * (`cluster_state:fail`: a master is down, or a restarted one is not yet taken back) and a retry then
+ * connects with a promise of its own. BullMQ awaits `connect()` to get a worker's blocking connection
+ * back after its watchdog reset it: caught there, the worker's fetch loop waited for good and its
+ * partition was consumed no more, though the Cluster was whole again (e2e/test/cluster-restart).
+ * `duplicate()` (what BullMQ makes the blocking connection with) gives one of these too.
+ */
+export class SettlingCluster extends Cluster {
+  readonly #startupNodes: ConstructorParameters<typeof Cluster>[0];
+
+  constructor(startupNodes: ConstructorParameters<typeof Cluster>[0], options: ClusterOptions = {}) {
+    super(startupNodes, options);
+    this.#startupNodes = startupNodes;
+  }
+
+  override connect(): Promise<void> {
+    const connecting = super.connect();
+    return new Promise((resolve, reject) => {
+      const settle = (error?: Error) => {
+        this.off('ready', onReady);
+        this.off('end', onEnd);
+        if (error) reject(error);
+        else resolve();
+      };
+      const onReady = () => settle();
+      // After ioredis's own rejection, which says why (it comes in the same turn as `end`).
+      const onEnd = () => setImmediate(() => settle(new Error('Connection is closed.')));
+      this.once('ready', onReady);
+      this.once('end', onEnd);
+      connecting.then(() => settle(), settle);
+    });
+  }
+
+  override duplicate(
+    overrideStartupNodes: ConstructorParameters<typeof Cluster>[0] = [],
+    overrideOptions: ClusterOptions = {},
+  ): SettlingCluster {
+    return new SettlingCluster(overrideStartupNodes.length > 0 ? overrideStartupNodes : this.#startupNodes, {
+      ...this.options,
+      ...overrideOptions,
+    });
+  }
+}
+
 /** Where an app's Redis is: one server, or a Cluster's start-up nodes. */
 export interface RedisTarget {
   url: string;
@@ -148,7 +194,7 @@ export function createRedis(
     // whose notifications failed so went back one by one, out of their users' order (worker tests on a
     // Cluster).
     const { enableAutoPipelining: _off, ...nodeOptions } = options;
-    const client = new Cluster(target.clusterNodes, {
+    const client = new SettlingCluster(target.clusterNodes, {
       ...cluster,
       redisOptions: { ...clusterNodeOptions(target.url), ...nodeOptions },
       ...(role === 'producer' ? { enableOfflineQueue: false } : {}),
