@@ -103,10 +103,12 @@ export const QUEUE_OPTIONS = Object.freeze({ skipVersionCheck: true } as const);
  * ioredis's `Cluster`, whose `connect()` settles once the client is ready (or has ended), however it got
  * there. ioredis's own promise never settles when its ready check fails after the slot table was read
  * (`cluster_state:fail`: a master is down, or a restarted one is not yet taken back) and a retry then
- * connects with a promise of its own. BullMQ awaits `connect()` to get a worker's blocking connection
- * back after its watchdog reset it: caught there, the worker's fetch loop waited for good and its
- * partition was consumed no more, though the Cluster was whole again (e2e/test/cluster-restart).
- * `duplicate()` (what BullMQ makes the blocking connection with) gives one of these too.
+ * connects with a promise of its own: the client ends up `ready`, the promise still pending. BullMQ 6.7
+ * (`RedisConnection.reconnect`) awaits `connect()` to get a worker's blocking connection back after its
+ * watchdog reset it; caught there, the worker's fetch loop would wait for good and its partition be
+ * consumed no more, though the Cluster is whole again (the likely cause of 3 users of one partition not
+ * shown what was sent after a master restart, e2e/test/cluster-restart, once in CI). `duplicate()` (what
+ * BullMQ makes the blocking connection with) gives one of these too.
  */
 export class SettlingCluster extends Cluster {
   readonly #startupNodes: ConstructorParameters<typeof Cluster>[0];
