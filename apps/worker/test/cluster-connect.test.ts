@@ -1,5 +1,6 @@
 import { createRedis } from '@herald/config';
 import { type RedisClusterHandle, startRedisCluster, waitFor } from '@herald/testing';
+import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -61,6 +62,62 @@ describe('a Cluster client of the apps, connected while a master is down', () =>
       for (const each of clients) each.disconnect();
     } finally {
       other.disconnect();
+    }
+  }, 120_000);
+
+  it("lets BullMQ get a worker's blocking connection back, and the worker take jobs after", async () => {
+    const target = { url: cluster.servers[0]?.url ?? '', clusterNodes: cluster.nodes };
+    const connection = createRedis(target, 'worker');
+    connection.on('error', () => {});
+    const done: string[] = [];
+    const worker = new Worker(
+      'cluster-connect',
+      async (job) => {
+        done.push(job.id ?? '');
+      },
+      { connection, prefix: '{cluster-connect}', autorun: false },
+    );
+    worker.on('error', () => {});
+    await worker.waitUntilReady();
+    // What BullMQ's watchdog does to a blocking connection whose command never settled
+    // (resetBlockedConnection): disconnect, then `reconnect()`, which awaits the client's `connect()`.
+    type Blocking = { disconnect(wait?: boolean): Promise<void>; reconnect(): Promise<void> };
+    const blocking = (worker as unknown as { backend: { blockingConnection: Blocking } }).backend
+      .blockingConnection;
+    const down = cluster.servers[2];
+    const other = new Redis(cluster.servers[0]?.url ?? '');
+    try {
+      await down?.stop();
+      await waitFor(async () => /cluster_state:fail/.test(await other.cluster('INFO')), {
+        timeoutMs: 15_000,
+        what: 'the Cluster failed',
+      });
+      await blocking.disconnect(true);
+      let settled = 'pending';
+      blocking.reconnect().then(
+        () => {
+          settled = 'resolved';
+        },
+        (error: unknown) => {
+          settled = `rejected: ${String(error)}`;
+        },
+      );
+      await down?.restart();
+      await cluster.waitUntilHealthy();
+      await waitFor(() => settled !== 'pending', {
+        timeoutMs: 20_000,
+        what: "BullMQ's reconnect of the blocking connection settled",
+      });
+      expect(settled).toBe('resolved');
+      void worker.run();
+      const queue = new Queue('cluster-connect', { prefix: '{cluster-connect}', connection });
+      await queue.add('job', {}, { jobId: 'after-the-outage' });
+      await waitFor(() => done.includes('after-the-outage'), { timeoutMs: 20_000, what: 'the job taken' });
+      await queue.close();
+    } finally {
+      other.disconnect();
+      await worker.close(true);
+      connection.disconnect();
     }
   }, 120_000);
 });
