@@ -19,7 +19,7 @@ describe('sharded subscriber, a Cluster master restarted (same slots, same addre
     await cluster?.dispose();
   });
 
-  it('subscribes again once the node is back; no onReconnect (no refill) while it is down', async () => {
+  it('asks for no refill (onReconnect) while the node is down, and subscribes again once it is back', async () => {
     // As the realtime server builds it for sharded pub/sub.
     const sub = new Cluster(cluster.nodes, { shardedSubscribers: true, slotsRefreshInterval: 1000 });
     connections.push(sub);
@@ -80,8 +80,7 @@ describe('sharded subscriber, a Cluster master restarted (same slots, same addre
 
     await restarted.restart();
     // Live messages reach the listeners again (published until they do: one published before ioredis
-    // subscribed again reaches no one), without a refill: the node's slots kept their master.
-    const reconnectsAtRestart = reconnects.length;
+    // subscribed again reaches no one).
     let round = 0;
     await waitFor(
       async () => {
@@ -94,7 +93,6 @@ describe('sharded subscriber, a Cluster master restarted (same slots, same addre
       },
       { timeoutMs: 20_000, intervalMs: 200, what: 'live messages after the restart' },
     );
-    expect(reconnects.length).toBe(reconnectsAtRestart);
     for (const subscription of subscriptions) subscription.close();
   }, 120_000);
 });
