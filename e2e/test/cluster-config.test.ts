@@ -8,7 +8,7 @@ import {
 import { io } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { herald } from './support/cli.js';
-import { clusterStack, stopUntilClusterFails } from './support/cluster-outage.js';
+import { clusterStack } from './support/cluster-outage.js';
 import { API_KEY, randomId, Stack } from './support/stack.js';
 
 const ADMIN_KEY = 'e2e-admin-key-0123456789abcdef0123456789';
@@ -98,9 +98,10 @@ describe('a Redis Cluster set up as one server, and one server set up as a Clust
 
   it('a master down when the gateway starts: it starts, answers 503 meanwhile, and 202 once the Cluster is whole', async () => {
     const second = cluster.servers[1];
+    if (!second) throw new Error('no second master');
     const stack = clusterStack(cluster);
     stacks.push(stack);
-    await stopUntilClusterFails(cluster, second);
+    await cluster.stopUntilFailed(second);
     // It crashed at start ("Plugin did not start in time: 'redis'"): its connect never settled.
     const gateway = await stack.start('gateway', 'gw');
     expect((await readiness(gateway.url)).status).toBe(503);
@@ -111,7 +112,7 @@ describe('a Redis Cluster set up as one server, and one server set up as a Clust
         body: JSON.stringify({ userId: randomId('u'), payload: {} }),
       });
     expect((await send()).status).toBe(503);
-    await second?.restart();
+    await second.restart();
     await cluster.waitUntilHealthy();
     let last = '';
     await waitFor(
@@ -132,9 +133,10 @@ describe('a Redis Cluster set up as one server, and one server set up as a Clust
   // every second): its sockets never got `synced`. Fixed in ioredis 5.11.1.
   it('a master down when every app starts: sockets refused HERALD_ERR_UNAVAILABLE and the CLI exits 1 saying why meanwhile; once the Cluster is whole, users on every master are shown what is sent', async () => {
     const second = cluster.servers[1];
+    if (!second) throw new Error('no second master');
     const stack = clusterStack(cluster, { HERALD_QUEUE_PARTITIONS: '3' });
     stacks.push(stack);
-    await stopUntilClusterFails(cluster, second);
+    await cluster.stopUntilFailed(second);
     const [gateway, realtime] = await Promise.all([
       stack.start('gateway', 'gw'),
       stack.start('realtime', 'rt'),
@@ -174,7 +176,7 @@ describe('a Redis Cluster set up as one server, and one server set up as a Clust
     // that starting it waits: started last, just before the master comes back).
     const worker = stack.start('worker', 'worker');
     worker.catch(() => {}); // awaited below; not an unhandled rejection meanwhile
-    await second?.restart();
+    await second.restart();
     await cluster.waitUntilHealthy();
     await worker;
     // Users whose inboxes, live channels and partitions fall on every master.

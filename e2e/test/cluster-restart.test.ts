@@ -1,6 +1,6 @@
 import { postRetrying503, type RedisClusterHandle, startRedisCluster, waitFor } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterStack, stopUntilClusterFails } from './support/cluster-outage.js';
+import { clusterStack } from './support/cluster-outage.js';
 import { API_KEY, randomId, type Stack } from './support/stack.js';
 
 // An operator restarts a master of a Cluster without replicas (an upgrade), its data kept in its AOF.
@@ -20,6 +20,7 @@ describe('a Cluster master without a replica restarted while the apps run (its A
 
   it('open sockets of users on every master are shown what is sent after it, once each', async () => {
     const second = cluster.servers[1];
+    if (!second) throw new Error('no second master');
     const stack = clusterStack(cluster, { HERALD_QUEUE_PARTITIONS: '3' });
     stacks.push(stack);
     const send = async (userId: string, n: number) => {
@@ -48,8 +49,8 @@ describe('a Cluster master without a replica restarted while the apps run (its A
       what: 'the first notifications shown',
     });
 
-    await stopUntilClusterFails(cluster, second);
-    await second?.restart();
+    await cluster.stopUntilFailed(second);
+    await second.restart();
     await cluster.waitUntilHealthy();
 
     const after: string[] = [];

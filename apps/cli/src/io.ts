@@ -44,9 +44,9 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
     await new Promise<void>((resolve, reject) => {
       redis.connect().then(resolve, reject);
       // A Cluster that answers but does not serve every slot (a master down) fails ioredis's ready check
-      // after the slot table was read: the connection ends and `connect()` never settles (the CLI
-      // exited 13, unsettled top-level await, without a word). Unreachable nodes end it too, before any
-      // slot table, and `connect()` says why then.
+      // after the slot table was read: the connection ends, and `connect()` says only "Connection is
+      // closed." (ioredis's own never settled: the CLI exited 13 without a word). Unreachable nodes end
+      // it too, before any slot table, and `connect()` says why then.
       if (target.clusterNodes) {
         let answered = false;
         redis.once('refresh', () => {

@@ -21,6 +21,12 @@ export interface RedisClusterHandle {
    * master has its replicas in sync (`replicas` of them, default as created; fewer after a failover).
    */
   waitUntilHealthy(options?: { replicas?: number; timeoutMs?: number }): Promise<void>;
+  /**
+   * Stops `master` (one without a replica) and answers once every other node says the Cluster failed
+   * (`cluster_state:fail`): every slot is refused, and a client's ready check fails, from then until
+   * `master` is back (`master.restart()`, then {@link RedisClusterHandle.waitUntilHealthy}).
+   */
+  stopUntilFailed(master: RedisServerHandle): Promise<void>;
   /** Stops every node (SIGTERM, then SIGKILL) and removes their data folders. */
   dispose(): Promise<void>;
 }
@@ -152,6 +158,18 @@ export async function startRedisCluster(
     });
   };
 
+  const stopUntilFailed = async (master: RedisServerHandle): Promise<void> => {
+    await master.stop();
+    const others = servers.filter((server) => server !== master);
+    await waitFor(
+      async () =>
+        (await Promise.all(others.map((server) => probe(server).cluster('INFO')))).every((info) =>
+          /cluster_state:fail/.test(info),
+        ),
+      { timeoutMs: 15_000, what: `the Cluster failed (master on port ${master.port} down, no replica)` },
+    );
+  };
+
   try {
     // Each node is a plain test redis-server (free port, temp folder) with cluster mode on.
     for (let i = 0; i < masters * (1 + replicas); i++) {
@@ -218,6 +236,7 @@ export async function startRedisCluster(
     masterOf,
     replicasOf,
     waitUntilHealthy,
+    stopUntilFailed,
     dispose,
   };
 }
