@@ -1,4 +1,4 @@
-import { type AppProcess, randomId, redisEnv, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisEnv, skewedClock, startApp, waitFor } from '@herald/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entries, SECRET } from './support/stack.js';
 
@@ -41,11 +41,12 @@ describe('a deployment fingerprint: /readyz names the settings the apps disagree
     const app = await startApp({
       name,
       entry,
-      env: { HERALD_INSTANCE_ID: name, ...settings },
-      // Its wall clock off (`faketime -f <skew>`), as on a machine without NTP.
-      ...(clockSkew === undefined
-        ? {}
-        : { command: 'faketime', args: ['-f', clockSkew, process.execPath, entry] }),
+      // Its wall clock off (libfaketime) by `clockSkew`, as on a machine without NTP.
+      env: {
+        HERALD_INSTANCE_ID: name,
+        ...settings,
+        ...(clockSkew === undefined ? {} : skewedClock(clockSkew)),
+      },
     });
     processes.push(app);
     return app;

@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { AdminSnapshot } from '@herald/protocol';
-import { type AppProcess, randomId, startApp, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, skewedClock, startApp, waitFor } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, testEnv } from './helpers.js';
 
@@ -62,14 +62,12 @@ describe('the admin API across gateways whose clocks disagree', () => {
     gateways.push(
       ...(await Promise.all([
         startApp({ name: 'gateway-on-time', entry, env }),
-        // 150 s behind (`faketime`): its seconds were written 150 s in the past, outside the last
+        // 150 s behind (libfaketime): its seconds were written 150 s in the past, outside the last
         // minute the others read, and expired before anyone read them.
         startApp({
           name: 'gateway-behind',
           entry,
-          env,
-          command: 'faketime',
-          args: ['-f', '-150s', process.execPath, entry],
+          env: { ...env, ...skewedClock('-150s') },
         }),
       ])),
     );

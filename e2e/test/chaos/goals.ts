@@ -18,17 +18,17 @@ export const RECOVERY_GOAL_MS = 5000;
 export const RECOVERY_LIMIT_MS = Number(process.env.CHAOS_RECOVERY_LIMIT_MS ?? 12_000);
 
 /**
- * Starts a chaos stack's processes: two gateways (the first under `gatewayWrapper`, e.g. faketime), one
+ * Starts a chaos stack's processes: two gateways (the first with its clock off by `gatewayClockSkew`, e.g. '+30s'), one
  * worker and two realtime instances; `stacks` gets it first, so that `afterEach` disposes of it.
  */
 export async function startStack(
   stack: ChaosStack,
   stacks: ChaosStack[],
-  options: { gatewayWrapper?: string[] } = {},
+  options: { gatewayClockSkew?: string } = {},
 ): Promise<ChaosStack> {
   stacks.push(stack);
   await Promise.all([
-    stack.start('gateway', options.gatewayWrapper),
+    stack.start('gateway', options.gatewayClockSkew),
     stack.start('gateway'),
     stack.start('worker'),
     stack.start('realtime'),

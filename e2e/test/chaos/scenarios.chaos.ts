@@ -81,7 +81,7 @@ describe.sequential('chaos: ledger of 202s against what clients were shown', () 
     {
       title: 'a gateway whose clock is 30 s ahead (faketime), for the whole run',
       scenario: 'gateway clock +30 s',
-      stack: { gatewayWrapper: ['faketime', '-f', '+30s'] },
+      stack: { gatewayClockSkew: '+30s' },
       fault: async () => {},
     },
     {

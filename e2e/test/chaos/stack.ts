@@ -4,6 +4,7 @@ import {
   freePort,
   type RedisClusterHandle,
   type RedisServerHandle,
+  skewedClock,
   startApp,
   startRedisServer,
   waitFor,
@@ -104,22 +105,24 @@ export class ChaosStack {
   }
 
   /**
-   * Starts one more `kind` process; `wrapper` runs node under another command (e.g. faketime). A
-   * gateway or realtime instance of a stack logging below `info` (which never logs `listening`) gets a
-   * free port and is up once it answers HTTP there.
+   * Starts one more `kind` process, its wall clock off by `clockSkew` when given (`skewedClock` of
+   * @herald/testing, e.g. '+30s'). A gateway or realtime instance of a stack logging below `info`
+   * (which never logs `listening`) gets a free port and is up once it answers HTTP there.
    */
-  async start(kind: Kind, wrapper: string[] = []): Promise<AppProcess> {
+  async start(kind: Kind, clockSkew?: string): Promise<AppProcess> {
     const name = `${kind}-${++this.#count}`;
-    const [command, ...args] = [...wrapper, process.execPath, entries[kind]];
     const quiet = !['trace', 'debug', 'info'].includes(this.env.HERALD_LOG_LEVEL ?? 'info');
     const app = await startApp({
       name,
       entry: entries[kind],
-      env: { ...this.env, HERALD_INSTANCE_ID: name },
+      env: {
+        ...this.env,
+        HERALD_INSTANCE_ID: name,
+        ...(clockSkew === undefined ? {} : skewedClock(clockSkew)),
+      },
       // Five processes start at once on a shared 2-core machine (one gateway alone took 10 s at a load
       // average of 30): a start is not a timed result.
       timeoutMs: 60_000,
-      ...(wrapper.length > 0 ? { command, args } : {}),
       ...(quiet && kind !== 'worker' ? { port: await freePort() } : {}),
     });
     this.#all.push(app);

@@ -22,6 +22,7 @@ import {
   postRetrying503,
   randomId,
   redisUrl as sharedRedisUrl,
+  skewedClock,
   startApp,
   testRedis,
   waitFor,
@@ -186,16 +187,14 @@ export class Stack {
   }
 
   /**
-   * Starts one more `kind` process whose wall clock is off by `skew` (`faketime -f <skew>`, e.g. '+30s'
-   * or '-45s'), as on a machine without NTP; Redis keeps the true time.
+   * Starts one more `kind` process whose wall clock is off by `skew` (libfaketime, `skewedClock` of
+   * @herald/testing, e.g. '+30s' or '-45s'), as on a machine without NTP; Redis keeps the true time.
    */
   async startSkewed(kind: keyof typeof entries, name: string, skew: string): Promise<AppProcess> {
     return await startApp({
       name,
       entry: entries[kind],
-      env: { ...this.env, HERALD_INSTANCE_ID: name },
-      command: 'faketime',
-      args: ['-f', skew, process.execPath, entries[kind]],
+      env: { ...this.env, HERALD_INSTANCE_ID: name, ...skewedClock(skew) },
       into: this.processes,
     });
   }
