@@ -1,4 +1,4 @@
-import { queueDepthGauge } from '@herald/config/metrics';
+import { queueDepthGauge, queueStallGauge, type WatchedQueue } from '@herald/config/metrics';
 import type { PolicyCounters } from '@herald/rate-limiter';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
@@ -47,11 +47,16 @@ const OUTCOMES = [
 ] as const;
 
 /**
- * Creates the metrics. `queueCounts` is asked on every scrape for the queue depth by state.
+ * Creates the metrics. `queueCounts` is asked on every scrape for the queue depth by state, and `queues`
+ * for the partitions whose line `herald_queue_stalled_seconds` watches.
  */
-export function createMetrics(queueCounts: () => Promise<Record<string, number>>): GatewayMetrics {
+export function createMetrics(
+  queueCounts: () => Promise<Record<string, number>>,
+  queues: () => readonly WatchedQueue[] = () => [],
+): GatewayMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'herald_gateway_' });
+  queueStallGauge(registry, queues);
   const requests = new RequestTally();
   const metrics: GatewayMetrics = {
     registry,

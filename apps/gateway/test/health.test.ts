@@ -12,6 +12,10 @@ describe('gateway liveness, readiness and metrics (a real process on a Redis of 
     const families = await scrapeMetrics(`${own.app.url}/metrics`);
     expect(families.get('herald_http_requests_total')?.type).toBe('COUNTER');
     expect(families.has('herald_queue_jobs')).toBe(true);
+    // Its one partition, read on the scrape: nothing waits.
+    expect(families.get('herald_queue_stalled_seconds')?.metrics).toEqual([
+      expect.objectContaining({ labels: { queue: expect.stringMatching(/^\{herald\}:/) }, value: '0' }),
+    ]);
     await expectHealthThroughOutage(own.app.url, own.redis, { metric: 'herald_http_requests_total' });
   });
 });

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { listenFailure } from '@herald/config';
-import { queueDepthGauge } from '@herald/config/metrics';
+import { queueDepthGauge, queueStallGauge, type WatchedQueue } from '@herald/config/metrics';
 import { operationsHandler } from '@herald/config/operations';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
@@ -29,11 +29,18 @@ export interface WorkerMetrics {
   pushes: Counter<'outcome'>;
 }
 
-/** Creates the metrics; `queueCounts` is asked on every scrape for the queue depth by state. */
-export function createMetrics(queueCounts: () => Promise<Record<string, number>>): WorkerMetrics {
+/**
+ * Creates the metrics; `queueCounts` is asked on every scrape for the queue depth by state, and
+ * `queues` for the partitions whose line `herald_queue_stalled_seconds` watches.
+ */
+export function createMetrics(
+  queueCounts: () => Promise<Record<string, number>>,
+  queues: () => readonly WatchedQueue[] = () => [],
+): WorkerMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'herald_worker_' });
   queueDepthGauge(registry, queueCounts);
+  queueStallGauge(registry, queues);
   return {
     registry,
     jobs: new Counter({

@@ -147,7 +147,10 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     queue.on('error', () => {});
     return queue;
   });
-  const metrics = createMetrics(() => jobCountsOf(queues));
+  const metrics = createMetrics(
+    () => jobCountsOf(queues),
+    () => queues,
+  );
   // Delivery webhooks: this worker reports what it finds (expired, failed for good) and delivers them.
   const webhookStore = new WebhookStore(redis, config.keyPrefix);
   const webhookTarget = {

@@ -53,6 +53,9 @@ describe('worker liveness, readiness and metrics (a real process on a Redis of i
     );
     expect(families.get('herald_worker_job_duration_seconds')?.metrics[0]?.count).toBe('1');
     expect(families.get('herald_queue_jobs')?.type).toBe('GAUGE');
+    expect(families.get('herald_queue_stalled_seconds')?.metrics).toEqual([
+      expect.objectContaining({ labels: { queue: `{herald}:${queueName}` }, value: '0' }),
+    ]);
     expect(families.has('herald_worker_process_cpu_seconds_total')).toBe(true);
   });
 

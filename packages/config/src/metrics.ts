@@ -43,3 +43,93 @@ export function queueDepthGauge(
     },
   });
 }
+
+/** What {@link queueStallGauge} reads of a BullMQ `Queue` (a `Queue` is one). */
+export interface WatchedQueue {
+  /** `<prefix>:<name>`: the `queue` label. */
+  readonly qualifiedName: string;
+  /** BullMQ's key of the queue's `type` (`wait`: the list of waiting jobs; `prioritized`, `delayed`: sets). */
+  toKey(type: string): string;
+  getBackend(): {
+    readonly client: Promise<{
+      lrange(key: string, start: number, end: number): Promise<string[]>;
+      zrange(key: string, start: number, end: number, options?: { WITHSCORES?: boolean }): Promise<string[]>;
+    }>;
+  };
+}
+
+/** BullMQ's delayed score: the ms the job is due at × 0x1000, plus a counter. */
+const DELAYED_SCORE_FACTOR = 0x1000;
+
+/**
+ * The jobs next in line of one queue: the oldest waiting one (BullMQ LPUSHes and its workers take
+ * from the tail), the prioritized one a worker takes next, and the first delayed one once it is due
+ * (a worker moves it to wait). Null where there is none.
+ */
+async function headsOf(queue: WatchedQueue, now: number): Promise<(string | null)[]> {
+  const client = await queue.getBackend().client;
+  // Sent together: one round trip.
+  const [[tail], [next], [first, score]] = await Promise.all([
+    client.lrange(queue.toKey('wait'), -1, -1),
+    client.zrange(queue.toKey('prioritized'), 0, 0),
+    client.zrange(queue.toKey('delayed'), 0, 0, { WITHSCORES: true }),
+  ]);
+  const due = first !== undefined && Math.floor(Number(score) / DELAYED_SCORE_FACTOR) <= now;
+  return [tail ?? null, next ?? null, due ? first : null];
+}
+
+/**
+ * `herald_queue_stalled_seconds{queue}`: for each partition of the notification queue, how long its job
+ * next in line has stayed next, seen by this instance's scrapes; 0 when nothing waits or the line moves.
+ * It rises when no worker takes that partition's jobs (every worker gone, or one wedged: a partition
+ * that stops while the others run leaves `herald_queue_jobs` low, and its users get nothing), whatever
+ * the rate. Measured on this process's monotonic clock from the first scrape that saw the job next (a
+ * job's own timestamp is the sending gateway's clock): it starts at 0 after a restart, and its
+ * resolution is the scrape interval. Three lines are watched: waiting jobs, prioritized jobs, and
+ * delayed jobs that are due (by this process's clock); the gauge is the longest. With Redis down, or
+ * not answering within {@link QUEUE_DEPTH_TIMEOUT_MS}, the last values stay.
+ *
+ * @example
+ * ```ts
+ * queueStallGauge(registry, () => queues);
+ * ```
+ */
+export function queueStallGauge(registry: Registry, queues: () => readonly WatchedQueue[]): Gauge<'queue'> {
+  /** Per queue, per line: the job next and since when (performance.now()) it has been. */
+  const seen = new Map<string, { head: string | null; since: number }[]>();
+  const observe = async (queue: WatchedQueue, gauge: Gauge<'queue'>) => {
+    const heads = await headsOf(queue, Date.now());
+    const now = performance.now();
+    const lines = seen.get(queue.qualifiedName) ?? heads.map(() => ({ head: null, since: now }));
+    let stalledMs = 0;
+    heads.forEach((head, i) => {
+      const line = lines[i] ?? { head: null, since: now };
+      if (line.head !== head) {
+        line.head = head;
+        line.since = now;
+      }
+      lines[i] = line;
+      if (head !== null) stalledMs = Math.max(stalledMs, now - line.since);
+    });
+    seen.set(queue.qualifiedName, lines);
+    gauge.set({ queue: queue.qualifiedName }, Math.round(stalledMs) / 1000);
+  };
+  return new Gauge({
+    name: 'herald_queue_stalled_seconds',
+    help: 'Seconds the job next in line of each notification queue partition has stayed next (0: nothing waits, or the line moves), seen by this instance',
+    labelNames: ['queue'],
+    registers: [registry],
+    async collect() {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, QUEUE_DEPTH_TIMEOUT_MS);
+      });
+      try {
+        // Each queue on its own: one that fails (its master down) keeps its last value, the others go on.
+        await Promise.race([Promise.allSettled(queues().map((queue) => observe(queue, this))), late]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  });
+}

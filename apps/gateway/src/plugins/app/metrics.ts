@@ -13,9 +13,8 @@ declare module 'fastify' {
 /** The gateway's metrics, and the tally of every answer (method, route, status). */
 export default fp(
   async (app: FastifyInstance) => {
-    const metrics = createMetrics(() =>
-      app.withRedisTimeout(jobCountsOf([...app.queues, ...app.earlierQueues()])),
-    );
+    const queues = () => [...app.queues, ...app.earlierQueues()];
+    const metrics = createMetrics(() => app.withRedisTimeout(jobCountsOf(queues())), queues);
     app.decorate('metrics', metrics);
     // Callback style: no promise per request.
     app.addHook('onResponse', (request, reply, done) => {
