@@ -1,5 +1,12 @@
 import { createServer, type Server as HttpServer } from 'node:http';
-import { checkWritable, createRedis, DeploymentFingerprint, listenFailure, RedisClock } from '@herald/config';
+import {
+  checkWritable,
+  createRedis,
+  DeploymentFingerprint,
+  listenFailure,
+  RedisClock,
+  settleWithin,
+} from '@herald/config';
 import { Inbox, InboxError, isOffset, Preferences, type ReadSelection, Topics } from '@herald/inbox';
 import { LiveSubscriber, livePublisher } from '@herald/live';
 import {
@@ -63,15 +70,6 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * Socket.IO's own 20 s connect timeout, with no code the client could tell the user.
  */
 const HANDSHAKE_REDIS_MS = 2000;
-
-/** What `promise` answers within `ms`, or undefined when it fails or takes longer. */
-function answerWithin<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), ms);
-  });
-  return Promise.race([promise.catch(() => undefined), late]).finally(() => clearTimeout(timer));
-}
 
 /**
  * Builds the Socket.IO server (it listens on `listen()`): verifies the user token in the handshake,
@@ -192,7 +190,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       .then(async (claims) => {
         // A token minted by a key that was revoked since is refused (fail closed when Redis cannot say,
         // or takes longer than HANDSHAKE_REDIS_MS to say).
-        const revoked = await answerWithin(pub.sismember(revokedKeys, claims.keyId), HANDSHAKE_REDIS_MS);
+        const revoked = await settleWithin(
+          pub.sismember(revokedKeys, claims.keyId).catch(() => undefined),
+          HANDSHAKE_REDIS_MS,
+          undefined,
+        );
         return { claims, revoked };
       })
       .then(

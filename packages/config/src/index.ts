@@ -11,4 +11,5 @@ export * from './redis.js';
 export * from './redis-clock.js';
 export * from './redis-topology.js';
 export * from './secrets.js';
+export * from './settle-within.js';
 export * from './stats.js';

@@ -1,4 +1,5 @@
 import { Gauge, type Registry } from 'prom-client';
+import { settleWithin } from './settle-within.js';
 
 /**
  * How long a scrape waits for the queue depth: a frozen or paused Redis keeps its connections and
@@ -28,17 +29,11 @@ export function queueDepthGauge(
     labelNames: ['state'],
     registers: [registry],
     async collect() {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), QUEUE_DEPTH_TIMEOUT_MS);
-      });
       try {
-        const counts = await Promise.race([queueCounts(), late]);
+        const counts = await settleWithin(queueCounts(), QUEUE_DEPTH_TIMEOUT_MS, undefined);
         for (const [state, count] of Object.entries(counts ?? {})) this.set({ state }, count);
       } catch {
         // Redis down: the scrape still answers, with the last known depth.
-      } finally {
-        clearTimeout(timer);
       }
     },
   });
@@ -120,16 +115,12 @@ export function queueStallGauge(registry: Registry, queues: () => readonly Watch
     labelNames: ['queue'],
     registers: [registry],
     async collect() {
-      let timer: NodeJS.Timeout | undefined;
-      const late = new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, QUEUE_DEPTH_TIMEOUT_MS);
-      });
-      try {
-        // Each queue on its own: one that fails (its master down) keeps its last value, the others go on.
-        await Promise.race([Promise.allSettled(queues().map((queue) => observe(queue, this))), late]);
-      } finally {
-        clearTimeout(timer);
-      }
+      // Each queue on its own: one that fails (its master down) keeps its last value, the others go on.
+      await settleWithin(
+        Promise.allSettled(queues().map((queue) => observe(queue, this))),
+        QUEUE_DEPTH_TIMEOUT_MS,
+        undefined,
+      );
     },
   });
 }

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { settleWithin } from './settle-within.js';
 
 /** How often a {@link RedisClock} reads Redis's `TIME` again, ms. */
 const SYNC_EVERY_MS = 10_000;
@@ -65,15 +66,7 @@ export class RedisClock {
         this.#take(sent, performance.now(), Number(seconds) * 1000 + Number(micros) / 1000),
       () => false,
     );
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), SYNC_TIMEOUT_MS);
-    });
-    try {
-      return await Promise.race([reading, timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+    return await settleWithin(reading, SYNC_TIMEOUT_MS, false);
   }
 
   #take(sent: number, received: number, redisMs: number): boolean {

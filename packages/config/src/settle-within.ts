@@ -1,0 +1,20 @@
+/**
+ * What `work` settles with, or `late` once `ms` have passed without it: what a caller waits for Redis at
+ * most (a frozen Redis keeps its connections and answers nothing). `work` still runs to its end.
+ *
+ * @example
+ * ```ts
+ * const counts = await settleWithin(queue.getJobCounts(), 1000, undefined);
+ * ```
+ */
+export async function settleWithin<T, L>(work: Promise<T>, ms: number, late: L): Promise<T | L> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<L>((resolve) => {
+    timer = setTimeout(() => resolve(late), ms);
+  });
+  try {
+    return await Promise.race([work, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
