@@ -8,6 +8,7 @@ import {
   RedisClock,
   ReplicaWaiter,
   reconnectDelayMs,
+  settleWithin,
 } from '@herald/config';
 import {
   type AppendResult,
@@ -101,6 +102,12 @@ function notificationsOf(job: Job<NotificationJob | NotificationEnvelope>): Noti
   const items = (job.data as NotificationEnvelope).items;
   return Array.isArray(items) ? items : [];
 }
+
+/**
+ * Longest a shutdown waits for the BullMQ workers to close (their active jobs to finish), ms, within the
+ * apps' 10 s grace (`SHUTDOWN_GRACE_MS`): the connections are closed after it, and the process exits 0.
+ */
+export const WORKERS_CLOSE_MS = 5000;
 
 /**
  * Starts a BullMQ worker that stores each notification in its user's inbox and pushes it through Redis
@@ -426,15 +433,33 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       // store being retried fails now, and its job goes back to BullMQ (retried, or stalled and taken
       // by the next worker when Redis does not take the failure either).
       closing.abort();
+      // Each waited for until WORKERS_CLOSE_MS after the first: a BullMQ worker whose fetch loop never
+      // ends (seen after a Redis Cluster failover: its blocking connection closed, its wait for a job
+      // never settled) held the shutdown until the grace ran out, and the process exited 1 or was
+      // killed. One left so has its active jobs, if any, back in the queue once their lock expires (the
+      // store is idempotent), and its connections are closed below.
+      const deadline = performance.now() + WORKERS_CLOSE_MS;
+      const closed = async (name: string, closure: Promise<unknown>) => {
+        const done = await settleWithin(
+          closure.then(() => true),
+          Math.max(0, deadline - performance.now()),
+          false,
+        );
+        if (!done)
+          log.warn(
+            { worker: name, waitedMs: WORKERS_CLOSE_MS },
+            'a BullMQ worker did not close in time: left',
+          );
+      };
       await Promise.all([
-        ...workers.map((partitionWorker) => partitionWorker.close()),
-        leftovers.close(),
-        fanout.close(),
+        ...workers.map((partitionWorker, index) => closed(`partition ${index}`, partitionWorker.close())),
+        closed('leftovers', leftovers.close()),
+        closed('fan-out', fanout.close()),
       ]);
-      await escalations.close();
-      await webhooks.close();
-      await webhookEvents.close();
-      await Promise.all(queues.map((queue) => queue.close()));
+      await closed('escalations', escalations.close());
+      await closed('webhooks', webhooks.close());
+      await closed('webhook events', webhookEvents.close());
+      await closed('queues', Promise.all(queues.map((queue) => queue.close())));
       clock.stop();
       if (queueConnection !== bullConnection) queueConnection.disconnect();
       redis.disconnect();

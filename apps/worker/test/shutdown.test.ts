@@ -1,7 +1,15 @@
 import { fileURLToPath } from 'node:url';
 import { Inbox } from '@herald/inbox';
 import { NOTIFY_JOB_NAME, type NotificationJob, notificationJobOptions } from '@herald/protocol';
-import { queueConnection, randomId, redisEnv, startApp, testRedis, waitFor } from '@herald/testing';
+import {
+  queueConnection,
+  randomId,
+  redisEnv,
+  startApp,
+  startRedisServer,
+  testRedis,
+  waitFor,
+} from '@herald/testing';
 import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 
@@ -59,4 +67,48 @@ describe('worker process', () => {
     expect(ids).toHaveLength(1000);
     expect(new Set(ids)).toEqual(new Set(jobs.map((job) => job.id)));
   });
+});
+
+describe('worker process on a Redis that freezes', () => {
+  it('SIGTERM while its active jobs wait on a frozen Redis (SIGSTOP): it exits 0 by itself within its grace, the jobs still in Redis', async () => {
+    const own = await startRedisServer();
+    const queueName = randomId('queue');
+    const queue = new Queue<NotificationJob>(queueName, { prefix: '{herald}', connection: { url: own.url } });
+    try {
+      const jobs: NotificationJob[] = Array.from({ length: 2000 }, (_, n) => ({
+        id: randomId('n'),
+        userId: `u${n % 20}`,
+        payload: { n },
+        createdAt: new Date().toISOString(),
+      }));
+      await queue.addBulk(
+        jobs.map((job) => ({ name: NOTIFY_JOB_NAME, data: job, opts: notificationJobOptions(job) })),
+      );
+      const worker = await startApp({
+        name: 'worker-frozen',
+        entry,
+        env: { REDIS_URL: own.url, HERALD_QUEUE_NAME: queueName },
+      });
+      await waitFor(async () => (await queue.getCompletedCount()) >= 50, {
+        timeoutMs: 30_000,
+        what: '50 done',
+      });
+      // Its jobs in flight now wait on Redis for good: BullMQ's close waits for them.
+      own.process.kill('SIGSTOP');
+      // A longer grace than the app's own (10 s): it must end by itself, not be killed.
+      const code = await worker.stop('SIGTERM', 30_000);
+      expect(code).toBe(0);
+      expect(worker.lines.some((line) => line.includes('did not close in time'))).toBe(true);
+      own.process.kill('SIGCONT');
+      // Nothing lost at the shutdown: every job is done, or still in Redis to be run (active ones come
+      // back once their lock expires).
+      const counts = await queue.getJobCounts('completed', 'active', 'wait');
+      expect((counts.completed ?? 0) + (counts.active ?? 0) + (counts.wait ?? 0)).toBe(2000);
+      expect(counts.wait).toBeGreaterThan(0);
+    } finally {
+      own.process.kill('SIGCONT');
+      await queue.close();
+      await own.dispose();
+    }
+  }, 90_000);
 });

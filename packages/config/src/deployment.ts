@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import type { Cluster, Redis } from 'ioredis';
 import Type from 'typebox';
 import { RedisClock } from './redis-clock.js';
+import { settleWithin } from './settle-within.js';
 
 /**
  * `HERALD_DEPLOYMENT`: the name under which an app's instances meet to compare the settings they must
@@ -77,6 +78,9 @@ interface Registration {
   at: number;
 }
 
+/** Longest {@link DeploymentFingerprint.stop} waits for Redis to forget this instance, ms. */
+export const LEAVE_MS = 1000;
+
 /**
  * Every instance of a deployment writes its {@link DeploymentSettings} to the Redis hash
  * `herald:deployment:{<name>}` (field: its instance id) every `heartbeatMs`, and `/readyz` compares its
@@ -148,21 +152,19 @@ export class DeploymentFingerprint {
   }
 
   /**
-   * Leaves the deployment (on shutdown), waiting at most one heartbeat for Redis: while Redis is away
-   * a connection that queues commands (the worker's) would hold the shutdown for its whole grace, and
-   * the registration is ignored three heartbeats after its last beat anyway.
+   * Leaves the deployment (on shutdown), waiting at most {@link LEAVE_MS} for Redis: while Redis is away
+   * or frozen a connection that queues commands (the worker's) would hold the shutdown for its whole
+   * grace (a worker told SIGTERM on a frozen Redis waited for its jobs, then a heartbeat here, and ran out
+   * of its 10 s), and the registration is ignored three heartbeats after its last beat anyway.
    */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
+    await settleWithin(
       this.#redis.hdel(this.key, this.#instanceId).catch(() => {}),
-      new Promise<void>((resolve) => {
-        timer = setTimeout(resolve, this.#heartbeatMs);
-      }),
-    ]);
-    clearTimeout(timer);
+      Math.min(LEAVE_MS, this.#heartbeatMs),
+      undefined,
+    );
   }
 
   /**
