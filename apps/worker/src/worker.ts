@@ -441,7 +441,14 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       const deadline = performance.now() + WORKERS_CLOSE_MS;
       const closed = async (name: string, closure: Promise<unknown>) => {
         const done = await settleWithin(
-          closure.then(() => true),
+          // One that fails is done with: the others, and the connections, still close.
+          closure.then(
+            () => true,
+            (error: unknown) => {
+              log.warn({ err: error, worker: name }, 'a BullMQ worker failed to close');
+              return true;
+            },
+          ),
           Math.max(0, deadline - performance.now()),
           false,
         );
