@@ -95,18 +95,17 @@ export function queueStallGauge(registry: Registry, queues: () => readonly Watch
   const observe = async (queue: WatchedQueue, gauge: Gauge<'queue'>) => {
     const heads = await headsOf(queue, Date.now());
     const now = performance.now();
-    const lines = seen.get(queue.qualifiedName) ?? heads.map(() => ({ head: null, since: now }));
-    let stalledMs = 0;
-    heads.forEach((head, i) => {
-      const line = lines[i] ?? { head: null, since: now };
-      if (line.head !== head) {
-        line.head = head;
-        line.since = now;
-      }
-      lines[i] = line;
-      if (head !== null) stalledMs = Math.max(stalledMs, now - line.since);
+    const previous = seen.get(queue.qualifiedName);
+    // A line keeps its `since` while the same job is next; a new one (or none) starts now.
+    const lines = heads.map((head, i) => {
+      const line = previous?.[i];
+      return line?.head === head ? line : { head, since: now };
     });
     seen.set(queue.qualifiedName, lines);
+    const stalledMs = Math.max(
+      0,
+      ...lines.filter(({ head }) => head !== null).map(({ since }) => now - since),
+    );
     gauge.set({ queue: queue.qualifiedName }, Math.round(stalledMs) / 1000);
   };
   return new Gauge({

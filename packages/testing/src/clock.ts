@@ -21,7 +21,7 @@ function libfaketimeCandidates(): string[] {
 }
 
 /** The path of libfaketime, or undefined when it is not installed. */
-export function libfaketimePath(): string | undefined {
+function libfaketimePath(): string | undefined {
   return libfaketimeCandidates().find((path) => existsSync(path));
 }
 
@@ -33,21 +33,17 @@ const FAKETIME_FILE = /^(?:sem\.faketime_sem_|faketime_shm_)(\d+)$/;
  * asks: "delete /dev/shm/faketime_shm_* and /dev/shm/sem.faketime_sem_* … or properly automated").
  * Those of running processes are kept.
  */
-export function sweepFaketimeFiles(): string[] {
+function sweepFaketimeFiles(): void {
   let names: string[];
   try {
     names = readdirSync('/dev/shm');
   } catch {
-    return [];
+    return;
   }
-  const removed: string[] = [];
   for (const name of names) {
     const pid = FAKETIME_FILE.exec(name)?.[1];
-    if (pid === undefined || existsSync(`/proc/${pid}`)) continue;
-    rmSync(join('/dev/shm', name), { force: true });
-    removed.push(name);
+    if (pid !== undefined && !existsSync(`/proc/${pid}`)) rmSync(join('/dev/shm', name), { force: true });
   }
-  return removed;
 }
 
 /**
@@ -55,7 +51,7 @@ export function sweepFaketimeFiles(): string[] {
  * offset: '-45s', '+30s', '+2m'), as on a machine without NTP; Redis keeps the true time.
  *
  * libfaketime is preloaded into the process itself rather than run under the `faketime` wrapper, which
- * forks (a signal to it alone left the app running). Either way libfaketime makes a semaphore and a
+ * forks (a signal to it alone left the app running, and startApp needed a process group for it). Either way libfaketime makes a semaphore and a
  * shared memory object named after the process's pid, removed only when the process ends normally: a
  * process stopped by a signal left `/dev/shm/sem.faketime_sem_<pid>` behind, and a later one given the
  * same pid (pid_max is 32768 on the CI machine) refused to start: `faketime: sem_open: File exists`.

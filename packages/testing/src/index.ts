@@ -4,7 +4,7 @@ import { parseClusterNodes } from './redis-cluster.js';
 
 export { CHROMIUM_ARGS, CHROMIUM_PATH, launchChromium } from './browser.js';
 export { loopbackCertificate } from './certificate.js';
-export { libfaketimePath, skewedClock, sweepFaketimeFiles } from './clock.js';
+export { skewedClock } from './clock.js';
 export { isolatedEnv, redisEnv } from './env.js';
 export { expectHealthThroughOutage } from './health.js';
 export { deleteMatching, keysMatching } from './keys.js';

@@ -27,6 +27,11 @@ export async function startApp(options: {
   entry: string;
   env: Record<string, string>;
   args?: string[];
+  /**
+   * The program to run instead of this process's Node (another Node binary), `args` then its whole
+   * argument list. It must be the app itself: `stop` signals that process only, not children of a
+   * wrapper that forks (clocks are skewed with `skewedClock`, not the `faketime` wrapper).
+   */
   command?: string;
   timeoutMs?: number;
   into?: AppProcess[];
@@ -34,12 +39,7 @@ export async function startApp(options: {
 }): Promise<AppProcess> {
   const command = options.command ?? process.execPath;
   const args = options.command ? (options.args ?? []) : [options.entry, ...(options.args ?? [])];
-  // Under a wrapper command (e.g. `faketime`, which forks), the app is the wrapper's child: a signal to
-  // the wrapper alone left it running (a chaos run left a gateway behind). The wrapper and the app get a
-  // process group of their own, and `stop` signals the whole group.
-  const wrapped = options.command !== undefined;
   const child = spawn(command, args, {
-    detached: wrapped,
     env: {
       ...process.env,
       PORT: String(options.port ?? 0),
@@ -50,19 +50,9 @@ export async function startApp(options: {
   });
   const signal = (name: NodeJS.Signals) => {
     try {
-      if (wrapped && child.pid !== undefined) process.kill(-child.pid, name);
-      else child.kill(name);
+      child.kill(name);
     } catch {
       // already gone
-    }
-  };
-  const groupAlive = () => {
-    if (child.pid === undefined) return false;
-    try {
-      process.kill(-child.pid, 0);
-      return true;
-    } catch {
-      return false;
     }
   };
   const lines: string[] = [];
@@ -112,20 +102,11 @@ export async function startApp(options: {
     url: `http://127.0.0.1:${port ?? 0}`,
     lines,
     async stop(name = 'SIGTERM', graceMs = 10_000) {
-      if (child.exitCode !== null || child.signalCode !== null) {
-        // A wrapper gone (killed alone by a test): what it started goes too.
-        if (wrapped) signal('SIGKILL');
-        return child.exitCode;
-      }
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode;
       signal(name);
-      const deadline = Date.now() + graceMs;
       const timer = setTimeout(() => signal('SIGKILL'), graceMs);
       const code = await exited;
-      // The wrapper may end before what it started (faketime dies of the signal its child handles):
-      // the app has the rest of the grace to finish, then goes.
-      while (wrapped && groupAlive() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       clearTimeout(timer);
-      if (wrapped) signal('SIGKILL');
       return code;
     },
   };

@@ -1,22 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { skewedClock } from '../src/clock.js';
 import { type AppProcess, startApp } from '../src/processes.js';
-import { waitFor } from '../src/wait.js';
-
-/** Whether a process with `pid` still runs (a zombie counts as gone: it has exited). */
-function running(pid: number): boolean {
-  try {
-    // /proc/<pid>/stat: "<pid> (<comm>) <state> …"
-    const state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0];
-    return state !== undefined && state !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 /** Writes an app that says its pid and its wall clock, is ready, and runs until it is stopped. */
 function writeApp(cleanup: (() => void)[]): string {
@@ -36,52 +24,7 @@ function said(app: AppProcess): { pid: number; now: number } {
   return JSON.parse(line ?? '{"pid":0,"now":0}') as { pid: number; now: number };
 }
 
-/**
- * Starts, under a wrapper command that forks (`sh` running node as its child, not exec'ing it: the app
- * is not the process `startApp` spawns), an app that says its pid, is ready, and runs until stopped.
- */
-async function startWrapped(cleanup: (() => void)[]): Promise<{ app: AppProcess; appPid: number }> {
-  const entry = writeApp(cleanup);
-  const started = { appPid: 0 };
-  cleanup.push(() => {
-    if (started.appPid > 0 && running(started.appPid)) process.kill(started.appPid, 'SIGKILL');
-  });
-  const app = await startApp({
-    name: 'wrapped',
-    entry,
-    env: {},
-    command: 'sh',
-    // `; exit $?` after it: sh cannot exec node in its own place.
-    args: ['-c', '"$@"; exit $?', 'sh', process.execPath, entry],
-  });
-  started.appPid = said(app).pid;
-  return { app, appPid: started.appPid };
-}
-
-describe('startApp under a wrapper command', () => {
-  const cleanup: (() => void)[] = [];
-  afterEach(() => {
-    for (const clean of cleanup.splice(0)) clean();
-  });
-
-  it('stop() ends the app itself, not only the wrapper (a forked app was left running)', async () => {
-    const { app, appPid } = await startWrapped(cleanup);
-    expect(appPid).toBeGreaterThan(0);
-    expect(appPid).not.toBe(app.process.pid);
-    expect(running(appPid)).toBe(true);
-    await app.stop('SIGTERM', 2000);
-    await waitFor(() => !running(appPid), { timeoutMs: 5_000, what: 'the wrapped app to be gone' });
-  }, 20_000);
-
-  it('stop(SIGKILL) (a kill -9) ends the app itself too', async () => {
-    const { app, appPid } = await startWrapped(cleanup);
-    expect(running(appPid)).toBe(true);
-    await app.stop('SIGKILL', 0);
-    await waitFor(() => !running(appPid), { timeoutMs: 5_000, what: 'the wrapped app to be gone' });
-  }, 20_000);
-});
-
-/** libfaketime's files in /dev/shm (the `faketime` wrapper's semaphore and shared memory). */
+/** libfaketime's files in /dev/shm (its semaphores and shared memory objects). */
 function faketimeFiles(): string[] {
   return readdirSync('/dev/shm').filter((name) => name.includes('faketime'));
 }
