@@ -128,7 +128,11 @@ export class WebStack {
     const response = await fetch(`${this.#gateway.url}${path}`, {
       headers: { authorization: `Bearer ${API_KEY}` },
     });
-    return (await response.json()) as { items: { id: string }[]; unread: { count: number } };
+    const body = (await response.json()) as { items?: { id: string }[]; unread?: { count: number } };
+    // Said with the answer: a CI run once read an error body here as a listing ("reading 'map'").
+    if (response.status !== 200 || !body.items || !body.unread)
+      throw new Error(`the listing of ${userId} answered ${response.status}: ${JSON.stringify(body)}`);
+    return { items: body.items, unread: body.unread };
   }
 
   /** Kills the realtime server (`SIGKILL`: no goodbye, the sockets just drop). */
