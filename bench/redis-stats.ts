@@ -15,6 +15,17 @@ export async function redisCpuMicros(admin: Redis): Promise<number> {
   return (field('used_cpu_sys') + field('used_cpu_user')) * 1e6;
 }
 
+/** Redis's socket work so far (INFO stats): reads and writes of client sockets, bytes in and out. */
+export async function redisIo(admin: Redis): Promise<number[]> {
+  const info = await admin.info('stats');
+  return [
+    'total_reads_processed',
+    'total_writes_processed',
+    'total_net_input_bytes',
+    'total_net_output_bytes',
+  ].map((name) => Number(new RegExp(`^${name}:(\\d+)`, 'm').exec(info)?.[1] ?? 0));
+}
+
 /** INFO commandstats: command → calls and µs spent inside it since the start (a script's µs include its commands'). */
 export async function commandstats(admin: Redis): Promise<Map<string, CommandStat>> {
   const stats = new Map<string, CommandStat>();

@@ -66,7 +66,9 @@ BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:cost    # an older built ch
     method: `CPU µs per notification of each process (\`/proc\`) and of Redis (\`INFO cpu\`), end to end at
 \`BENCH_RATE\` to \`BENCH_USERS\` connected users, each pipeline on its own \`redis-server\`, rounds taking
 turns, medians; beside the defaults, this checkout with fuller envelopes (\`BENCH_ENVELOPES\`: a longer
-\`HERALD_ENVELOPE_WINDOW_MS\` and \`HERALD_ENVELOPE_TARGET_ITEMS\`, Redis saved against latency added). One more round logs every command
+\`HERALD_ENVELOPE_WINDOW_MS\` and \`HERALD_ENVELOPE_TARGET_ITEMS\`, Redis saved against latency added). Redis's socket reads and writes
+(\`INFO stats\`) per notification count the round trips and pub/sub deliveries, most of them one per envelope,
+not per notification: on a VM each costs Redis kernel time that no command shows. One more round logs every command
 (\`SLOWLOG\`, threshold 0) for the breakdown by script.`,
   },
   {

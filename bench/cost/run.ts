@@ -26,7 +26,14 @@ import { type RedisServerHandle, startRedisServer, waitFor } from '@herald/testi
 import { Redis } from 'ioredis';
 import type { Socket } from 'socket.io-client';
 import { cpuTicks, openLoop, type Pipeline, postNotify, startPipeline } from '../delivery/pipeline.js';
-import { addCommandstats, commandstats, commandstatsTable, median, redisCpuMicros } from '../redis-stats.js';
+import {
+  addCommandstats,
+  commandstats,
+  commandstatsTable,
+  median,
+  redisCpuMicros,
+  redisIo,
+} from '../redis-stats.js';
 import { writeReport } from '../report.js';
 import { writeChart } from '../svg.js';
 
@@ -71,6 +78,8 @@ interface Contender {
   accepted: number;
   /** POST → socket ms over the measured rounds. */
   measuredLatencies: number[];
+  /** INFO stats over the measured rounds: socket reads, writes, bytes in, bytes out. */
+  io: number[];
 }
 
 async function main(): Promise<void> {
@@ -137,6 +146,7 @@ async function main(): Promise<void> {
         commandstats: new Map(),
         accepted: 0,
         measuredLatencies: [],
+        io: [0, 0, 0, 0],
       };
       contenders.push(contender);
       for (let i = 0; i < USERS; i++) {
@@ -188,6 +198,7 @@ async function round(
   await c.admin.slowlog('RESET');
   const before = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   const statsBefore = await commandstats(c.admin);
+  const ioBefore = await redisIo(c.admin);
   const receivedBefore = c.received;
   c.latencies = measured ? c.measuredLatencies : undefined;
   const accepted = await openLoop(RATE, seconds, (n) =>
@@ -199,6 +210,8 @@ async function round(
   const after = [...c.pipeline.pids.slice(0, 3).map(cpuTicks), await redisCpuMicros(c.admin)];
   if (measured) {
     addCommandstats(c.commandstats, statsBefore, await commandstats(c.admin));
+    const io = await redisIo(c.admin);
+    c.io = c.io.map((sum, i) => sum + (io[i] ?? 0) - (ioBefore[i] ?? 0));
     c.accepted += accepted;
   }
   // Ticks are 10 ms (USER_HZ 100); Redis's figure is µs already.
@@ -289,6 +302,8 @@ function report(contenders: Contender[], elapsedMs: number): void {
       return `| ${group} | ${[...contenders.map((c) => value(c).toFixed(0)), ...ratios].join(' | ')} |`;
     }),
     `| POST → socket p50 / p99 ms | ${[...contenders.map(latency), ...compared.map(() => '')].join(' | ')} |`,
+    `| Redis socket reads / writes per notification | ${perNotification(contenders, compared, 0, 1, 2)} |`,
+    `| Redis bytes in / out per notification | ${perNotification(contenders, compared, 2, 3, 0)} |`,
     '',
     writeChart('cost-by-process', {
       title: `CPU µs per notification at ${RATE}/s, by process`,
@@ -338,6 +353,18 @@ function report(contenders: Contender[], elapsedMs: number): void {
   const text = lines.join('\n');
   process.stdout.write(`${text}\n${breakdowns.join('\n')}\n`);
   writeReport('cost', text);
+}
+
+/** Two of the INFO stats counters (`c.io`) per notification, `a / b`, a cell per contender (none for the ratios). */
+function perNotification(
+  contenders: Contender[],
+  compared: Contender[],
+  a: number,
+  b: number,
+  digits: number,
+): string {
+  const per = (c: Contender, i: number) => ((c.io[i] ?? 0) / Math.max(1, c.accepted)).toFixed(digits);
+  return [...contenders.map((c) => `${per(c, a)} / ${per(c, b)}`), ...compared.map(() => '')].join(' | ');
 }
 
 /** Redis µs per notification by script (the SLOWLOG round), the same script of both checkouts on one row. */
