@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { credentialsRefused } from '@herald/config';
+import { exposition } from '@herald/config/metrics';
 import { operationsHandler } from '@herald/config/operations';
 import type { Cluster, Redis } from 'ioredis';
 import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
@@ -80,10 +81,7 @@ export function httpHandler(options: {
       return Promise.all([...options.redis.map((client) => client.ping()), options.writable?.()]);
     },
     ...(options.mismatches ? { mismatches: options.mismatches } : {}),
-    metrics: async () => ({
-      contentType: options.metrics.registry.contentType,
-      body: await options.metrics.registry.metrics(),
-    }),
+    metrics: () => exposition(options.metrics.registry),
     notFound: 'Not found: connect with Socket.IO at /socket.io/',
   });
 }

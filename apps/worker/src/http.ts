@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { listenFailure } from '@herald/config';
-import { queueDepthGauge, queueStallGauge, type WatchedQueue } from '@herald/config/metrics';
+import { exposition, queueDepthGauge, queueStallGauge, type WatchedQueue } from '@herald/config/metrics';
 import { operationsHandler } from '@herald/config/operations';
 import { Counter, collectDefaultMetrics, Histogram, Registry } from 'prom-client';
 
@@ -98,10 +98,9 @@ export async function startHttp(options: {
       ...(options.mismatches ? { mismatches: options.mismatches } : {}),
       metrics: async () => {
         const registry = options.metrics()?.registry;
-        return {
-          contentType: registry?.contentType ?? 'text/plain; version=0.0.4; charset=utf-8',
-          body: registry ? await registry.metrics() : '',
-        };
+        return registry
+          ? await exposition(registry)
+          : { contentType: 'text/plain; version=0.0.4; charset=utf-8', body: '' };
       },
       notFound: 'Not found: the worker serves /healthz, /readyz and /metrics',
     }),

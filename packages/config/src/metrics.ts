@@ -9,6 +9,23 @@ import { settleWithin } from './settle-within.js';
 export const QUEUE_DEPTH_TIMEOUT_MS = 1000;
 
 /**
+ * `registry`'s samples in the Prometheus text format, for `/metrics`: prom-client's, with a value that
+ * is not a number spelled `NaN` (the text format's and OpenMetrics' spelling) where prom-client writes
+ * `Nan` (its event loop lag before the first sample, a scrape just after a start), which strict parsers
+ * refuse.
+ *
+ * @example
+ * ```ts
+ * const { contentType, body } = await exposition(registry);
+ * ```
+ */
+export async function exposition(registry: Registry): Promise<{ contentType: string; body: string }> {
+  // A sample line ends with its value: no timestamps are written.
+  const body = (await registry.metrics()).replace(/^([^#].*) Nan$/gm, '$1 NaN');
+  return { contentType: registry.contentType, body };
+}
+
+/**
  * `herald_queue_jobs{state}`: the notification queue's jobs by state, read from Redis on every scrape
  * (`queueCounts`, e.g. BullMQ's `queue.getJobCounts()`), in `registry`. The gateway and the worker both
  * report it, so either one's scrape shows the backlog. With Redis down, or not answering within

@@ -6,6 +6,7 @@ import {
   RedisTopologyError,
   ReplicaWaitError,
 } from '@herald/config';
+import { exposition } from '@herald/config/metrics';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
@@ -84,8 +85,8 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
     '/metrics',
     { schema: { summary: 'Prometheus metrics', tags: ['operations'], hide: false } },
     async (_request, reply) => {
-      const body = await app.metrics.registry.metrics();
-      return reply.type(app.metrics.registry.contentType).send(body);
+      const { contentType, body } = await exposition(app.metrics.registry);
+      return reply.type(contentType).send(body);
     },
   );
 };
