@@ -1,6 +1,8 @@
 import { heraldTestConfig } from '@herald/testing/vitest';
 
 export default heraldTestConfig({
+  // Files that start apps and servers: loaded once per worker, not once per file (see the option).
+  isolate: false,
   // Each on Redis servers or a Cluster of its own (outages, failovers, replicas, its own fan-out rate).
   notOnCluster: [
     'test/cluster.test.ts',

@@ -1,6 +1,8 @@
 import { heraldTestConfig } from '@herald/testing/vitest';
 
 export default heraldTestConfig({
+  // Files that start apps and servers: loaded once per worker, not once per file (see the option).
+  isolate: false,
   // Each on a redis-server or a Cluster of its own (outages, a replica), never on the run's Redis.
   notOnCluster: [
     'test/health.test.ts',
