@@ -96,16 +96,19 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
     if (mine() && isOffset(event?.offset)) onStream(c, event);
   });
   socket.on('unread', (unread) => {
-    if (!mine()) return;
+    // Not of Herald's shape: dropped, not thrown in Socket.IO's handler (as a notification's).
+    if (!mine() || !unread) return;
     // A read on another device (or over REST): its ids, so that the list follows as well as the count.
-    readMarks(c, unread.read, unread);
+    readMarks(c, Array.isArray(unread.read) ? unread.read : undefined, unread);
     c._tabs?.post({ t: 'unread', unread });
   });
+  // Each field not of Herald's shape is left out (the store checks offsets and counts): the server
+  // still said that its replay is done, or that the offset is gone.
   socket.on('synced', (synced) => {
-    if (socket === c._socket) onSynced(c, synced, lastOffset !== undefined, socket);
+    if (socket === c._socket) onSynced(c, synced ?? {}, lastOffset !== undefined, socket);
   });
   socket.on('resync', (resync) => {
-    if (socket === c._socket) onResync(c, resync, socket);
+    if (socket === c._socket) onResync(c, resync ?? {}, socket);
   });
   socket.on('goodbye', (event) => {
     goodbye = event;
@@ -136,7 +139,7 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
 }
 
 /** The replay is done: live once the inbox is loaded (first connection, resync). */
-function onSynced(c: Core, synced: SyncedEvent, wasRecovering: boolean, socket: HeraldSocket): void {
+function onSynced(c: Core, synced: Partial<SyncedEvent>, wasRecovering: boolean, socket: HeraldSocket): void {
   c._attempt = 0;
   c._error = undefined;
   c._store.advanceTo(synced.lastOffset);
@@ -150,7 +153,7 @@ function onSynced(c: Core, synced: SyncedEvent, wasRecovering: boolean, socket: 
     const info: ResumeInfo = {
       recovered: wasRecovering && !resynced,
       wasRecovering,
-      replayed: synced.replayed,
+      replayed: Number(synced.replayed) || 0,
       resynced,
     };
     c._lastResume = info;

@@ -9,7 +9,6 @@ import type { Socket } from 'socket.io-client';
 import { AckQueue } from './acks.js';
 import { Emitter } from './emitter.js';
 import { HeraldError } from './errors.js';
-import { isOffset } from './offsets.js';
 import { type HeraldItem, type InboxSnapshot, InboxStore } from './store.js';
 import { TabRequests } from './tab-requests.js';
 import type { ChannelLike, LockManagerLike, TabElection } from './tabs.js';
@@ -94,8 +93,8 @@ export class Core {
       throw new HeraldError('HERALD_ERR_VALIDATION', `maxItems must be an integer >= 1, not ${maxItems}`);
     this._store = new InboxStore({ maxItems });
     // A saved offset that is none (corrupted storage) would be refused on every handshake, for good:
-    // left out, the first connection loads the inbox all the same.
-    if (isOffset(options.lastOffset)) this._store.advanceTo(options.lastOffset);
+    // left out (`advanceTo` takes offsets only), the first connection loads the inbox all the same.
+    this._store.advanceTo(options.lastOffset);
     this._events = new Emitter((error) => this._log('listener threw', { error: String(error) }));
     const page = options.page === undefined ? (globalThis as unknown as PageLike) : options.page;
     this._page = page && typeof page.addEventListener === 'function' ? page : undefined;

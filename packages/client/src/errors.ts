@@ -21,9 +21,10 @@ export class HeraldUnauthorizedError extends Error {
 
 /** A command the realtime server refused or could not answer; `code` is the server's (`HERALD_ERR_…`). */
 export class HeraldError extends Error {
-  readonly code: string;
+  // `declare`: set in the constructor, no class field emitted as well (bytes of the browser bundle).
+  declare readonly code: string;
   /** With `HERALD_ERR_RATE_LIMITED`: when the command may be sent again. */
-  readonly retryAfterMs: number | undefined;
+  declare readonly retryAfterMs: number | undefined;
   constructor(code: string, message: string, options?: { cause?: unknown; retryAfterMs?: number }) {
     super(message, options);
     this.name = 'HeraldError';

@@ -46,7 +46,7 @@ export function readMarks(
 }
 
 /** The server no longer has the offset resumed from: the inbox is reloaded before the socket is live. */
-export function onResync(c: Core, resync: ResyncEvent, socket: HeraldSocket): void {
+export function onResync(c: Core, resync: Partial<ResyncEvent>, socket: HeraldSocket): void {
   c._log('resync', { ...resync });
   c._store.clear();
   c._store.advanceTo(resync.lastOffset);
@@ -83,11 +83,9 @@ export function loadSnapshot(
       let left = c._store.maxItems;
       do {
         const listing = await listOn(c, socket, { newest: true, before, limit: Math.min(left, 1000) });
-        c._store.merge(
-          upTo === undefined
-            ? listing.items
-            : listing.items.filter((item) => compareOffsets(item.offset, upTo) <= 0),
-        );
+        // Up to `upTo`; all of them without one, or with one not of Herald's shape (a stand-in's synced or
+        // resync), which compares as NaN: never greater.
+        c._store.merge(listing.items.filter((item) => !(upTo && compareOffsets(item.offset, upTo) > 0)));
         c._store.setUnread(listing.unread);
         left -= listing.items.length;
         // null (the oldest kept) ends the loop before it is sent.

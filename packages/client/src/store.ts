@@ -1,5 +1,5 @@
 import type { InboxListItem, InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protocol';
-import { compareOffsets, parseOffset } from './offsets.js';
+import { compareOffsets, isOffset, parseOffset } from './offsets.js';
 
 /** One notification as the client holds it. */
 export interface HeraldItem extends NotificationEvent {
@@ -113,14 +113,21 @@ export class InboxStore {
 
   /** Takes the server's count if its version is newer than the one held; answers whether it did. */
   setUnread(unread: UnreadEvent | undefined): boolean {
-    if (!unread || (this.#unread !== undefined && unread.version <= this.#unread.version)) return false;
-    this.#unread = { count: unread.count, version: unread.version };
+    // Only a newer version; a count not of the server's shape (a stand-in, a server of another version:
+    // NaN compares false) is none.
+    const next = unread as UnreadEvent;
+    if (!(next?.count >= 0 && next.version > (this.#unread?.version ?? -1))) return false;
+    this.#unread = { count: next.count, version: next.version };
     this.#changed();
     return true;
   }
 
-  /** Moves `lastOffset` forward (e.g. to the server's `synced`/`resync` offset when nothing was sent). */
-  advanceTo(offset: InboxOffset): void {
+  /**
+   * Moves `lastOffset` forward (e.g. to the server's `synced`/`resync` offset when nothing was sent);
+   * anything that is no offset (a saved one corrupted, a stand-in's) leaves it as it is.
+   */
+  advanceTo(offset: InboxOffset | undefined): void {
+    if (!isOffset(offset)) return;
     if (this.#lastOffset === undefined || compareOffsets(offset, this.#lastOffset) > 0) {
       this.#lastOffset = offset;
       this.#changed();

@@ -112,7 +112,7 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
         if (before !== undefined && compareOffsets(item.offset, before) > 0)
           c._emitNotification(item, true, false);
       c._needSnapshot = false;
-      if (state.lastOffset) c._store.advanceTo(state.lastOffset);
+      c._store.advanceTo(state.lastOffset);
       c._lastResume = state.lastResume;
       c._setConnection(state.connection, false);
       c._emitState();

@@ -43,7 +43,8 @@ export type TabMessage = { from: string } & Record<string, unknown> & { t: strin
  * then rejects with `AbortError` and it steps down when it thaws.
  */
 export class TabElection {
-  readonly id = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+  /** This tab's, among the user's tabs of this browser: ~52 random bits. */
+  readonly id = Math.random().toString(36).slice(2);
   readonly #options: TabElectionOptions;
   #leading = false;
   #stopped = false;

@@ -167,6 +167,51 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     }
   });
 
+  it('synced, unread and resync events not of Herald’s shape are dropped or taken in part, never thrown: the client goes live, keeps a sound offset and count, and shows what follows', async () => {
+    // A realtime stand-in over real HTTP and Socket.IO (a proxy or a server of another version). Each
+    // of these threw a TypeError in Socket.IO's handler (uncaught: the end of a Node process), or left
+    // an offset or a count that is no number in the client's state.
+    const http = createServer();
+    const io = new Server(http);
+    io.on('connection', (socket) => {
+      socket.emit('unread', null);
+      socket.emit('resync', null);
+      socket.emit('resync', { lastOffset: 'not-an-offset' });
+      socket.emit('synced', {
+        lastOffset: 'garbage',
+        replayed: 'many',
+        unread: { count: 'x', version: 'y' },
+      });
+      socket.emit('synced', null);
+      socket.emit('unread', { read: 'n-0', count: -1, version: 99 });
+      socket.emit('notification', {
+        id: 'n-2',
+        offset: '1-2',
+        userId: 'dana',
+        payload: {},
+        createdAt: new Date().toISOString(),
+        unread: { count: 1, version: 2 },
+      });
+      socket.on('list', (_args: unknown, reply: (answer: unknown) => void) =>
+        reply({ ok: true, items: [], unread: { count: 0, version: 1 }, nextBefore: null }),
+      );
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+      const dana = client({ url, getToken: () => 'stand-in.token.x' });
+      await live(dana);
+      await waitFor(() => itemIds(dana).includes('n-2'), { what: 'the well-formed notification' });
+      const state = dana.client.getState();
+      expect(state.lastOffset).toBe('1-2');
+      expect(state.unread).toEqual({ count: 1, version: 2 });
+      expect(dana.resumes.at(-1)?.replayed).toBe(0);
+    } finally {
+      io.close();
+      http.close();
+    }
+  });
+
   it('a server that never answers the first load’s listing gives a HeraldError HERALD_ERR_TIMEOUT on `error`, as a command does', async () => {
     // A realtime stand-in over real HTTP and Socket.IO that syncs, then never acks `list`: a server
     // frozen after the handshake, or a proxy that drops the ack.
