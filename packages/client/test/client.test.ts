@@ -16,6 +16,15 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
   }
   const client = (options: Parameters<typeof record>[0]): Recorded =>
     each.track(record({ tabs: false, ...options }));
+  /** A notification of Herald's shape for the stand-in servers below to send: offset 1-2, count 1 at version 2. */
+  const wellFormed = () => ({
+    id: 'n-2',
+    offset: '1-2',
+    userId: 'dana',
+    payload: {},
+    createdAt: new Date().toISOString(),
+    unread: { count: 1, version: 2 },
+  });
 
   it('loads the inbox, counts exactly, then resumes after a server-side cut on another instance: each once, in order', async () => {
     const { stack, gateway, a, b } = await startStack();
@@ -127,14 +136,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       // A notification with no offset (it threw a TypeError in Socket.IO's handler, uncaught: the end
       // of a Node process), then one of Herald's shape, which must still arrive.
       socket.emit('notification', { id: 'no-offset', payload: {} });
-      socket.emit('notification', {
-        id: 'n-2',
-        offset: '1-2',
-        userId: 'dana',
-        payload: {},
-        createdAt: new Date().toISOString(),
-        unread: { count: 1, version: 2 },
-      });
+      socket.emit('notification', wellFormed());
       socket.on('list', (_args: unknown, reply: (answer: unknown) => void) => reply(null));
       socket.on('read', (_args: unknown, reply: (answer: unknown) => void) => reply('garbage'));
     });
@@ -184,14 +186,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
       });
       socket.emit('synced', null);
       socket.emit('unread', { read: 'n-0', count: -1, version: 99 });
-      socket.emit('notification', {
-        id: 'n-2',
-        offset: '1-2',
-        userId: 'dana',
-        payload: {},
-        createdAt: new Date().toISOString(),
-        unread: { count: 1, version: 2 },
-      });
+      socket.emit('notification', wellFormed());
       socket.on('list', (_args: unknown, reply: (answer: unknown) => void) =>
         reply({ ok: true, items: [], unread: { count: 0, version: 1 }, nextBefore: null }),
       );
