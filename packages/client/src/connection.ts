@@ -99,7 +99,7 @@ export async function open(c: Core, replacing?: HeraldSocket): Promise<void> {
     // Not of Herald's shape: dropped, not thrown in Socket.IO's handler (as a notification's).
     if (!mine() || !unread) return;
     // A read on another device (or over REST): its ids, so that the list follows as well as the count.
-    readMarks(c, Array.isArray(unread.read) ? unread.read : undefined, unread);
+    readMarks(c, unread.read, unread);
     c._tabs?.post({ t: 'unread', unread });
   });
   // Each field not of Herald's shape is left out (the store checks offsets and counts): the server

@@ -40,7 +40,8 @@ export function readMarks(
   ids: readonly string[] | undefined,
   unread: UnreadEvent | undefined,
 ): void {
-  c._store.markRead(ids ?? []);
+  // Not an array (a stand-in's `unread` event, passed on to the other tabs as it came): no ids.
+  c._store.markRead(Array.isArray(ids) ? ids : []);
   c._store.setUnread(unread);
   c._emitState();
 }

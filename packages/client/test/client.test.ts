@@ -185,7 +185,7 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
         unread: { count: 'x', version: 'y' },
       });
       socket.emit('synced', null);
-      socket.emit('unread', { read: 'n-0', count: -1, version: 99 });
+      socket.emit('unread', { read: 5, count: -1, version: 99 });
       socket.emit('notification', wellFormed());
       socket.on('list', (_args: unknown, reply: (answer: unknown) => void) =>
         reply({ ok: true, items: [], unread: { count: 0, version: 1 }, nextBefore: null }),
