@@ -51,11 +51,12 @@ function sweepFaketimeFiles(): void {
  * offset: '-45s', '+30s', '+2m'), as on a machine without NTP; Redis keeps the true time.
  *
  * libfaketime is preloaded into the process itself rather than run under the `faketime` wrapper, which
- * forks (a signal to it alone left the app running, and startApp needed a process group for it). Either way libfaketime makes a semaphore and a
- * shared memory object named after the process's pid, removed only when the process ends normally: a
- * process stopped by a signal left `/dev/shm/sem.faketime_sem_<pid>` behind, and a later one given the
- * same pid (pid_max is 32768 on the CI machine) refused to start: `faketime: sem_open: File exists`.
- * So every call first removes those of processes that no longer run.
+ * forks (a signal to it alone left the app running, and startApp needed a process group for it).
+ * Either way libfaketime makes a semaphore and a shared memory object named after the process's pid,
+ * removed only when the process ends normally: a process stopped by a signal left
+ * `/dev/shm/sem.faketime_sem_<pid>` behind, and a later one given the same pid (pid_max is 32768 on the
+ * CI machine) refused to start: `faketime: sem_open: File exists`. So every call first removes those
+ * of processes that no longer run.
  *
  * @example
  * ```ts
