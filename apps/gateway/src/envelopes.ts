@@ -195,8 +195,10 @@ export class Envelopes {
 
   /**
    * Gathered: the envelope goes in the turn after its first notification was added, once every decision
-   * batch of the gathering has been answered (on a Cluster they come back one per tenant, and the
-   * requests of the later ones add theirs meanwhile), unless it went otherwise (full, idle, shutdown).
+   * batch of its gathering (and of those before) has been answered (on a Cluster they come back one per
+   * tenant, and the requests of the later ones add theirs meanwhile), unless it went otherwise (full,
+   * idle, shutdown). It does not wait for a gathering sent after its own: with two in Redis at once (a
+   * pool answered in halves, see {@link EnvelopeSenders}) each half has its own envelope.
    */
   readonly #gatheredFlush = (): void => {
     const gathering = this.options.gathered;
@@ -254,12 +256,16 @@ export class Envelopes {
 export class Gathering {
   #sends: (() => Promise<void>)[] = [];
   /** The decision batches sent and not yet all answered (on a Cluster, a batch per tenant's slot). */
-  readonly #unanswered = new Set<Promise<unknown>>();
+  readonly #unanswered = new Map<Promise<unknown>, number>();
+  /** Gatherings sent so far, and the latest of them with a decision batch answered. */
+  #gatherings = 0;
+  #answeredGathering = 0;
   #timer: NodeJS.Timeout | undefined;
   #reason: EnvelopeFlush = 'linger';
   readonly #arrivals: ArrivalRate;
   readonly #share: number;
   readonly #onJoin: () => void;
+  readonly #onGo: () => void;
 
   constructor(options: {
     windowMs: number;
@@ -269,10 +275,13 @@ export class Gathering {
     partitions: number;
     /** Asked after each batch joins: may send the gathering at once (`go('idle')`). */
     onJoin?: () => void;
+    /** Told when the gathering goes, whatever sent it (the requests waiting next are in the next one). */
+    onGo?: () => void;
   }) {
     this.#arrivals = new ArrivalRate(options.windowMs, options.targetItems);
     this.#share = 1 / options.partitions;
     this.#onJoin = options.onJoin ?? (() => {});
+    this.#onGo = options.onGo ?? (() => {});
   }
 
   /** Counts `count` notifications arriving now (before their decision is queued). */
@@ -291,12 +300,16 @@ export class Gathering {
   }
 
   /**
-   * Settles once every decision batch sent so far has been answered; undefined when none is waiting.
-   * On one Redis server a gathering's decisions come back in one reply; on a Cluster in one per tenant
-   * (each tenant's buckets share its slot), at different times: its envelopes wait for all of them.
+   * Settles once every decision batch of the gatherings up to the latest with an answer has been
+   * answered; undefined when none is waiting. On one Redis server a gathering's decisions come back in
+   * one reply; on a Cluster in one per tenant (each tenant's buckets share its slot), at different times:
+   * its envelopes wait for all of them, not for a later gathering's.
    */
   unanswered(): Promise<unknown> | undefined {
-    return this.#unanswered.size === 0 ? undefined : Promise.allSettled([...this.#unanswered]);
+    const waiting: Promise<unknown>[] = [];
+    for (const [answered, gathering] of this.#unanswered)
+      if (gathering <= this.#answeredGathering) waiting.push(answered);
+    return waiting.length === 0 ? undefined : Promise.allSettled(waiting);
   }
 
   /** A limiter's `batchSchedule`: its batch goes with the gathering. */
@@ -314,10 +327,15 @@ export class Gathering {
     this.#reason = reason;
     const sends = this.#sends;
     this.#sends = [];
+    this.#onGo();
+    const gathering = ++this.#gatherings;
     for (const send of sends) {
       const answered = send().catch(() => {});
-      this.#unanswered.add(answered);
-      void answered.then(() => this.#unanswered.delete(answered));
+      this.#unanswered.set(answered, gathering);
+      void answered.then(() => {
+        this.#unanswered.delete(answered);
+        if (gathering > this.#answeredGathering) this.#answeredGathering = gathering;
+      });
     }
   }
 }
@@ -342,11 +360,26 @@ export class EnvelopeSenders {
   #peak = 0;
   #previousPeak = 0;
   #peakSince = performance.now();
+  /** The gathering being filled, counted: a request left knows whether it was in it. */
+  #gathering = 0;
+  /** Requests, and their notifications, waiting in the gathering being filled (not yet sent). */
+  #gathered = 0;
+  #gatheredItems = 0;
 
-  constructor(private readonly onAllWaiting: () => void) {}
+  constructor(
+    private readonly onAllWaiting: () => void,
+    /**
+     * Notifications a gathering holds before it may go at half the recent peak of requests: at least an
+     * envelope's target ({@link ENVELOPE_TARGET_ITEMS} per queue partition), so that an envelope that goes
+     * early is as full as a linger would have made it.
+     */
+    private readonly targetItems = ENVELOPE_TARGET_ITEMS,
+  ) {}
 
   /** Counts a request in until `response` closes (answered, or its connection gone). */
-  enter(response: { once(event: 'close', listener: () => void): unknown }): { wait(): void } {
+  enter(response: { once(event: 'close', listener: () => void): unknown }): {
+    wait(count?: number): void;
+  } {
     this.#inFlight += 1;
     const now = performance.now();
     if (now - this.#peakSince >= 1000) {
@@ -357,21 +390,42 @@ export class EnvelopeSenders {
     if (this.#inFlight > this.#peak) this.#peak = this.#inFlight;
     let waiting = false;
     let left = false;
-    response.once('close', () => {
+    /** The gathering it waits in, and its notifications. */
+    let gathering = -1;
+    let items = 0;
+    const leave = () => {
       if (left) return;
       left = true;
       this.#inFlight -= 1;
       if (waiting) this.#waiting -= 1;
+      if (gathering === this.#gathering) {
+        this.#gathered -= 1;
+        this.#gatheredItems -= items;
+      }
       this.check();
-    });
+    };
+    response.once('close', leave);
     return {
-      wait: () => {
+      wait: (count = 1) => {
         if (waiting || left) return;
         waiting = true;
         this.#waiting += 1;
-        this.check();
+        gathering = this.#gathering;
+        items = count;
+        this.#gathered += 1;
+        this.#gatheredItems += count;
+        // After the caller's synchronous rest: the request's limiter call joins the gathering first (a
+        // check now would send the gathering without it, and the call would go in a batch of its own).
+        queueMicrotask(this.#check);
       },
     };
+  }
+
+  /** The gathering has gone (for whatever reason): the requests waiting from now on are in the next. */
+  gone(): void {
+    this.#gathering += 1;
+    this.#gathered = 0;
+    this.#gatheredItems = 0;
   }
 
   /** Requests waiting (for their gathering or envelope) until answered. */
@@ -379,13 +433,24 @@ export class EnvelopeSenders {
     return this.#waiting;
   }
 
-  /** Calls `onAllWaiting` when every request held is waiting and there are as many as at the recent peak. */
+  /**
+   * Calls `onAllWaiting` when every request held is waiting and either there are as many as at the
+   * recent peak, or the gathering being filled holds half of that peak and its envelope's target. A pool
+   * that keeps its requests in flight (a backend sending as fast as it is answered) is then answered in
+   * two halves that take turns: one is in Redis while the gateway reads the other, where one gathering of
+   * the whole pool left the gateway idle for both round trips of each (its decisions, then its envelope).
+   */
   check(): void {
+    this.#check();
+  }
+
+  readonly #check = (): void => {
+    if (this.#waiting === 0 || this.#waiting < this.#inFlight) return;
+    const peak = Math.max(this.#peak, this.#previousPeak);
     if (
-      this.#waiting > 0 &&
-      this.#waiting >= this.#inFlight &&
-      this.#inFlight >= Math.max(this.#peak, this.#previousPeak)
+      this.#inFlight >= peak ||
+      (this.#gathered >= Math.ceil(peak / 2) && this.#gatheredItems >= this.targetItems)
     )
       this.onAllWaiting();
-  }
+  };
 }

@@ -144,12 +144,14 @@ describe('envelopes go when no other notification can be on its way', () => {
 describe('the notifications gather before their limiter decisions', () => {
   /**
    * Sends one request per body at once, each with its API key (headers and the first bytes of every
-   * body, then, once the gateway has them all, the rest); answers each, and the limiter calls Redis ran
+   * body, then, once the gateway has them all, the rest; or, `whole`, each request in one write, so that
+   * each is read and waits before the next arrives); answers each, and the limiter calls Redis ran
    * meanwhile (MONITOR on the server, or on every master of the Cluster).
    */
   async function sendTogether(
     bodies: string[],
     keys: string[],
+    whole = false,
   ): Promise<{ answers: ReturnType<typeof parseAnswer>[]; limiterCalls: string[][] }> {
     const nodes = app.redis.isCluster ? (app.redis as Cluster).nodes('master') : [app.redis as Redis];
     const prefix = app.config.rateLimit.keyPrefix;
@@ -181,17 +183,19 @@ describe('the notifications gather before their limiter decisions', () => {
       socket.on('error', () => {});
       const body = bodies[i] ?? '';
       socket.write(
-        `POST /notify HTTP/1.1\r\nHost: x\r\nX-Test: ${tag}\r\nAuthorization: Bearer ${keys[i]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 5)}`,
+        `POST /notify HTTP/1.1\r\nHost: x\r\nX-Test: ${tag}\r\nAuthorization: Bearer ${keys[i]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${whole ? body : body.slice(0, 5)}`,
       );
     });
-    await waitFor(() => arrived === bodies.length, {
-      timeoutMs: 5000,
-      what: 'the gateway to have every request',
-    });
+    if (!whole) {
+      await waitFor(() => arrived === bodies.length, {
+        timeoutMs: 5000,
+        what: 'the gateway to have every request',
+      });
+      sockets.forEach((socket, i) => {
+        socket.write((bodies[i] ?? '').slice(5));
+      });
+    }
     app.server.off('request', onRequest);
-    sockets.forEach((socket, i) => {
-      socket.write((bodies[i] ?? '').slice(5));
-    });
     const answers = await waitFor(
       () => {
         const parsed = received.map((chunks) => parseAnswer(Buffer.concat(chunks).toString()));
@@ -267,6 +271,39 @@ describe('the notifications gather before their limiter decisions', () => {
       const ids = idsOf(answers);
       const envelope = await envelopeHolding(ids[0] ?? '');
       expect(envelope?.data.items.map((item) => item.id).sort()).toEqual([...ids].sort());
+    },
+  );
+
+  it.skipIf(!gathered)(
+    "a pool that keeps its requests in flight is decided in two halves that take turns, each at least an envelope's target; fewer than the target wait for the linger",
+    async () => {
+      // An envelope's target on every queue partition: a half goes early only once it holds that many.
+      const target = app.config.envelopeTargetItems * app.queues.length;
+      const bodiesOf = (count: number, name: string) =>
+        Array.from({ length: count }, (_, i) =>
+          JSON.stringify({ userId: `${name}-${i}-${randomUUID()}`, payload: { i } }),
+        );
+      // The pool, all in flight at once: the most requests held at once is now 2 × target, and they go
+      // together (none is waiting before they all are).
+      const pool = await sendTogether(bodiesOf(2 * target, 'pool'), Array(2 * target).fill(API_KEY));
+      expect(pool.answers.map((answer) => answer?.status)).toEqual(Array(2 * target).fill(202));
+
+      // Half of it comes back, each request whole, waiting as soon as it is read: as soon as the half is
+      // there it goes (the other half would be in Redis by now), not after the linger.
+      const before = await flushes();
+      const half = await sendTogether(bodiesOf(target, 'half'), Array(target).fill(API_KEY), true);
+      expect(half.answers.map((answer) => answer?.status)).toEqual(Array(target).fill(202));
+      expect(half.limiterCalls).toHaveLength(1);
+      const afterHalf = await flushes();
+      expect(afterHalf.idle ?? 0).toBeGreaterThan(before.idle ?? 0);
+      expect(afterHalf.linger ?? 0).toBe(before.linger ?? 0);
+
+      // Fewer than the target: they linger, so that no envelope goes emptier than a linger makes it.
+      const few = await sendTogether(bodiesOf(target - 1, 'few'), Array(target - 1).fill(API_KEY), true);
+      expect(few.answers.map((answer) => answer?.status)).toEqual(Array(target - 1).fill(202));
+      const afterFew = await flushes();
+      expect(afterFew.linger ?? 0).toBeGreaterThan(afterHalf.linger ?? 0);
+      expect(afterFew.idle ?? 0).toBe(afterHalf.idle ?? 0);
     },
   );
 });

@@ -27,7 +27,7 @@ type NotifyItem = Static<typeof NotifyRequest>;
 declare module 'fastify' {
   interface FastifyRequest {
     /** The request's place among those in flight (`track`), when envelopes are on. */
-    envelopeSender: { wait(): void } | undefined;
+    envelopeSender: { wait(count?: number): void } | undefined;
   }
   interface FastifyInstance {
     notifications: {
@@ -83,6 +83,7 @@ export default fp(
             targetItems: config.envelopeTargetItems,
             partitions: app.queues.length,
             onJoin: () => senders.check(),
+            onGo: () => senders.gone(),
           })
         : undefined;
     // One envelope being gathered per partition (an envelope is a job of one queue).
@@ -105,7 +106,7 @@ export default fp(
     const senders = new EnvelopeSenders(() => {
       if (gathering !== undefined) gathering.go('idle');
       else for (const envelope of envelopes ?? []) envelope.flush('idle');
-    });
+    }, config.envelopeTargetItems * app.queues.length);
     app.metrics.envelopeWaiting = () => senders.waiting;
     // A request property, not a WeakMap: set on every accepted request, a WeakMap entry cost more
     // than the rest of the tracking.
@@ -118,7 +119,7 @@ export default fp(
     const waiting = (request: FastifyRequest, count: number) => {
       if (gathering === undefined) return;
       gathering.arrived(count);
-      request.envelopeSender?.wait();
+      request.envelopeSender?.wait(count);
     };
     // Shutting down: the envelopes being gathered go now (their requests are still waiting for them).
     app.addHook('preClose', async () => {
