@@ -27,10 +27,27 @@ declare module 'fastify' {
   }
 }
 
-/** The problem with a payload deeper than 32 levels (400) or over 16 KB (413), or undefined. */
+/**
+ * Re-serialised, JSON grows only in its numbers, and at most 4× (`1e15` is `1000000000000000`; strings,
+ * keys and the rest stay as long or get shorter): a body of at most a quarter of PAYLOAD_MAX_BYTES can
+ * carry no payload over it, and its payloads are not serialised to be measured.
+ */
+const SMALL_BODY_BYTES = PAYLOAD_MAX_BYTES / 4;
+
+/** The request body's length in bytes when its `content-length` gives it (Node's parser holds it to it). */
+function bodyBytes(request: FastifyRequest): number {
+  const declared = request.headers['content-length'];
+  return declared === undefined ? Number.POSITIVE_INFINITY : Number(declared);
+}
+
+/**
+ * The problem with a payload deeper than 32 levels (400) or over 16 KB (413), or undefined; `inBytes`:
+ * the length of the body it came in.
+ */
 function payloadProblem(
   payload: unknown,
   field: string,
+  inBytes: number,
 ):
   | {
       code: typeof ErrorCode.VALIDATION | typeof ErrorCode.PAYLOAD_TOO_LARGE;
@@ -48,6 +65,7 @@ function payloadProblem(
       details: [problem],
     };
   }
+  if (inBytes <= SMALL_BODY_BYTES) return undefined;
   const bytes = Buffer.byteLength(JSON.stringify(payload));
   if (bytes <= PAYLOAD_MAX_BYTES) return undefined;
   return {
@@ -60,7 +78,7 @@ function payloadProblem(
 /** Step of `POST /notify`'s `preValidation` (`checkSend`): a payload too deep or over 16 KB is refused before it costs anything. */
 export function checkPayload(request: FastifyRequest): void {
   const body = request.body as { payload?: unknown } | null;
-  const problem = payloadProblem(body?.payload, 'body.payload');
+  const problem = payloadProblem(body?.payload, 'body.payload', bodyBytes(request));
   if (problem) throw new HttpError(problem.code, problem.error, { details: problem.details });
 }
 
@@ -89,6 +107,7 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
   // Not an array, empty or too long: the route's schema answers 400.
   if (!Array.isArray(items) || items.length === 0 || items.length > BATCH_MAX_ITEMS) return;
   const sorted: SortedBatch = { valid: [], rejected: [] };
+  const inBytes = bodyBytes(request);
   items.forEach((item: unknown, index) => {
     const root = `body.notifications.${index}`;
     if (item instanceof RefusedItem) {
@@ -117,7 +136,7 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
       return;
     }
     const problem =
-      payloadProblem(item.payload, `${root}.payload`) ??
+      payloadProblem(item.payload, `${root}.payload`, inBytes) ??
       escalationRefusal(request, item, `${root}.escalateAfterMs`);
     if (problem) {
       const { code, error, details } = problem;
