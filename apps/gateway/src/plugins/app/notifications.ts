@@ -66,7 +66,6 @@ declare module 'fastify' {
   }
 }
 
-/** The enqueue service of `POST /notify` and `/notify/batch`: job building, ids, add/addBulk, WAITAOF. */
 /** The last time formatted (`toISOString`) and its ms: requests of one ms share one (~1 µs each). */
 let isoMs = Number.NaN;
 let isoText = '';
@@ -78,6 +77,7 @@ function isoTime(ms: number): string {
   return isoText;
 }
 
+/** The enqueue service of `POST /notify` and `/notify/batch`: job building, ids, add/addBulk, WAITAOF. */
 export default fp(
   async (app: FastifyInstance) => {
     const { config } = app;
