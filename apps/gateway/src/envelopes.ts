@@ -416,7 +416,7 @@ export class EnvelopeSenders {
         this.#gatheredItems += count;
         // After the caller's synchronous rest: the request's limiter call joins the gathering first (a
         // check now would send the gathering without it, and the call would go in a batch of its own).
-        queueMicrotask(this.#check);
+        queueMicrotask(this.check);
       },
     };
   }
@@ -440,11 +440,7 @@ export class EnvelopeSenders {
    * two halves that take turns: one is in Redis while the gateway reads the other, where one gathering of
    * the whole pool left the gateway idle for both round trips of each (its decisions, then its envelope).
    */
-  check(): void {
-    this.#check();
-  }
-
-  readonly #check = (): void => {
+  readonly check = (): void => {
     if (this.#waiting === 0 || this.#waiting < this.#inFlight) return;
     const peak = Math.max(this.#peak, this.#previousPeak);
     if (
