@@ -57,7 +57,7 @@ for i = 1, n do
   if allAllowed and costs[i] > 0 then
     count = count + costs[i]
     redis.call('HSET', KEYS[i], 'w', string.format('%.17g', windows[i]), 'c', string.format('%.17g', count))
-    redis.call('PEXPIRE', KEYS[i], untilEndMs + marginMs)
+    redis.call('PEXPIRE', KEYS[i], string.format('%d', untilEndMs + marginMs))
   end
   reply[4 * i] = math.floor(capacities[i] - count)
   reply[4 * i + 2] = (count > 0) and untilEndMs or 0

@@ -125,7 +125,7 @@ export interface RateLimiterOptions {
   failure?: FailureOptions;
   /** In-process cache of denied keys (no Redis call until `retryAfterMs` passes). Default `{ max: 10_000 }`. */
   denyCache?: false | { max?: number };
-  /** Added to every key's TTL beyond the time to refill fully. Default 1000 ms. */
+  /** Added to every key's TTL beyond the time to refill fully: whole ms, 0 or more. Default 1000 ms. */
   ttlMarginMs?: number;
   /**
    * Single-node clients: send the script calls made in one tick of the event loop in one socket write
@@ -262,6 +262,11 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
   const instances = options.failure?.expectedInstances ?? 1;
   if (!(timeoutMs > 0)) throw invalid('failure.timeoutMs must be positive');
   if (!(instances >= 1)) throw invalid('failure.expectedInstances must be at least 1');
+  const ttlMarginMs = options.ttlMarginMs ?? 1000;
+  // Whole ms: Redis takes no fraction for a key's PX (every call would fail), and the scripts write it with %d.
+  if (!Number.isSafeInteger(ttlMarginMs) || ttlMarginMs < 0) {
+    throw invalid(`ttlMarginMs must be a whole number of ms, 0 or more (got ${ttlMarginMs})`);
+  }
   const isCluster = (options.redis as { isCluster?: boolean }).isCluster === true;
   return Object.freeze({
     redis: options.redis,
@@ -279,7 +284,7 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
     timeoutMs,
     instances,
     fallbackRetryAfterMs: options.failure?.retryAfterMs ?? 1000,
-    ttlMarginMs: options.ttlMarginMs ?? 1000,
+    ttlMarginMs,
     clock: options.clock,
     now: options.clock ?? (() => performance.now()),
     denyCacheMax: options.denyCache === false ? undefined : (options.denyCache?.max ?? 10_000),

@@ -86,7 +86,7 @@ for i = 1, n do
     current = current + costs[i]
     redis.call('HSET', KEYS[i], 'w', string.format('%.17g', windows[i]), 'c', string.format('%.17g', current),
       'p', string.format('%.17g', previouses[i]))
-    redis.call('PEXPIRE', KEYS[i], math.ceil(untilNextEndUs / 1000) + marginMs)
+    redis.call('PEXPIRE', KEYS[i], string.format('%d', math.ceil(untilNextEndUs / 1000) + marginMs))
   end
   local estimate = previouses[i] * weights[i] + current
   reply[4 * i] = math.floor(capacities[i] - estimate)

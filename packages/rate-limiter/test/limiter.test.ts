@@ -90,6 +90,43 @@ describe('multi-policy decisions', () => {
   });
 });
 
+describe('options', () => {
+  it('refuses a TTL margin that is no whole number of ms, at construction, naming it', () => {
+    for (const ttlMarginMs of [1.5, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      expect(() =>
+        limiter({ policies: [{ name: 'a', capacity: 1, ratePerSecond: 1 }], ttlMarginMs }),
+      ).toThrow(
+        expect.objectContaining({
+          code: RateLimiterErrorCode.INVALID_OPTIONS,
+          message: expect.stringContaining('ttlMarginMs'),
+        }),
+      );
+    }
+  });
+
+  it('a bucket taken from expires the margin after it is full again, every algorithm', async () => {
+    for (const algorithm of ['token-bucket', 'gcra'] as const) {
+      for (const batchCalls of [true, false]) {
+        const rl = limiter({
+          policies: [{ name: 'a', capacity: 10, ratePerSecond: 1 }],
+          algorithm,
+          batchCalls,
+          ttlMarginMs: 20_000,
+        });
+        const decision = await rl.consume({ a: 'x' });
+        expect(decision.allowed).toBe(true);
+        // One token taken: full again in 1 s, so the key lives 1 s + 20 s (less what passed since).
+        const ttl = await redis.pttl(rl.keyOf('a', 'x'));
+        expect({ algorithm, batchCalls, ttl: ttl > 19_000 && ttl <= 21_000 }).toEqual({
+          algorithm,
+          batchCalls,
+          ttl: true,
+        });
+      }
+    }
+  });
+});
+
 describe('weighted cost', () => {
   it('takes the weight, and a cost above capacity is a distinct error, not a deny', async () => {
     const rl = limiter({ policies: [{ name: 'p', capacity: 10, ratePerSecond: 0.01 }] });
