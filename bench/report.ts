@@ -43,7 +43,10 @@ limiter alone, the full gateway, and the references it is held to: (a) bare Fast
 \`add\`, (b) Fastify + \`@fastify/rate-limit\` (Redis store) + one \`add\`. 2 s warm-up each, then rounds
 in a rotated order; ratios are medians of per-round ratios. Targets: full gateway ≥ 1.0× (a), ≥ 1.5× (b).
 The full gateway, (a) and (b) run again with 4× the connections: with few requests in flight the
-gateway waits on two round trips (the limiter's decision, then its envelope's add) where (a) waits on one.`,
+gateway waits on two round trips (the limiter's decision, then its envelope's add) where (a) waits on one.
+autocannon shares the 2 cores, so each round also counts the CPU of the server's processes (/proc) and
+of Redis (INFO cpu) per request answered; the column \`(a) / this, (b) / this\` is the references' over the full
+gateway's: how many more requests one core carries.`,
   },
   {
     name: 'delivery',

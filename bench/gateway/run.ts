@@ -10,16 +10,20 @@
 //             same three loads, in the same rounds (the "no worse than before" check of a change)
 // Each server is its own process; autocannon runs here. Rounds interleave the contenders (in an order
 // rotated each round) so that a noisy neighbour hurts all of them alike; the ratios are medians of
-// per-round ratios.
+// per-round ratios. Beside req/s, each round counts the CPU its server spent (the process and any it
+// started, from /proc) and Redis's (INFO cpu), per request answered: what the load generator, which
+// shares the 2 cores, does not move. Ratios of it say how many more requests a core of each carries.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort, waitFor } from '@herald/testing';
 import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
+import { cpuTicks } from '../delivery/pipeline.js';
+import { redisCpuMicros } from '../redis-stats.js';
 import { commitOf, writeReport } from '../report.js';
 import { writeChart } from '../svg.js';
 
@@ -39,6 +43,34 @@ interface Server {
   name: string;
   port: number;
   child: ChildProcess;
+}
+
+/**
+ * `pid` and every process below it (a server run with tsx is a child of tsx's own process), read from
+ * /proc; only `pid` where there is no /proc.
+ */
+function processTree(pid: number): number[] {
+  const parents = new Map<number, number[]>();
+  try {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const parent = Number(readFileSync(`/proc/${entry}/stat`, 'utf8').split(') ')[1]?.split(' ')[1]);
+        parents.set(parent, [...(parents.get(parent) ?? []), Number(entry)]);
+      } catch {
+        // gone meanwhile
+      }
+    }
+  } catch {
+    return [pid];
+  }
+  const tree: number[] = [];
+  for (const queue = [pid]; queue.length > 0; ) {
+    const next = queue.pop() as number;
+    tree.push(next);
+    queue.push(...(parents.get(next) ?? []));
+  }
+  return tree;
 }
 
 const children: ChildProcess[] = [];
@@ -225,6 +257,8 @@ const contenders: Contender[] = [
     headers: auth,
   },
 ];
+/** Servers started beside `servers` (the baseline's gateway). */
+const extraServers: Server[] = [];
 if (BASELINE !== undefined) {
   // Its own prefixes and queue: the two gateways share nothing but Redis.
   const baselineEnv = {
@@ -234,6 +268,7 @@ if (BASELINE !== undefined) {
     HERALD_KEY_PREFIX: `bench-${runId}-base:`,
   };
   const baseline = await start('baseline', [join(BASELINE, 'apps/gateway/dist/server.js')], baselineEnv);
+  extraServers.push(baseline);
   // Its own CLI: @herald/cli where the commit has it, else the older scripts/herald.mjs.
   const cli = [join(BASELINE, 'apps/cli/dist/bin.js'), join(BASELINE, 'scripts/herald.mjs')].find((file) =>
     existsSync(file),
@@ -264,6 +299,8 @@ for (const contender of contenders)
 
 type Sample = {
   rps: number;
+  /** CPU µs of the server's processes and of Redis per request answered. */
+  cpuPerRequest: number;
   p50: number;
   p90: number;
   p99: number;
@@ -287,8 +324,19 @@ function roundOrder(round: number): Contender[] {
   });
 }
 
+// The processes of each server, by port (found once: they run for the whole benchmark).
+const serverPids = new Map<number, number[]>();
+for (const child of children) {
+  const server = [...Object.values(servers), ...extraServers].find((candidate) => candidate.child === child);
+  if (server !== undefined && child.pid !== undefined) serverPids.set(server.port, processTree(child.pid));
+}
+const admin = new Redis(REDIS_URL);
+
 for (let round = 1; round <= ROUNDS; round++) {
   for (const contender of roundOrder(round)) {
+    const pids = serverPids.get(contender.port) ?? [];
+    const ticksBefore = cpuTicks(pids);
+    const redisBefore = await redisCpuMicros(admin);
     const result = await load(
       contender.port,
       contender.userId,
@@ -296,10 +344,14 @@ for (let round = 1; round <= ROUNDS; round++) {
       SECONDS,
       contender.connections,
     );
+    const redisMicros = (await redisCpuMicros(admin)) - redisBefore;
+    const serverMicros = (cpuTicks(pids) - ticksBefore) * 10_000;
     const statuses: Record<string, number> = {};
     for (const [code, count] of Object.entries(result.statusCodeStats ?? {})) statuses[code] = count.count;
+    const answered = Object.values(statuses).reduce((sum, count) => sum + count, 0);
     samples.get(contender.name)?.push({
       rps: result.requests.average,
+      cpuPerRequest: (serverMicros + redisMicros) / answered,
       p50: result.latency.p50,
       p90: result.latency.p90,
       p99: result.latency.p99,
@@ -307,7 +359,7 @@ for (let round = 1; round <= ROUNDS; round++) {
       statuses,
     });
     process.stderr.write(
-      `round ${round} ${contender.name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ${JSON.stringify(statuses)}\n`,
+      `round ${round} ${contender.name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, CPU ${Math.round(serverMicros / answered)} + Redis ${Math.round(redisMicros / answered)} µs per request, ${JSON.stringify(statuses)}\n`,
     );
   }
 }
@@ -341,6 +393,17 @@ function versus(name: string, counterparts: Record<string, string>): string {
   const theirs = samples.get(counterpart) ?? [];
   return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
 }
+/**
+ * The same for CPU: the counterpart's CPU µs per request over `name`'s, median of rounds (more than 1×:
+ * `name` carries that many more requests per core).
+ */
+function versusCpu(name: string, counterparts: Record<string, string>): string {
+  const counterpart = counterparts[name];
+  if (counterpart === undefined) return '';
+  const own = samples.get(name) ?? [];
+  const theirs = samples.get(counterpart) ?? [];
+  return `${median(own.map((sample, i) => (theirs[i]?.cpuPerRequest ?? Number.NaN) / sample.cpuPerRequest)).toFixed(2)}×`;
+}
 const rows = contenders.map((contender) => {
   const own = samples.get(contender.name) ?? [];
   const ratios = own.map((sample, i) => sample.rps / (bare[i]?.rps ?? Number.NaN));
@@ -349,11 +412,15 @@ const rows = contenders.map((contender) => {
     'req/s (median)': Math.round(median(own.map((s) => s.rps))),
     'p50 ms': median(own.map((s) => s.p50)),
     'p99 ms': median(own.map((s) => s.p99)),
+    'CPU µs per request (server + Redis)': Math.round(median(own.map((s) => s.cpuPerRequest))),
     // Bare Fastify ran with CONNECTIONS in flight: no ratio for a contender with more.
     'vs bare (median of rounds)': contender.connections === undefined ? `${median(ratios).toFixed(2)}×` : '',
     target: targets[contender.name] ?? '',
     'vs its reference': versus(contender.name, references),
     'vs (b)': versus(contender.name, handWired),
+    'CPU per request: (a) / this, (b) / this': references[contender.name]?.startsWith('reference (a)')
+      ? `${versusCpu(contender.name, references)}, ${versusCpu(contender.name, handWired)}`
+      : '',
     ...(BASELINE === undefined ? {} : { 'vs baseline': versus(contender.name, BASELINE_OF) }),
   };
 });
@@ -422,6 +489,7 @@ writeReport(
   ].join('\n'),
 );
 
+admin.disconnect();
 for (const child of children) child.kill('SIGTERM');
 const redis = new Redis(REDIS_URL);
 for (const pattern of [
