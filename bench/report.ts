@@ -41,7 +41,8 @@ BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:gateway    # and an older b
     method: `\`POST /notify\` under autocannon, every server its own process on one Redis: bare Fastify, Herald's
 limiter alone, the full gateway, and the references it is held to: (a) bare Fastify + one BullMQ
 \`add\`, (b) Fastify + \`@fastify/rate-limit\` (Redis store) + one \`add\`. 2 s warm-up each, then rounds
-in a rotated order; ratios are medians of per-round ratios. Targets: full gateway ≥ 1.0× (a), ≥ 1.5× (b).
+in a rotated order (the full gateway, (a) and (b) back to back, and a baseline next to its counterpart);
+ratios are medians of per-round ratios. Targets: full gateway ≥ 1.0× (a), ≥ 1.5× (b).
 The full gateway, (a) and (b) run again with 4× the connections: with few requests in flight the
 gateway waits on two round trips (the limiter's decision, then its envelope's add) where (a) waits on one.
 autocannon shares the 2 cores, so each round also counts the CPU of the server's processes (/proc) and

@@ -309,14 +309,33 @@ type Sample = {
 };
 const samples = new Map<string, Sample[]>(contenders.map((c) => [c.name, []]));
 /**
+ * Contenders compared with each other run back to back in every round, in an order rotated each round:
+ * the full gateway and its references (a) and (b), at each number of connections. Only the ratios of
+ * neighbours in time are safe on a shared machine whose speed drifts by a third within minutes.
+ */
+const BLOCKS: readonly (readonly string[])[] = [
+  ['Herald full gateway', REFERENCE_A, REFERENCE_B],
+  [FULL_HIGH, REFERENCE_A_HIGH, REFERENCE_B_HIGH],
+];
+/**
  * The order of one round: each round starts one contender later (as bench/limiter does), so no contender
- * always runs right after the same neighbour or always first. A baseline contender runs right next to
- * its Herald counterpart (before it in even rounds, after it in odd ones): the two are compared, so
- * they should share the machine's state of the moment.
+ * always runs right after the same neighbour or always first; a block of {@link BLOCKS} counts as one
+ * and rotates within. A baseline contender runs right next to its Herald counterpart (before it in even
+ * rounds, after it in odd ones): the two are compared, so they should share the machine's state of the
+ * moment.
  */
 function roundOrder(round: number): Contender[] {
   const heralds = contenders.filter((contender) => !Object.values(BASELINE_OF).includes(contender.name));
-  const rotated = heralds.map((_, k) => heralds[(k + round - 1) % heralds.length] as Contender);
+  const units: Contender[][] = [];
+  for (const contender of heralds) {
+    const block = BLOCKS.find((names) => names.includes(contender.name));
+    if (block === undefined) units.push([contender]);
+    else if (block[0] === contender.name) {
+      const members = heralds.filter((candidate) => block.includes(candidate.name));
+      units.push(members.map((_, k) => members[(k + round - 1) % members.length] as Contender));
+    }
+  }
+  const rotated = units.map((_, k) => units[(k + round - 1) % units.length] as Contender[]).flat();
   return rotated.flatMap((contender) => {
     const baseline = contenders.find((c) => c.name === BASELINE_OF[contender.name]);
     if (baseline === undefined) return [contender];
