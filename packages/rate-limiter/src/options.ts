@@ -67,11 +67,14 @@ export type FailureMode = 'closed' | 'open' | 'local' | 'throw';
 export interface FailureOptions {
   /** Default `closed`. */
   mode?: FailureMode;
-  /** Longest wait for Redis (connecting included) before the failure mode decides. Default 150 ms. */
+  /**
+   * Longest wait for Redis (connecting included) before the failure mode decides: more than 0, at most
+   * 2^31 - 1 ms (Node's longest timer). Default 150 ms.
+   */
   timeoutMs?: number;
   /** `local` only: how many instances share the limit. Default 1. */
   expectedInstances?: number;
-  /** `closed` only: the `retryAfterMs` of a fallback deny. Default 1000 ms. */
+  /** `closed` only: the `retryAfterMs` of a fallback deny, 0 or more. Default 1000 ms. */
   retryAfterMs?: number;
 }
 
@@ -216,6 +219,8 @@ export interface ResolvedOptions {
 }
 
 const DEFAULT_TIMEOUT_MS = 150;
+/** The longest a Node timer can wait, ms (2^31 - 1): a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Checks `options` and fills in the defaults.
@@ -260,8 +265,23 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
   );
   const timeoutMs = options.failure?.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const instances = options.failure?.expectedInstances ?? 1;
-  if (!(timeoutMs > 0)) throw invalid('failure.timeoutMs must be positive');
+  // Node runs a timer longer than 2^31 - 1 ms after 1 ms: every call would time out at once.
+  if (!(timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS)) {
+    throw invalid(`failure.timeoutMs must be more than 0 and at most ${MAX_TIMER_MS} ms (got ${timeoutMs})`);
+  }
   if (!(instances >= 1)) throw invalid('failure.expectedInstances must be at least 1');
+  const fallbackRetryAfterMs = options.failure?.retryAfterMs ?? 1000;
+  if (!(fallbackRetryAfterMs >= 0 && Number.isFinite(fallbackRetryAfterMs))) {
+    throw invalid(`failure.retryAfterMs must be a number of ms, 0 or more (got ${fallbackRetryAfterMs})`);
+  }
+  const batchFlushAt = options.batchFlushAt ?? DEFAULT_FLUSH_AT;
+  if (typeof batchFlushAt !== 'number' || Number.isNaN(batchFlushAt)) {
+    throw invalid(`batchFlushAt must be a number of calls (got ${batchFlushAt})`);
+  }
+  const denyCacheMax = options.denyCache === false ? undefined : (options.denyCache?.max ?? 10_000);
+  if (denyCacheMax !== undefined && (typeof denyCacheMax !== 'number' || Number.isNaN(denyCacheMax))) {
+    throw invalid(`denyCache.max must be a number of keys (got ${denyCacheMax})`);
+  }
   const ttlMarginMs = options.ttlMarginMs ?? 1000;
   // Whole ms: Redis takes no fraction for a key's PX (every call would fail), and the scripts write it with %d.
   if (!Number.isSafeInteger(ttlMarginMs) || ttlMarginMs < 0) {
@@ -278,16 +298,16 @@ export function resolveOptions(options: RateLimiterOptions): ResolvedOptions {
     isCluster,
     coalesceWrites: options.coalesceWrites !== false && !isCluster,
     batchCalls: options.batchCalls !== false,
-    flushAt: Math.min(MAX_BATCH_CALLS, Math.max(1, Math.floor(options.batchFlushAt ?? DEFAULT_FLUSH_AT))),
+    flushAt: Math.min(MAX_BATCH_CALLS, Math.max(1, Math.floor(batchFlushAt))),
     schedule: options.batchSchedule ?? setImmediate,
     mode: options.failure?.mode ?? 'closed',
     timeoutMs,
     instances,
-    fallbackRetryAfterMs: options.failure?.retryAfterMs ?? 1000,
+    fallbackRetryAfterMs,
     ttlMarginMs,
     clock: options.clock,
     now: options.clock ?? (() => performance.now()),
-    denyCacheMax: options.denyCache === false ? undefined : (options.denyCache?.max ?? 10_000),
+    denyCacheMax,
     logger: options.logger,
     onDecision: options.onDecision,
   });

@@ -104,6 +104,29 @@ describe('options', () => {
     }
   });
 
+  it('refuses failure and batching settings that would misbehave, at construction, naming each', () => {
+    const policies = [{ name: 'a', capacity: 1, ratePerSecond: 1 }];
+    const bad: [string, Partial<RateLimiterOptions>][] = [
+      // Node runs a timer longer than 2^31 - 1 ms after 1 ms: every call would time out at once.
+      ['failure.timeoutMs', { failure: { timeoutMs: Number.POSITIVE_INFINITY } }],
+      ['failure.timeoutMs', { failure: { timeoutMs: 2 ** 31 } }],
+      ['failure.timeoutMs', { failure: { timeoutMs: 0 } }],
+      ['failure.retryAfterMs', { failure: { mode: 'closed', retryAfterMs: Number.NaN } }],
+      ['failure.retryAfterMs', { failure: { mode: 'closed', retryAfterMs: -1 } }],
+      ['failure.expectedInstances', { failure: { mode: 'local', expectedInstances: 0 } }],
+      ['batchFlushAt', { batchFlushAt: Number.NaN }],
+      ['denyCache.max', { denyCache: { max: Number.NaN } }],
+    ];
+    for (const [name, options] of bad) {
+      expect(() => limiter({ policies, ...options }), name).toThrow(
+        expect.objectContaining({
+          code: RateLimiterErrorCode.INVALID_OPTIONS,
+          message: expect.stringContaining(name),
+        }),
+      );
+    }
+  });
+
   it('a bucket taken from expires the margin after it is full again, every algorithm', async () => {
     for (const algorithm of ['token-bucket', 'gcra'] as const) {
       for (const batchCalls of [true, false]) {
