@@ -404,25 +404,23 @@ const handWired: Record<string, string> = {
   'Herald full gateway': REFERENCE_B,
   [FULL_HIGH]: REFERENCE_B_HIGH,
 };
-/** `name` against its counterpart in `counterparts` (if any): the median of per-round req/s ratios. */
-function versus(name: string, counterparts: Record<string, string>): string {
-  const counterpart = counterparts[name];
-  if (counterpart === undefined) return '';
-  const own = samples.get(name) ?? [];
-  const theirs = samples.get(counterpart) ?? [];
-  return `${median(own.map((sample, i) => sample.rps / (theirs[i]?.rps ?? Number.NaN))).toFixed(2)}×`;
-}
 /**
- * The same for CPU: the counterpart's CPU µs per request over `name`'s, median of rounds (more than 1×:
- * `name` carries that many more requests per core).
+ * `name` against its counterpart in `counterparts` (if any): the median of per-round ratios, req/s by
+ * default; `ratio` gets the two samples of a round (for CPU: theirs over ours, more than 1× when `name`
+ * carries more requests per core).
  */
-function versusCpu(name: string, counterparts: Record<string, string>): string {
+function versus(
+  name: string,
+  counterparts: Record<string, string>,
+  ratio = (own: Sample, theirs: Sample | undefined) => own.rps / (theirs?.rps ?? Number.NaN),
+): string {
   const counterpart = counterparts[name];
   if (counterpart === undefined) return '';
-  const own = samples.get(name) ?? [];
   const theirs = samples.get(counterpart) ?? [];
-  return `${median(own.map((sample, i) => (theirs[i]?.cpuPerRequest ?? Number.NaN) / sample.cpuPerRequest)).toFixed(2)}×`;
+  return `${median((samples.get(name) ?? []).map((sample, i) => ratio(sample, theirs[i]))).toFixed(2)}×`;
 }
+const cpuRatio = (own: Sample, theirs: Sample | undefined) =>
+  (theirs?.cpuPerRequest ?? Number.NaN) / own.cpuPerRequest;
 const rows = contenders.map((contender) => {
   const own = samples.get(contender.name) ?? [];
   const ratios = own.map((sample, i) => sample.rps / (bare[i]?.rps ?? Number.NaN));
@@ -437,9 +435,10 @@ const rows = contenders.map((contender) => {
     target: targets[contender.name] ?? '',
     'vs its reference': versus(contender.name, references),
     'vs (b)': versus(contender.name, handWired),
-    'CPU per request: (a) / this, (b) / this': references[contender.name]?.startsWith('reference (a)')
-      ? `${versusCpu(contender.name, references)}, ${versusCpu(contender.name, handWired)}`
-      : '',
+    'CPU per request: (a) / this, (b) / this':
+      handWired[contender.name] === undefined
+        ? ''
+        : `${versus(contender.name, references, cpuRatio)}, ${versus(contender.name, handWired, cpuRatio)}`,
     ...(BASELINE === undefined ? {} : { 'vs baseline': versus(contender.name, BASELINE_OF) }),
   };
 });
