@@ -101,8 +101,23 @@ async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo)
   if (ids[0] === '--all') {
     let count = 0;
     for (const queue of queues) {
-      count += await queue.getFailedCount();
-      await queue.retryJobs({ state: 'failed', count: 1000 });
+      // Each job by itself, not BullMQ's retryJobs: that one puts every job back in the `wait` list,
+      // which workers empty before any prioritized job, whatever its priority; `Job.retry` puts a job
+      // back where its own priority says (every Herald job has one: DEFAULT_PRIORITY).
+      for (let page = await queue.getFailed(0, 99); page.length > 0; page = await queue.getFailed(0, 99)) {
+        const retried = await Promise.all(
+          page.map((job) =>
+            job.retry('failed').then(
+              () => 1,
+              // Retried (or removed) meanwhile by someone else: not ours to count.
+              () => 0,
+            ),
+          ),
+        );
+        count += retried.reduce((sum: number, one: number) => sum + one, 0);
+        // None could be moved: those left are not ours to move (their state changed under us).
+        if (retried.every((one) => one === 0)) break;
+      }
     }
     io.out(`retried ${count} failed notification(s)`);
     return 0;

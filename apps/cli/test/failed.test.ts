@@ -103,7 +103,7 @@ describe('herald failed list|retry', () => {
     const retried = capture();
     expect(await run(['retry', id ?? ''], retried.io)).toBe(0);
     expect(retried.out).toEqual([`retried ${id}`]);
-    expect(await queue.getJobState(id ?? '')).toBe('waiting');
+    expect(await queue.getJobState(id ?? '')).toBe('prioritized');
 
     const again = capture();
     expect(await run(['retry', id ?? '', 'nope'], again.io)).toBe(1);
@@ -120,7 +120,7 @@ describe('herald failed list|retry', () => {
     expect(await run(['retry', '--all'], result.io)).toBe(0);
     expect(result.out[0]).toMatch(/retried 3/);
     await waitFor(async () => (await queue.getFailedCount()) === 0, { what: 'failed set empty' });
-    for (const id of ids) expect(await queue.getJobState(id)).toBe('waiting');
+    for (const id of ids) expect(await queue.getJobState(id)).toBe('prioritized');
   });
 
   it('answers usage errors with 2 and an unreachable Redis with 1', async () => {

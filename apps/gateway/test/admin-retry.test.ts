@@ -52,7 +52,7 @@ describe('POST /admin/failed/:id/retry of a notification carried in an envelope'
       expect(response.statusCode).toBe(409);
       expect(response.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FAILED', state: 'waiting' });
       expect(response.json<{ error: string }>().error).toContain(id);
-      expect(await everyPartition(app).getJobState(envelopeId)).toBe('waiting');
+      expect(await everyPartition(app).getJobState(envelopeId)).toBe('prioritized');
     }
   });
 

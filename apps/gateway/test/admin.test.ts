@@ -251,7 +251,7 @@ describe('failed notifications', () => {
       const retried = await app.inject({ method: 'POST', url: `/admin/failed/${id}/retry`, headers: admin });
       expect(retried.statusCode).toBe(200);
       expect(retried.json()).toEqual({ id, status: 'retried' });
-      expect(await everyPartition(app).getJobState(id)).toBe('waiting');
+      expect(await everyPartition(app).getJobState(id)).toBe('prioritized');
       const again = await app.inject({ method: 'POST', url: `/admin/failed/${id}/retry`, headers: admin });
       expect(again.statusCode).toBe(409);
       expect(again.json()).toMatchObject({ code: 'HERALD_ERR_NOT_FAILED', state: 'waiting' });

@@ -57,7 +57,10 @@ async function waiting(): Promise<number> {
 }
 
 async function envelopeHolding(id: string): Promise<Job<NotificationEnvelope> | undefined> {
-  const jobs = (await everyPartition(app).getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+  const jobs = (await everyPartition(app).getJobs([
+    'prioritized',
+    'waiting',
+  ])) as unknown as Job<NotificationEnvelope>[];
   return jobs.find(
     (job) => job.name === NOTIFY_ENVELOPE_JOB_NAME && job.data.items.some((item) => item.id === id),
   );

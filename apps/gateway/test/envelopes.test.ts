@@ -34,7 +34,10 @@ const send = (payload: object, headers = auth) =>
   app.inject({ method: 'POST', url: '/notify', headers, payload });
 
 async function envelopes(): Promise<Job<NotificationEnvelope>[]> {
-  const jobs = (await everyPartition(app).getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+  const jobs = (await everyPartition(app).getJobs([
+    'prioritized',
+    'waiting',
+  ])) as unknown as Job<NotificationEnvelope>[];
   return jobs.filter((job) => job.name === NOTIFY_ENVELOPE_JOB_NAME);
 }
 

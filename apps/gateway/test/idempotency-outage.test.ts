@@ -80,7 +80,8 @@ describe('an enqueue Redis does not confirm in time', () => {
       expect(response.json<{ error: string }>().error).toMatch(/may or may not have been accepted/);
       // And indeed: once Redis takes writes again, the job is there.
       await waitFor(
-        async () => (await own.app.queue.getJobs(['waiting'])).some((job) => job.data.userId === userId),
+        async () =>
+          (await own.app.queue.getJobs(['prioritized', 'waiting'])).some((job) => job.data.userId === userId),
         { timeoutMs: 10_000, what: 'the job the 503 could not confirm' },
       );
     } finally {

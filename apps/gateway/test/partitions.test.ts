@@ -167,7 +167,10 @@ describe('HERALD_QUEUE_PARTITIONS=4', () => {
       }),
     );
     for (const [p, queue] of enveloping.queues.entries()) {
-      const jobs = (await queue.getJobs(['waiting'])) as unknown as Job<NotificationEnvelope>[];
+      const jobs = (await queue.getJobs([
+        'prioritized',
+        'waiting',
+      ])) as unknown as Job<NotificationEnvelope>[];
       const items = jobs
         .filter((job) => job.name === NOTIFY_ENVELOPE_JOB_NAME)
         .flatMap((job) => job.data.items);
@@ -230,7 +233,7 @@ describe('HERALD_QUEUE_PARTITIONS=4', () => {
         headers: admin,
       });
       expect(retried.json()).toEqual({ id: last, status: 'retried' });
-      expect(await single.queues[3]?.getJobState(last)).toBe('waiting');
+      expect(await single.queues[3]?.getJobState(last)).toBe('prioritized');
     } finally {
       await Promise.all(workers.map((worker) => worker.close()));
     }

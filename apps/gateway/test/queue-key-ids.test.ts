@@ -1,4 +1,5 @@
-import { envelopeIndexKey, fanoutQueueName } from '@herald/protocol';
+import { randomUUID } from 'node:crypto';
+import { envelopeIndexKey, fanoutQueueName, NOTIFY_JOB_NAME } from '@herald/protocol';
 import { randomId, waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -70,6 +71,10 @@ beforeAll(async () => {
   await (await everyPartition(app).getJob(delayedId))?.log('a log line');
   await send({ userId: userOn0('prioritised'), payload: {}, priority: 5 });
   await send({ broadcast: true, payload: {} });
+  // A job without a priority, in BullMQ's `wait` list: what a gateway of before 2026-12-07 enqueued
+  // (every job has one since: DEFAULT_PRIORITY), still there after an upgrade.
+  const old = { id: randomUUID(), userId: userOn0('old'), payload: {}, createdAt: new Date().toISOString() };
+  await partition0().add(NOTIFY_JOB_NAME, old, { jobId: old.id });
   // The worker's stalled check lives stalledInterval (30 s): set it again as BullMQ does if gone.
   await app.queueConnection.set(keyOf('stalled-check'), String(Date.now()), 'PX', 60_000, 'NX');
 });
@@ -135,7 +140,7 @@ describe('an id that names one of the queue’s own keys is no notification (404
       const response = await app.inject({ method, url: `/notifications/${envelopeId}`, headers: auth });
       expect(response.statusCode, method).toBe(404);
     }
-    expect(await partition0().getJobState(envelopeId)).toBe('waiting');
+    expect(await partition0().getJobState(envelopeId)).toBe('prioritized');
     expect(await app.queueConnection.hget(index, id)).toBe(envelopeId);
   });
 

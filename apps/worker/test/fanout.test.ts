@@ -303,7 +303,7 @@ describe('fan-out across a worker killed mid-way', () => {
       });
       expect(await first.stop('SIGTERM')).toBe(0);
       // Not left active (for the stalled-job check to find): back in the queue, no attempt spent.
-      expect(['delayed', 'waiting']).toContain(await queue.getJobState(job.id));
+      expect(['delayed', 'prioritized', 'waiting']).toContain(await queue.getJobState(job.id));
       expect((await queue.getJob(job.id))?.attemptsMade).toBe(0);
       expect((await topics.fanout(job.id))?.state).toBe('fanning-out');
       await expectFinishedByWorker2(big, job.id, {

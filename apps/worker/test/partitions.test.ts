@@ -103,8 +103,8 @@ describe('HERALD_QUEUE_PARTITIONS=4', () => {
         (await queues[3]?.getJobState(jobs[3]?.id ?? '')) === 'completed',
       { what: 'partitions 1 and 3 consumed' },
     );
-    expect(await queues[0]?.getJobState(jobs[0]?.id ?? '')).toBe('waiting');
-    expect(await queues[2]?.getJobState(jobs[2]?.id ?? '')).toBe('waiting');
+    expect(await queues[0]?.getJobState(jobs[0]?.id ?? '')).toBe('prioritized');
+    expect(await queues[2]?.getJobState(jobs[2]?.id ?? '')).toBe('prioritized');
   });
 
   it("an envelope's notification that cannot be stored is retried as its own job in the envelope's partition", async () => {

@@ -1,11 +1,13 @@
 import { Inbox } from '@herald/inbox';
 import type { LivePublisher } from '@herald/live';
 import {
+  DEFAULT_PRIORITY,
   DEFAULT_RETRY_POLICY,
   NOTIFY_JOB_NAME,
   type NotificationEvent,
   type NotificationJob,
   notificationJobOptions,
+  PRIORITY_MAX,
 } from '@herald/protocol';
 import { queueConnection, randomId, redisEnv, testRedis, waitFor } from '@herald/testing';
 import { Queue } from 'bullmq';
@@ -74,9 +76,13 @@ describe('job options (the gateway uses notificationJobOptions)', () => {
       removeOnFail: false,
     });
     expect(notificationJobOptions(job('u'))).not.toHaveProperty('delay');
+    // Without one: the lowest, so that any priority given goes first (BullMQ serves a job without a
+    // priority before every prioritised one).
+    expect(notificationJobOptions(job('u')).priority).toBe(DEFAULT_PRIORITY);
+    expect(DEFAULT_PRIORITY).toBe(PRIORITY_MAX);
   });
 
-  it('a higher-priority job waiting with others is processed first', async () => {
+  it('a higher-priority job waiting with others is processed first, before those sent without one', async () => {
     const config = loadConfig({
       ...redisEnv(),
       HERALD_QUEUE_NAME: randomId('queue'),
@@ -89,16 +95,23 @@ describe('job options (the gateway uses notificationJobOptions)', () => {
     });
     try {
       const user = randomId('u');
-      const jobs = [job(user, { priority: 10 }), job(user, { priority: 10 }), job(user, { priority: 1 })];
+      const jobs = [
+        job(user),
+        job(user, { priority: 10 }),
+        job(user),
+        job(user, { priority: 10 }),
+        job(user, { priority: 1 }),
+      ];
       for (const j of jobs) await queue.add(NOTIFY_JOB_NAME, j, notificationJobOptions(j));
       const worker = await startWorker(config, pino({ level: 'silent' }));
       try {
-        await waitFor(async () => (await worker.inbox.read(user)).entries.length === 3, {
+        await waitFor(async () => (await worker.inbox.read(user)).entries.length === 5, {
           timeoutMs: 20_000,
-          what: '3 appended',
+          what: '5 appended',
         });
+        // One job at a time (concurrency 1): the inbox order is the order the worker took them in.
         const order = (await worker.inbox.read(user)).entries.map((e) => e.id);
-        expect(order[0]).toBe(jobs[2]?.id);
+        expect(order).toEqual([4, 1, 3, 0, 2].map((n) => jobs[n]?.id));
       } finally {
         await worker.close();
       }

@@ -115,4 +115,11 @@ describe('jobCountsOf', () => {
       failed: 1,
     });
   });
+
+  it("counts BullMQ's prioritized jobs as waiting (every Herald job has a priority)", async () => {
+    const queue = (counts: Record<string, number>) => ({ getJobCounts: async () => counts });
+    expect(
+      await jobCountsOf([queue({ waiting: 0, prioritized: 4, delayed: 1 }), queue({ prioritized: 2 })]),
+    ).toEqual({ waiting: 6, delayed: 1 });
+  });
 });

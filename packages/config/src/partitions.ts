@@ -198,7 +198,10 @@ export interface CountedQueue {
 
 /**
  * BullMQ's job counts (`types`, as `Queue.getJobCounts` takes them) summed over every partition of the
- * notification queue: the queue depth a dashboard or `/metrics` shows.
+ * notification queue: the queue depth a dashboard or `/metrics` shows. BullMQ's `prioritized` jobs are
+ * counted as `waiting`: every Herald job has a priority (`DEFAULT_PRIORITY` of `@herald/protocol`, so
+ * that one sent with `priority: 1` goes first), and the prioritized set is where BullMQ keeps them while
+ * they wait for a worker.
  *
  * @example
  * ```ts
@@ -212,7 +215,10 @@ export async function jobCountsOf(
   const counts = await Promise.all(queues.map((queue) => queue.getJobCounts(...types)));
   const sum: Record<string, number> = {};
   for (const partition of counts) {
-    for (const [type, count] of Object.entries(partition)) sum[type] = (sum[type] ?? 0) + count;
+    for (const [type, count] of Object.entries(partition)) {
+      const as = type === 'prioritized' ? 'waiting' : type;
+      sum[as] = (sum[as] ?? 0) + count;
+    }
   }
   return sum;
 }

@@ -1,9 +1,13 @@
 import type { ErrorCode } from './error-codes.js';
 import type { MutedLists, MuteRequest } from './preferences.js';
 import type { PushClientToServerEvents } from './push.js';
+import { PRIORITY_MAX } from './schemas.js';
 /** Optional delivery settings of a notification, validated by the gateway and honoured by the worker. */
 export interface NotificationOptions {
-  /** BullMQ priority: 1 (highest) to 2 097 151 (`PRIORITY_MAX`); absent = no priority (FIFO, fastest). */
+  /**
+   * 1 (highest) to 2 097 151 (`PRIORITY_MAX`, the lowest): taken before every notification of a lower
+   * priority or none that is waiting; absent = `PRIORITY_MAX` (see {@link DEFAULT_PRIORITY}).
+   */
   priority?: number;
   /** Deliver no earlier than this many ms after acceptance (scheduled delivery). */
   delayMs?: number;
@@ -62,6 +66,15 @@ export function envelopeIndexKey(queue: { prefix: string; name: string }): strin
 }
 
 /**
+ * The BullMQ priority of a job whose notifications were sent without one: the lowest, `PRIORITY_MAX`
+ * (FIFO among themselves, and with those sent with `priority: PRIORITY_MAX`). Every job of the
+ * notification and fan-out queues has a priority: BullMQ hands a worker its jobs without one (its `wait`
+ * list) before every prioritised job, so a notification sent with `priority: 1` would otherwise wait
+ * behind the whole backlog of those sent without one, rather than go first.
+ */
+export const DEFAULT_PRIORITY = PRIORITY_MAX;
+
+/**
  * BullMQ job options of an envelope: the retry policy of its notifications; kept once done as a
  * notification's job is (an hour, at most 10 000: the dashboard's completed count), and when failed for
  * `herald failed list|retry`.
@@ -71,6 +84,7 @@ export function envelopeJobOptions(
   retry: RetryPolicy = DEFAULT_RETRY_POLICY,
 ): {
   jobId: string;
+  priority: number;
   attempts: number;
   backoff: { type: 'exponential'; delay: number; jitter: number };
   removeOnComplete: { age: number; count: number };
@@ -78,6 +92,8 @@ export function envelopeJobOptions(
 } {
   return {
     jobId,
+    // Its notifications have no priority of their own (those that do ride alone).
+    priority: DEFAULT_PRIORITY,
     attempts: retry.attempts,
     backoff: { type: 'exponential', delay: retry.backoffMs, jitter: retry.jitter },
     removeOnComplete: { age: 3600, count: 10_000 },
@@ -310,7 +326,8 @@ export const DEFAULT_RETRY_POLICY: Readonly<RetryPolicy> = Object.freeze({
 
 /**
  * BullMQ job options for a notification: the job id is the notification id (so enqueueing twice is a
- * no-op), `delayMs` and `priority` map to BullMQ's `delay` and `priority`, retries back off
+ * no-op), `delayMs` and `priority` map to BullMQ's `delay` and `priority` (absent:
+ * {@link DEFAULT_PRIORITY}), retries back off
  * exponentially with jitter, and failed jobs are kept for `herald failed list|retry`. The job's
  * `timestamp`, from which BullMQ counts `delay`, is its `createdAt` (Redis's clock at the gateway), not
  * the enqueuing machine's `Date.now()`: a gateway 45 s behind made a 20 s delay due at once.
@@ -327,7 +344,7 @@ export function notificationJobOptions(
   jobId: string;
   timestamp?: number;
   delay?: number;
-  priority?: number;
+  priority: number;
   attempts: number;
   backoff: { type: 'exponential'; delay: number; jitter: number };
   removeOnComplete: { age: number; count: number };
@@ -338,7 +355,7 @@ export function notificationJobOptions(
     jobId: job.id,
     ...(createdAtMs > 0 ? { timestamp: createdAtMs } : {}),
     ...(job.delayMs !== undefined && job.delayMs > 0 ? { delay: job.delayMs } : {}),
-    ...(job.priority !== undefined ? { priority: job.priority } : {}),
+    priority: job.priority ?? DEFAULT_PRIORITY,
     attempts: retry.attempts,
     backoff: { type: 'exponential', delay: retry.backoffMs, jitter: retry.jitter },
     // Completed jobs: an hour or 10 000, whichever is fewer (their record of truth is the inbox).

@@ -55,7 +55,7 @@ const NotificationFields = {
     Type.Integer({
       minimum: 1,
       maximum: PRIORITY_MAX,
-      description: `1 is the highest, ${PRIORITY_MAX} the lowest; absent = plain FIFO.`,
+      description: `1 is the highest, ${PRIORITY_MAX} the lowest: workers take a waiting notification of a higher priority first. Absent = ${PRIORITY_MAX}: in send order (FIFO) with the others sent without one, after every one sent with a smaller number.`,
       examples: [1],
     }),
   ),

@@ -130,7 +130,9 @@ export async function retryFailed(
   if (!job) return { retried: false, state: 'missing' };
   const carrier = envelopeId === undefined ? {} : { envelopeId };
   const state = await job.getState();
-  if (state !== 'failed') return { retried: false, state, ...carrier };
+  // Every Herald job has a priority (DEFAULT_PRIORITY): BullMQ's `prioritized` is where it waits.
+  if (state !== 'failed')
+    return { retried: false, state: state === 'prioritized' ? 'waiting' : state, ...carrier };
   await job.retry('failed');
   return { retried: true, ...carrier };
 }
