@@ -1,4 +1,5 @@
 import { fileURLToPath } from 'node:url';
+import { inboxKeys, tenantPrefix } from '@herald/inbox';
 import {
   NOTIFY_JOB_NAME,
   type NotificationJob,
@@ -59,7 +60,7 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   let redis: Redis | Cluster;
   let queue: Queue<NotificationJob>;
   const keys = new Map<string, CreatedKey>();
-  const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast', 'topical'] as const;
+  const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast', 'topical', 'broken'] as const;
   type Tenant = (typeof tenants)[number];
 
   beforeAll(async () => {
@@ -240,6 +241,54 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
       expect(requests.map((r) => r.payload.data.userId).sort(), type).toEqual(users);
       expect(new Set(requests.map((r) => r.id)).size, type).toBe(users.length);
     }
+  });
+
+  it('a topic send one of whose recipients has an inbox Redis refuses: that one is failed (status, event), the others get it', async () => {
+    await subscribe('broken');
+    const key = keyOf('broken');
+    const users = ['dan', 'eve', 'fay'];
+    expect((await call(key, 'PUT', '/topics/alerts/subscribers', { userIds: users })).status).toBe(200);
+    // eve's inbox stream is a string: Redis refuses every append to it (WRONGTYPE).
+    const stream = inboxKeys(tenantPrefix(env.HERALD_INBOX_PREFIX ?? '', 'broken'), 'eve').stream;
+    await redis.set(stream, 'not a stream');
+    const id = (await call(key, 'POST', '/notify', { topic: 'alerts', payload: { n: 1 } })).body.id as string;
+    const status = await waitFor(
+      async () => {
+        const answer = await call(key, 'GET', `/notifications/${id}`);
+        return answer.body.status === 'sent' ? answer.body : undefined;
+      },
+      { what: 'the topic send to be sent', timeoutMs: 30_000 },
+    );
+    expect(status.recipients).toEqual({
+      total: 3,
+      reached: 2,
+      expired: 0,
+      deduplicated: 0,
+      muted: 0,
+      failed: 1,
+    });
+    const eve = await call(key, 'GET', `/notifications/${id}?userId=eve`);
+    expect(eve.status).toBe(200);
+    expect(eve.body).toMatchObject({ id, userId: 'eve', status: 'failed' });
+    expect(eve.body.failedReason).toMatch(/WRONGTYPE/);
+    expect((await call(key, 'GET', `/notifications/${id}?userId=dan`)).body).toMatchObject({
+      status: 'queued',
+    });
+    const failed = await waitFor(
+      async () =>
+        (await received('broken')).requests.find(
+          (r) =>
+            r.status === 204 &&
+            r.payload.type === 'notification.failed' &&
+            r.payload.data.notificationId === id,
+        ),
+      { what: "eve's notification.failed event" },
+    );
+    expect(failed.payload.data).toMatchObject({ notificationId: id, userId: 'eve', attempts: 1 });
+    expect(failed.payload.data.reason).toMatch(/WRONGTYPE/);
+    expect(
+      (await received('broken')).requests.filter((r) => r.payload.type === 'notification.failed'),
+    ).toHaveLength(1);
   });
 
   it('retries after 500s with the same webhook-id, each attempt signed anew, and then delivers', async () => {

@@ -24,7 +24,8 @@ redis.on('error', () => {});
 const clock = new RedisClock(redis);
 await clock.sync();
 clock.start();
-// Recipients the notification expired for are reported to the tenant's webhook, as a single send's expiry is.
+// Recipients the notification expired or failed for are reported to the tenant's webhook, as a single
+// send's expiry and failure are.
 const webhookEvents = new WebhookEvents(new WebhookStore(redis, config.keyPrefix), {
   queueName: config.queue.name,
   prefix: config.queue.prefix,
@@ -45,6 +46,21 @@ const context: FanoutContext = {
       tenantId,
       'notification.expired',
       userIds.map((userId) => ({ notificationId, userId, at })),
+    );
+  },
+  // Recipients whose inbox Redis refused: failed for good, as a single send's last attempt is.
+  failed: (tenantId, notificationId, failures, attempts) => {
+    const at = new Date(clock.now()).toISOString();
+    return webhookEvents.emit(
+      tenantId,
+      'notification.failed',
+      [...failures].map(([userId, reason]) => ({
+        notificationId,
+        userId,
+        at,
+        attempts,
+        reason: reason.slice(0, 500),
+      })),
     );
   },
 };

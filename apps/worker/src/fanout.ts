@@ -7,6 +7,7 @@ import { DelayedError } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { holdIfEarly } from './due.js';
 import { appendOptionsOf, type Durability, storeAndPush } from './store.js';
+import { isTransientStoreError } from './store-retry.js';
 
 /**
  * Appends in flight at once within a chunk: one round trip each batch. Redis runs a client's pipelined
@@ -24,11 +25,14 @@ export interface FanoutResult {
   expired: number;
   deduplicated: number;
   muted: number;
+  failed: number;
 }
 
 /** What {@link fanOut} uses of a BullMQ job (a `Job`, or the `SandboxedJob` of a worker thread). */
 export interface FanoutJobHandle {
   data: FanoutJob;
+  /** Attempts made before this one. */
+  attemptsMade: number;
   moveToDelayed(timestamp: number, token?: string): Promise<void>;
 }
 
@@ -53,6 +57,17 @@ export interface FanoutContext {
    * attempt, and the chunk done again reports them again under the same webhook-ids.
    */
   expired?: (tenantId: string, notificationId: string, userIds: readonly string[]) => Promise<unknown>;
+  /**
+   * Reports the recipients of one chunk whose inbox Redis refused the notification for its data
+   * (`notification.failed`, one per recipient: user id → why), as `expired` does: awaited before the
+   * checkpoint, reported again under the same webhook-ids when the chunk is done again.
+   */
+  failed?: (
+    tenantId: string,
+    notificationId: string,
+    failures: ReadonlyMap<string, string>,
+    attempts: number,
+  ) => Promise<unknown>;
 }
 
 /**
@@ -100,7 +115,10 @@ export class SenderLimiters {
  * every recipient's inbox with the notification's own id, pushed live, then checkpointed (counts and the
  * last user id, one command). A crash or retry resumes after the checkpoint; the chunk it was in is done
  * again, and the append is idempotent per (notification id, user), so no recipient is skipped nor gets
- * it twice (a re-done chunk is charged again: at most one chunk). A sender out of tokens has the job
+ * it twice (a re-done chunk is charged again: at most one chunk). A recipient whose inbox Redis refuses
+ * for its data (a key of the wrong type: no retry mends it) is skipped and recorded failed, so that one
+ * broken inbox does not hold every recipient after it; a refusal that may pass (a lost connection, a
+ * failover: `isTransientStoreError`) fails the attempt, resumed from the checkpoint. A sender out of tokens has the job
  * moved to delayed until its bucket holds the chunk: the fan-out goes at the sender's rate and holds no
  * worker slot while it waits. `signal` aborted (shutdown): the job goes back to the queue after the
  * batch in flight.
@@ -135,6 +153,7 @@ export async function fanOut(
     expired: record.expired,
     deduplicated: record.deduplicated,
     muted: record.muted,
+    failed: record.failed,
   };
   let cursor = record.cursor;
   let done = record.state === 'sent';
@@ -148,7 +167,7 @@ export async function fanOut(
         throw new DelayedError();
       }
     }
-    const results: AppendResult[] = [];
+    const results: (AppendResult | { outcome: 'failed'; reason: string })[] = [];
     for (let from = 0; from < page.userIds.length; from += IN_FLIGHT) {
       if (signal?.aborted) {
         // The worker is shutting down: back to the queue at once (no attempt spent), for whichever worker
@@ -161,7 +180,12 @@ export async function fanOut(
       results.push(
         ...(await Promise.all(
           batch.map((userId) =>
-            storeAndPush(inbox, context.live, { ...base, userId }, options, context.durable),
+            storeAndPush(inbox, context.live, { ...base, userId }, options, context.durable).catch(
+              (error: unknown) => {
+                if (isTransientStoreError(error) || !refusedForItsData(error)) throw error;
+                return { outcome: 'failed' as const, reason: (error as Error).message };
+              },
+            ),
           ),
         )),
       );
@@ -170,23 +194,42 @@ export async function fanOut(
       await sleep(performance.now() - batchStarted);
     }
     const expired: string[] = [];
+    const failures = new Map<string, string>();
     for (const [index, result] of results.entries()) {
       if (result.outcome === 'expired') {
         counts.expired += 1;
         expired.push(page.userIds[index] ?? '');
+      } else if (result.outcome === 'failed') {
+        counts.failed += 1;
+        failures.set(page.userIds[index] ?? '', result.reason);
       } else if (result.outcome === 'deduplicated') counts.deduplicated += 1;
       else if (result.outcome === 'muted') counts.muted += 1;
       else counts.reached += 1;
     }
     if (expired.length > 0) await context.expired?.(tenantId, data.id, expired);
+    if (failures.size > 0) await context.failed?.(tenantId, data.id, failures, job.attemptsMade + 1);
     cursor = page.userIds.at(-1) ?? cursor;
     done = page.nextAfter === null;
-    if (done) counts.total = counts.reached + counts.expired + counts.deduplicated + counts.muted;
+    if (done)
+      counts.total = counts.reached + counts.expired + counts.deduplicated + counts.muted + counts.failed;
     await topics.checkpoint(
       data.id,
       { ...counts, cursor },
       done ? { atMs: context.now?.() ?? Date.now() } : undefined,
+      failures,
     );
   }
   return { outcome: 'sent', ...counts };
+}
+
+/**
+ * Whether Redis refused a recipient's store for what it holds (its reply an error such as `WRONGTYPE`),
+ * which no retry mends, as opposed to a failure of ours or of the connection.
+ */
+function refusedForItsData(error: unknown): boolean {
+  for (let cause = error, depth = 0; cause instanceof Error && depth < 5; depth++) {
+    if (cause.name === 'ReplyError' || /^WRONGTYPE /.test(cause.message)) return true;
+    cause = cause.cause;
+  }
+  return false;
 }

@@ -154,6 +154,29 @@ describe('fan-out (topic sends and broadcasts)', () => {
     }
   });
 
+  it('a recipient whose inbox Redis refuses for its data (WRONGTYPE) is recorded failed; the others get it and the fan-out is sent', async () => {
+    const tenant = randomId('tenant');
+    const recipients = users('broken', 250);
+    await topics.tenant(tenant).subscribe('alerts', recipients);
+    const broken = recipients[120] as string;
+    // Its stream is a string: every append to it is refused, on every attempt.
+    await redis.set(inbox.tenant(tenant).keys(broken).stream, 'not a stream');
+    const job = fanoutJob(tenant, { topic: 'alerts' }, { capacity: 100_000, ratePerSecond: 100_000 });
+    await enqueue(job);
+    const record = await sent(tenant, job.id);
+    expect(record).toMatchObject({ total: 250, reached: 249, failed: 1, expired: 0 });
+    await expectEachOnce(
+      inbox.tenant(tenant),
+      recipients.filter((userId) => userId !== broken),
+      job.id,
+      'alerts',
+    );
+    expect(await topics.tenant(tenant).fanoutFailure(job.id, broken)).toMatch(/WRONGTYPE/);
+    expect(await topics.tenant(tenant).fanoutFailure(job.id, recipients[0] as string)).toBeUndefined();
+    // Sent on its first attempt: no retry went through the whole audience again.
+    expect((await fanouts.getJob(job.id))?.attemptsMade).toBe(1);
+  });
+
   it('broadcasts to every user the tenant ever notified or subscribed', async () => {
     const tenant = randomId('tenant');
     await topics.tenant(tenant).subscribe('news', ['ann', 'ben']);

@@ -12,6 +12,9 @@ export interface AudiencePage {
   nextAfter: string | null;
 }
 
+/** Most characters of a recipient's failure kept in a fan-out's record (`failed:<user id>`). */
+const FAILURE_MAX_LENGTH = 500;
+
 /** Progress of one fan-out (topic send or broadcast), its checkpoint and its status record. */
 export interface FanoutRecord extends RecipientCounts {
   /** Who it goes to (kept with the record: the job may be gone). */
@@ -43,7 +46,8 @@ const TOPIC = new RegExp(TOPIC_PATTERN);
  *   or subscribed to a topic, the same kind of sorted set, `<tenant prefix>users:{<tenant>}`. Topic and
  *   broadcast recipients are subscribers or directory members already.
  * - A fan-out's record: a hash `<tenant prefix>fanout:{<id>}` with its counts and cursor (its checkpoint),
- *   kept as long as an inbox entry (`retentionMs`).
+ *   and `failed:<user id>` = why, for each recipient whose inbox Redis refused; kept as long as an inbox
+ *   entry (`retentionMs`).
  *
  * Subscriptions and the directory have no TTL: they last until unsubscribed.
  *
@@ -217,13 +221,15 @@ export class Topics {
   }
 
   /**
-   * Records a chunk done: the counts so far and the cursor, in one command (a checkpoint is never half
-   * written); with `done`, the state `sent`, its time, and the total it went through.
+   * Records a chunk done: the counts so far and the cursor, and why each of the chunk's `failures` (user
+   * id → error) failed, in one command (a checkpoint is never half written); with `done`, the state
+   * `sent`, its time, and the total it went through.
    */
   async checkpoint(
     id: string,
     progress: Omit<FanoutRecord, 'state' | 'sentAtMs' | 'audience'>,
     done: { atMs: number } | undefined,
+    failures: ReadonlyMap<string, string> = new Map(),
   ): Promise<void> {
     const fields: (string | number)[] = [
       'reached',
@@ -234,9 +240,13 @@ export class Topics {
       progress.deduplicated,
       'muted',
       progress.muted,
+      'failed',
+      progress.failed,
       'total',
       progress.total,
     ];
+    for (const [userId, reason] of failures)
+      fields.push(`failed:${userId}`, reason.slice(0, FAILURE_MAX_LENGTH));
     if (progress.cursor !== undefined) fields.push('cursor', progress.cursor);
     if (done) fields.push('state', 'sent', 'sentAt', done.atMs);
     await this.#redis.hset(this.fanoutKey(id), ...fields);
@@ -255,8 +265,17 @@ export class Topics {
       expired: Number(raw.expired ?? 0),
       deduplicated: Number(raw.deduplicated ?? 0),
       muted: Number(raw.muted ?? 0),
+      failed: Number(raw.failed ?? 0),
       sentAtMs: raw.sentAt === undefined ? undefined : Number(raw.sentAt),
     };
+  }
+
+  /**
+   * Why fan-out `id` could not store its notification in `userId`'s inbox (Redis refused it for its
+   * data), or undefined: stored, skipped for another reason, not reached yet, or not one of its recipients.
+   */
+  async fanoutFailure(id: string, userId: string): Promise<string | undefined> {
+    return (await this.#redis.hget(this.fanoutKey(id), `failed:${userId}`)) ?? undefined;
   }
 }
 

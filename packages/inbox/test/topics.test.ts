@@ -73,7 +73,7 @@ describe('topics', () => {
     expect(first).toMatchObject({ state: 'fanning-out', total: 3, reached: 0, audience: { topic: 't' } });
     await topics.checkpoint(
       'f1',
-      { total: 3, reached: 2, expired: 0, deduplicated: 0, muted: 0, cursor: 'b' },
+      { total: 3, reached: 2, expired: 0, deduplicated: 0, muted: 0, failed: 0, cursor: 'b' },
       undefined,
     );
     await topics.subscribe('t', ['d']);
@@ -85,10 +85,15 @@ describe('topics', () => {
     });
     await topics.checkpoint(
       'f1',
-      { total: 4, reached: 4, expired: 0, deduplicated: 0, muted: 0, cursor: 'd' },
+      { total: 4, reached: 3, expired: 0, deduplicated: 0, muted: 0, failed: 1, cursor: 'd' },
       { atMs: 1000 },
+      // With why each recipient the chunk could not store failed (cut to 500 characters).
+      new Map([['c', `WRONGTYPE ${'x'.repeat(600)}`]]),
     );
-    expect(await topics.fanout('f1')).toMatchObject({ state: 'sent', total: 4, sentAtMs: 1000 });
+    expect(await topics.fanout('f1')).toMatchObject({ state: 'sent', total: 4, failed: 1, sentAtMs: 1000 });
+    expect(await topics.fanoutFailure('f1', 'c')).toBe(`WRONGTYPE ${'x'.repeat(490)}`);
+    expect(await topics.fanoutFailure('f1', 'a')).toBeUndefined();
+    expect(await root.tenant('globex').fanoutFailure('f1', 'c')).toBeUndefined();
     expect(await root.tenant('globex').fanout('f1')).toBeUndefined();
   });
 

@@ -200,6 +200,10 @@ export const RecipientCounts = Type.Object(
     muted: Type.Integer({
       description: 'Recipients who muted its topic or type: skipped (nothing stored nor pushed).',
     }),
+    failed: Type.Integer({
+      description:
+        'Recipients whose inbox Redis refused for its data (a key of the wrong type): not stored, each `failed` (ask with `?userId=`; a `notification.failed` webhook event each), while the others get it.',
+    }),
   },
   { description: 'Only for a topic send or broadcast.' },
 );
