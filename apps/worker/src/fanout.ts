@@ -118,9 +118,9 @@ export class SenderLimiters {
  * it twice (a re-done chunk is charged again: at most one chunk). A recipient whose inbox Redis refuses
  * for its data (a key of the wrong type: no retry mends it) is skipped and recorded failed, so that one
  * broken inbox does not hold every recipient after it; a refusal that may pass (a lost connection, a
- * failover: `isTransientStoreError`) fails the attempt, resumed from the checkpoint. A sender out of tokens has the job
- * moved to delayed until its bucket holds the chunk: the fan-out goes at the sender's rate and holds no
- * worker slot while it waits. `signal` aborted (shutdown): the job goes back to the queue after the
+ * failover: `isTransientStoreError`) fails the attempt, resumed from the checkpoint. A sender out of
+ * tokens has the job moved to delayed until its bucket holds the chunk: the fan-out goes at the sender's
+ * rate and holds no worker slot while it waits. `signal` aborted (shutdown): the job goes back to the queue after the
  * batch in flight.
  */
 export async function fanOut(
