@@ -182,7 +182,7 @@ export async function fanOut(
           batch.map((userId) =>
             storeAndPush(inbox, context.live, { ...base, userId }, options, context.durable).catch(
               (error: unknown) => {
-                if (isTransientStoreError(error) || !refusedForItsData(error)) throw error;
+                if (isTransientStoreError(error) || !isRefusedForItsData(error)) throw error;
                 return { outcome: 'failed' as const, reason: (error as Error).message };
               },
             ),
@@ -223,12 +223,15 @@ export async function fanOut(
 }
 
 /**
- * Whether Redis refused a recipient's store for what it holds (its reply an error such as `WRONGTYPE`),
- * which no retry mends, as opposed to a failure of ours or of the connection.
+ * Whether Redis refused a recipient's store for what that recipient's inbox holds: a key of the wrong
+ * type (`WRONGTYPE`), which no retry mends and no other recipient shares. Any other error is not: a
+ * connection's, or a script error (a defect would refuse every recipient alike: the attempt fails, and
+ * the fan-out stays retriable). Looks through `cause`s.
  */
-function refusedForItsData(error: unknown): boolean {
+export function isRefusedForItsData(error: unknown): boolean {
   for (let cause = error, depth = 0; cause instanceof Error && depth < 5; depth++) {
-    if (cause.name === 'ReplyError' || /^WRONGTYPE /.test(cause.message)) return true;
+    // Raised in a script, Redis 7.0 answers `ERR user_script:<line>: WRONGTYPE …` (the append re-raises it).
+    if (/(^|: )WRONGTYPE /.test(cause.message)) return true;
     cause = cause.cause;
   }
   return false;
