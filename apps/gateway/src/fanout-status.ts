@@ -32,11 +32,9 @@ export async function fanoutStatusOf(
   if (userId !== undefined) {
     const inbox = inboxRoot.tenant(tenantId);
     const stored = await inbox.status(userId, id);
-    if (!stored) {
-      // Its inbox refused it (the fan-out went on without it): failed for good, with why.
-      const reason = record && (await topics.fanoutFailure(id, userId));
-      if (reason) return { ...base, userId, status: 'failed', failedReason: reason };
-    }
+    // Its inbox refused it (the fan-out went on without it): failed for good, with why.
+    const reason = stored ? undefined : record?.failures.get(userId);
+    if (reason !== undefined) return { ...base, userId, status: 'failed', failedReason: reason };
     if (!stored && record?.state === 'sent') return undefined;
     // Not reached yet: queued only for a user of its audience (one who joins before their page is
     // reached gets it too); anyone else, a typo among them, would wait for ever.

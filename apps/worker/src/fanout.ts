@@ -7,7 +7,6 @@ import { DelayedError } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { holdIfEarly } from './due.js';
 import { appendOptionsOf, type Durability, storeAndPush } from './store.js';
-import { isTransientStoreError } from './store-retry.js';
 
 /**
  * Appends in flight at once within a chunk: one round trip each batch. Redis runs a client's pipelined
@@ -117,8 +116,8 @@ export class SenderLimiters {
  * again, and the append is idempotent per (notification id, user), so no recipient is skipped nor gets
  * it twice (a re-done chunk is charged again: at most one chunk). A recipient whose inbox Redis refuses
  * for its data (a key of the wrong type: no retry mends it) is skipped and recorded failed, so that one
- * broken inbox does not hold every recipient after it; a refusal that may pass (a lost connection, a
- * failover: `isTransientStoreError`) fails the attempt, resumed from the checkpoint. A sender out of
+ * broken inbox does not hold every recipient after it; any other failure (a lost connection, a
+ * failover) fails the attempt, resumed from the checkpoint. A sender out of
  * tokens has the job moved to delayed until its bucket holds the chunk: the fan-out goes at the sender's
  * rate and holds no worker slot while it waits. `signal` aborted (shutdown): the job goes back to the queue after the
  * batch in flight.
@@ -182,7 +181,7 @@ export async function fanOut(
           batch.map((userId) =>
             storeAndPush(inbox, context.live, { ...base, userId }, options, context.durable).catch(
               (error: unknown) => {
-                if (isTransientStoreError(error) || !isRefusedForItsData(error)) throw error;
+                if (!isRefusedForItsData(error)) throw error;
                 return { outcome: 'failed' as const, reason: (error as Error).message };
               },
             ),

@@ -25,6 +25,8 @@ export interface FanoutRecord extends RecipientCounts {
   cursor: string | undefined;
   /** When it was sent (ms since epoch), once `sent`. */
   sentAtMs: number | undefined;
+  /** Why each recipient whose inbox Redis refused failed (user id → error), from its `failed:<user id>`. */
+  failures: ReadonlyMap<string, string>;
 }
 
 /** How long a process trusts that a user it added to its tenant's users is still there, ms. */
@@ -227,7 +229,7 @@ export class Topics {
    */
   async checkpoint(
     id: string,
-    progress: Omit<FanoutRecord, 'state' | 'sentAtMs' | 'audience'>,
+    progress: Omit<FanoutRecord, 'state' | 'sentAtMs' | 'audience' | 'failures'>,
     done: { atMs: number } | undefined,
     failures: ReadonlyMap<string, string> = new Map(),
   ): Promise<void> {
@@ -256,6 +258,9 @@ export class Topics {
   async fanout(id: string): Promise<FanoutRecord | undefined> {
     const raw = await this.#redis.hgetall(this.fanoutKey(id));
     if (raw.state === undefined) return undefined;
+    const failures = new Map<string, string>();
+    for (const [field, reason] of Object.entries(raw))
+      if (field.startsWith('failed:')) failures.set(field.slice('failed:'.length), reason);
     return {
       audience: raw.topic ? { topic: raw.topic } : { broadcast: true },
       state: raw.state === 'sent' ? 'sent' : 'fanning-out',
@@ -267,15 +272,8 @@ export class Topics {
       muted: Number(raw.muted ?? 0),
       failed: Number(raw.failed ?? 0),
       sentAtMs: raw.sentAt === undefined ? undefined : Number(raw.sentAt),
+      failures,
     };
-  }
-
-  /**
-   * Why fan-out `id` could not store its notification in `userId`'s inbox (Redis refused it for its
-   * data), or undefined: stored, skipped for another reason, not reached yet, or not one of its recipients.
-   */
-  async fanoutFailure(id: string, userId: string): Promise<string | undefined> {
-    return (await this.#redis.hget(this.fanoutKey(id), `failed:${userId}`)) ?? undefined;
   }
 }
 
