@@ -329,11 +329,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   });
 
   async function markRead(userInbox: Inbox, userId: string, selection: ReadSelection) {
-    const { ids, ...result } = await userInbox.markRead(userId, selection);
+    const read = await userInbox.markRead(userId, selection);
     // Every tab of the user, on every instance (this one included), gets the new count and the ids read.
-    if (result.changed > 0) live.unread(userInbox.tenantId, userId, { ...result.unread, read: ids });
-    webhooks.read(userInbox.tenantId, userId, ids);
-    return result;
+    if (read.changed > 0) live.unread(userInbox.tenantId, userId, { ...read.unread, read: read.ids });
+    webhooks.read(userInbox.tenantId, userId, read);
+    return { changed: read.changed, unread: read.unread };
   }
 
   const revocationTimer = checkRevocations({

@@ -1,5 +1,5 @@
 import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
-import type { AckResult } from '@herald/inbox';
+import type { AckResult, ReadResult } from '@herald/inbox';
 import { WebhookEvents, WebhookStore } from '@herald/webhooks';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
@@ -8,7 +8,7 @@ import type { RealtimeConfig } from './config.js';
 /** What realtime reports to delivery webhooks: first acks (`delivered`) and reads, in the background. */
 export interface RealtimeWebhookEvents {
   delivered(tenantId: string, userId: string, acked: AckResult): void;
-  read(tenantId: string, userId: string, ids: readonly string[]): void;
+  read(tenantId: string, userId: string, read: Pick<ReadResult, 'ids' | 'readAtMs'>): void;
   close(): Promise<void>;
 }
 
@@ -39,9 +39,9 @@ export function realtimeWebhookEvents(
       if (acked.ids.length === 0) return;
       events.delivered(tenantId, userId, acked.ids, acked.deliveredAtMs).catch(failed(tenantId, 'delivered'));
     },
-    read(tenantId, userId, ids) {
+    read(tenantId, userId, { ids, readAtMs }) {
       if (ids.length === 0) return;
-      events.read(tenantId, userId, ids).catch(failed(tenantId, 'read'));
+      events.read(tenantId, userId, ids, readAtMs).catch(failed(tenantId, 'read'));
     },
     async close() {
       await events.close();

@@ -303,7 +303,10 @@ export class Inbox {
     let args: string[];
     if ('ids' in selection) {
       checkIds(selection.ids);
-      if (selection.ids.length === 0) return { changed: 0, unread: await this.unread(userId), ids: [] };
+      // Nothing read, nothing reported: no script, so no Redis time to tell.
+      if (selection.ids.length === 0) {
+        return { changed: 0, unread: await this.unread(userId), ids: [], readAtMs: Date.now() };
+      }
       args = ['ids', ...selection.ids];
     } else if (selection.upTo !== undefined) {
       parseOffset(selection.upTo);
@@ -311,13 +314,13 @@ export class Inbox {
     } else {
       args = ['all'];
     }
-    const [changed, count, version, changedIds] = (await this.#scripts.read(
+    const [changed, count, version, changedIds, readAtMs] = (await this.#scripts.read(
       keys.stream,
       keys.meta,
       keys.unread,
       ...args,
-    )) as [number, number, number, string[]];
-    return { changed, unread: { count, version }, ids: changedIds };
+    )) as [number, number, number, string[], number];
+    return { changed, unread: { count, version }, ids: changedIds, readAtMs };
   }
 
   /**

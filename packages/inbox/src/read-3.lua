@@ -10,9 +10,11 @@
                     "upto": ARGV[2] is an offset; the notifications at or before it
   ARGV[2..]         per mode
 
-  Returns, always 4 elements: { changed, unreadCount, unreadVersion, ids }
+  Returns, always 5 elements: { changed, unreadCount, unreadVersion, ids, nowMs }
     changed  how many notifications went from unread to read (0: nothing changed, version unchanged)
     ids      those notifications' ids (for their delivery webhooks)
+    nowMs    when, by Redis's clock (ms): the `at` of their `notification.read` webhooks, which then
+             comes after the `deliveredAt` the ack script stamped by the same clock
 ]]
 local mode = ARGV[1]
 local changed = 0
@@ -48,4 +50,5 @@ if changed > 0 then
 else
   version = tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
 end
-return { changed, redis.call('SCARD', KEYS[3]), version, ids }
+local time = redis.call('TIME')
+return { changed, redis.call('SCARD', KEYS[3]), version, ids, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) }

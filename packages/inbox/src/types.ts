@@ -91,6 +91,11 @@ export interface ReadResult {
   unread: UnreadEvent;
   /** The ids of those notifications (what their `notification.read` webhooks name). */
   ids: string[];
+  /**
+   * When, by Redis's clock, ms since the epoch: their `notification.read` webhooks' `at` (never before
+   * the `deliveredAt` of an ack that came first, which the same clock stamped).
+   */
+  readAtMs: number;
 }
 
 /** What {@link Inbox.acknowledge} recorded: the notifications acked for the first time, and when. */

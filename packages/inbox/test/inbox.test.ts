@@ -224,6 +224,24 @@ describe('inbox', () => {
     expect(await inbox.status(user, 'n-2')).toBeUndefined();
   });
 
+  it('answers when a read happened by Redis’s clock, not before the first ack (webhooks report both)', async () => {
+    const { inbox, user } = setup();
+    await inbox.append(notification(user, 1));
+    await inbox.append(notification(user, 2));
+    const [seconds, micros] = await redis.time();
+    const before = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+    const acked = await inbox.acknowledge(user, ['n-1'], 'rt-a');
+    const read = await inbox.markRead(user, { ids: ['n-1'] });
+    expect(read.readAtMs).toBeGreaterThanOrEqual(acked.deliveredAtMs);
+    expect(acked.deliveredAtMs).toBeGreaterThanOrEqual(before);
+    const [secondsAfter, microsAfter] = await redis.time();
+    expect(read.readAtMs).toBeLessThanOrEqual(Number(secondsAfter) * 1000 + Number(microsAfter) / 1000);
+    // Nothing changed still says when: the same clock, whatever the selection.
+    const none = await inbox.markRead(user, { ids: ['n-1'] });
+    expect(none.readAtMs).toBeGreaterThanOrEqual(read.readAtMs);
+    expect((await inbox.markRead(user, { all: true })).readAtMs).toBeGreaterThanOrEqual(none.readAtMs);
+  });
+
   it('marks read by id, up to an offset, and all, with an exact count and growing version', async () => {
     const { inbox, user } = setup();
     const offsets: string[] = [];
@@ -236,11 +254,13 @@ describe('inbox', () => {
       changed: 1,
       unread: { count: 5, version: v0 + 1 },
       ids: ['n-1'],
+      readAtMs: expect.any(Number),
     });
     expect(await inbox.markRead(user, { ids: ['n-1'] })).toEqual({
       changed: 0,
       unread: { count: 5, version: v0 + 1 },
       ids: [],
+      readAtMs: expect.any(Number),
     });
     expect((await inbox.markRead(user, { all: true, upTo: offsets[2] ?? '' })).ids).toEqual(['n-2', 'n-3']);
     const listing = await inbox.list(user, { limit: 4 });

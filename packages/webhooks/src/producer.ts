@@ -131,9 +131,12 @@ export class WebhookEvents {
     );
   }
 
-  /** `notification.read` for the ids that went from unread to read (`Inbox.markRead`'s `ids`), now. */
-  read(tenantId: string, userId: string, ids: readonly string[]): Promise<number> {
-    const at = new Date(this.#now()).toISOString();
+  /**
+   * `notification.read` for the ids that went from unread to read (`Inbox.markRead`'s `ids`), at `atMs`
+   * (its `readAtMs`: Redis's clock, as `delivered`'s, so a read is never reported before its delivery).
+   */
+  read(tenantId: string, userId: string, ids: readonly string[], atMs: number): Promise<number> {
+    const at = new Date(atMs).toISOString();
     return this.emit(
       tenantId,
       'notification.read',

@@ -18,7 +18,7 @@ describe('WebhookEvents (the webhook queue)', () => {
     });
     try {
       const at = new Date().toISOString();
-      expect(await events.read(tenantId, 'alice', ['n-1'])).toBe(1);
+      expect(await events.read(tenantId, 'alice', ['n-1'], Date.parse('2026-12-07T04:00:00.000Z'))).toBe(1);
       expect(
         await events.resend([
           {
@@ -34,6 +34,10 @@ describe('WebhookEvents (the webhook queue)', () => {
       ).toBe(1);
       const jobs = await events.queue.getJobs(['wait']);
       expect(jobs).toHaveLength(2);
+      // The read's own time (Redis's, from the read script), not when it was enqueued.
+      expect(jobs.find((job) => job.data.payload.data.notificationId === 'n-1')?.data.payload.data.at).toBe(
+        '2026-12-07T04:00:00.000Z',
+      );
       for (const job of jobs) {
         expect(job.opts).toMatchObject({
           removeOnComplete: { age: 3600, count: 10_000 },

@@ -107,7 +107,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (result.changed > 0) app.live.unread(tenantId, userId, { ...result.unread, read: result.ids });
       // Reported in the background: the read has happened whether or not its webhook is enqueued.
       app.webhooks.events
-        .read(tenantId, userId, result.ids)
+        .read(tenantId, userId, result.ids, result.readAtMs)
         .catch((error: unknown) => request.log.warn({ err: error, tenantId }, 'webhook event not enqueued'));
       return { changed: result.changed, unread: result.unread };
     },
