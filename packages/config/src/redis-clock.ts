@@ -9,6 +9,11 @@ const SYNC_TIMEOUT_MS = 1000;
 const RETRY_MS = 1000;
 /** How long a reading is kept against slower ones (see {@link RedisClock.sync}), ms. */
 const KEEP_BEST_MS = 60_000;
+/**
+ * The largest step back {@link RedisClock.now} holds its answer through rather than follow, ms: a new
+ * reading a little behind the last one. A larger one is Redis's clock set right, and followed at once.
+ */
+const HOLD_BACK_MS = 1000;
 
 /**
  * Redis's clock, as this process can tell it without a round trip: its own monotonic clock plus the
@@ -39,6 +44,8 @@ export class RedisClock {
   /** The round trip of the reading `#base` comes from (Infinity: none yet), and when it came, ms. */
   #rttMs = Number.POSITIVE_INFINITY;
   #readAt = 0;
+  /** The last answer of {@link RedisClock.now}. */
+  #last = 0;
   #timer: NodeJS.Timeout | undefined;
 
   constructor(redis: Redis | Cluster, options: { everyMs?: number } = {}) {
@@ -46,9 +53,17 @@ export class RedisClock {
     this.#everyMs = options.everyMs ?? SYNC_EVERY_MS;
   }
 
-  /** Redis's clock now, ms since the epoch (an estimate: off by at most half a `TIME` round trip). */
+  /**
+   * Redis's clock now, ms since the epoch (an estimate: off by at most half a `TIME` round trip). Never
+   * less than its last answer when a new reading is up to 1 s behind the one before (it answers the same
+   * until the clock has caught up): what one process stamps in turn (the `createdAt` by which the worker
+   * orders a user's notifications, the `at` of webhook events) keeps its order across readings.
+   */
   now(): number {
-    return Math.round(this.#base + performance.now());
+    const now = Math.round(this.#base + performance.now());
+    if (now < this.#last && this.#last - now <= HOLD_BACK_MS) return this.#last;
+    this.#last = now;
+    return now;
   }
 
   /**
