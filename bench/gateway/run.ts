@@ -335,7 +335,7 @@ function roundOrder(round: number): Contender[] {
       units.push(members.map((_, k) => members[(k + round - 1) % members.length] as Contender));
     }
   }
-  const rotated = units.map((_, k) => units[(k + round - 1) % units.length] as Contender[]).flat();
+  const rotated = units.flatMap((_, k) => units[(k + round - 1) % units.length] as Contender[]);
   return rotated.flatMap((contender) => {
     const baseline = contenders.find((c) => c.name === BASELINE_OF[contender.name]);
     if (baseline === undefined) return [contender];

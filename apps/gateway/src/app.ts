@@ -1,7 +1,7 @@
 import { fastifySSE } from '@fastify/sse';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { loggerOptions } from '@herald/config';
-import Fastify, { type FastifyInstance } from 'fastify';
+import { createLogger } from '@herald/config';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { GatewayConfig } from './config.js';
 import { OneLinePerRequest } from './logging.js';
 import admin from './plugins/app/admin.js';
@@ -50,7 +50,7 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
  */
 export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: loggerOptions(config.log),
+    loggerInstance: createLogger(config.log) as FastifyBaseLogger,
     // One line per request (see OneLinePerRequest), at info: below that level, skip even building it
     // (measurable on a denied flood, where a request costs ~25 µs in all).
     logController: new OneLinePerRequest({

@@ -1,11 +1,10 @@
-import { loggerOptions } from '@herald/config';
+import { createLogger } from '@herald/config';
 import { configOrExit, onShutdown } from '@herald/config/serve';
-import { pino } from 'pino';
 import { loadConfig } from './config.js';
 import { buildRealtime } from './realtime.js';
 
 const config = configOrExit(() => loadConfig());
-const log = pino(loggerOptions(config.log, 'realtime'));
+const log = createLogger(config.log, 'realtime');
 for (const warning of config.warnings) log.warn(warning);
 for (const warning of config.push.warnings) log.warn(warning);
 const server = buildRealtime(config, log);

@@ -1,13 +1,12 @@
-import { createRedis, credentialsRefused, DeploymentFingerprint, loggerOptions } from '@herald/config';
+import { createLogger, createRedis, credentialsRefused, DeploymentFingerprint } from '@herald/config';
 import { configOrExit, onShutdown } from '@herald/config/serve';
-import { pino } from 'pino';
 import { loadConfig } from './config.js';
 import { startHttp } from './http.js';
 import { type NotificationWorker, startWorker } from './worker.js';
 
 const config = configOrExit(() => loadConfig());
 
-const log = pino(loggerOptions(config.log, 'worker'));
+const log = createLogger(config.log, 'worker');
 for (const warning of config.warnings) log.warn(warning);
 for (const warning of config.push.warnings) log.warn(warning);
 // The settings that must agree with the gateway's and the realtime servers': /readyz names a mismatch.

@@ -1,3 +1,5 @@
+import { type Logger, pino } from 'pino';
+import pretty from 'pino-pretty';
 import Type from 'typebox';
 
 /**
@@ -48,20 +50,21 @@ export function logSettings(parsed: {
 }
 
 /**
- * pino options (also Fastify's `logger` option) for `settings`, tagged with `service` when given.
+ * The pino logger of an app (for Fastify, its `loggerInstance`), tagged with `service` when given.
+ * `pretty` writes through pino-pretty in the app's own thread, not as a pino transport: the transport's
+ * worker thread stops at its first refused write (EPIPE: the one-terminal stack's launcher killed, or a
+ * `| head` that has ended), and the app's exit then waited 10 s for it to flush.
  *
  * @example
  * ```ts
- * const log = pino(loggerOptions(config.log, 'worker'));
+ * const log = createLogger(config.log, 'worker');
+ * const app = Fastify({ loggerInstance: createLogger(config.log, 'web') });
  * ```
  */
-export function loggerOptions(
-  settings: LogSettings,
-  service?: string,
-): { level: string; base?: { service: string }; transport?: { target: string; options: typeof PRETTY_LOG } } {
-  return {
+export function createLogger(settings: LogSettings, service?: string): Logger {
+  const options = {
     level: settings.level,
     ...(service === undefined ? {} : { base: { service } }),
-    ...(settings.format === 'pretty' ? { transport: { target: 'pino-pretty', options: PRETTY_LOG } } : {}),
   };
+  return settings.format === 'pretty' ? pino(options, pretty({ ...PRETTY_LOG, sync: true })) : pino(options);
 }

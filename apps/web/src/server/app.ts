@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import fastifyStatic from '@fastify/static';
-import { loggerOptions } from '@herald/config';
+import { createLogger } from '@herald/config';
 import { ErrorCode, errorSpec } from '@herald/protocol';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { WebConfig } from './config.js';
 import { devTokenRoute } from './dev-token.js';
 import { clientErrorHandler, frameworkErrors } from './http-errors.js';
@@ -31,7 +31,7 @@ const HASHED = /^\/assets\//;
  */
 export async function buildWebServer(config: WebConfig): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: loggerOptions(config.log, 'web'),
+    loggerInstance: createLogger(config.log, 'web') as FastifyBaseLogger,
     // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s,
     // checked every second (Node's defaults: headers within 60 s, checked every 30 s).
     requestTimeout: 10_000,
