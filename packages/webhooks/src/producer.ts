@@ -103,7 +103,10 @@ export class WebhookEvents {
   /** Enqueues `type` for each of `facts` when `tenantId`'s webhook receives it; answers how many. */
   async emit(tenantId: string, type: WebhookEventType, facts: readonly WebhookEventData[]): Promise<number> {
     if (facts.length === 0 || !(await this.#subscribed(tenantId)).has(type)) return 0;
-    const timestamp = new Date(this.#now()).toISOString();
+    // Produced never before it happened: `at` may come from another reading of Redis's clock (a
+    // script's TIME) a little ahead of this process's estimate of it.
+    const latest = facts.reduce((max, fact) => Math.max(max, Date.parse(fact.at) || 0), 0);
+    const timestamp = new Date(Math.max(this.#now(), latest)).toISOString();
     await this.queue.addBulk(
       facts.map((data) => {
         const job: WebhookJob = {

@@ -38,6 +38,14 @@ describe('WebhookEvents (the webhook queue)', () => {
       expect(jobs.find((job) => job.data.payload.data.notificationId === 'n-1')?.data.payload.data.at).toBe(
         '2026-12-07T04:00:00.000Z',
       );
+      // Produced (`timestamp`) never before it happened (`at`), though the two come from different
+      // readings of Redis's clock: a read stamped a little ahead of this process's estimate.
+      const ahead = Date.now() + 60_000;
+      expect(await events.read(tenantId, 'alice', ['n-3'], ahead)).toBe(1);
+      const [late] = (await events.queue.getJobs(['wait'])).filter(
+        (job) => job.data.payload.data.notificationId === 'n-3',
+      );
+      expect(Date.parse(late?.data.payload.timestamp ?? '')).toBeGreaterThanOrEqual(ahead);
       for (const job of jobs) {
         expect(job.opts).toMatchObject({
           removeOnComplete: { age: 3600, count: 10_000 },
