@@ -16,11 +16,12 @@ describe('a worker and a realtime server whose clocks are behind (faketime): web
   let gateway: AppProcess;
   let realtime: AppProcess;
   let receiver: AppProcess;
+  let worker: AppProcess;
   const skewed = (name: string, kind: 'worker' | 'realtime', skew: string) =>
     stack.startSkewed(kind, name, skew);
 
   beforeAll(async () => {
-    [gateway, realtime, receiver] = await Promise.all([
+    [gateway, realtime, receiver, worker] = await Promise.all([
       stack.start('gateway', 'gateway'),
       skewed('rt-behind', 'realtime', '-45s'),
       startApp({ name: 'receiver', entry: RECEIVER, env: {}, into: stack.processes }),
@@ -74,6 +75,21 @@ describe('a worker and a realtime server whose clocks are behind (faketime): web
     expect(at('notification.read')).toBeGreaterThanOrEqual(at('notification.delivered'));
     // Not 6 minutes before it was even sent.
     expect(at('notification.failed')).toBeGreaterThanOrEqual(Date.parse(broken.createdAt));
+  });
+
+  it('the worker says its clock is behind Redis’s, by how much, and what that delays', async () => {
+    const warnings = () =>
+      worker.lines
+        .filter((line) => line.includes('behind Redis'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    await waitFor(() => warnings().length > 0, { what: 'the warning in the worker’s log' });
+    const [warning] = warnings();
+    expect(warning).toMatchObject({ level: 40, behindMs: expect.any(Number) });
+    // 360 s behind, read from Redis's TIME (within a loopback round trip and a busy machine's start).
+    expect(Math.abs((warning?.behindMs as number) - 360_000)).toBeLessThan(5000);
+    expect(warning?.msg).toMatch(
+      /^This machine's clock is 3[56]\d\.\d s behind Redis's: .*delayMs.*late.*NTP/,
+    );
   });
 
   it('a topic send’s sentAt is not before it was sent', async () => {

@@ -80,14 +80,20 @@ describe('a worker whose clock is 30 s ahead (faketime): delayMs is not early', 
     HERALD_VAPID_SUBJECT: 'mailto:ops@example.com',
   });
   let gateway: AppProcess;
+  let worker: AppProcess;
 
   beforeAll(async () => {
-    [gateway] = await Promise.all([
+    [gateway, worker] = await Promise.all([
       stack.start('gateway', 'gateway'),
       stack.startSkewed('worker', 'worker-ahead', '+30s'),
     ]);
   });
   afterAll(() => stack.dispose());
+
+  it('a worker ahead of Redis does not warn about its clock (it holds early jobs until their time)', () => {
+    // It checked at start, before it logged `listening`.
+    expect(worker.lines.filter((line) => line.includes('behind Redis'))).toEqual([]);
+  });
 
   it('a 20 s delayMs waits: a notification sent after it is stored first, and cancelling it still works', async () => {
     const user = randomId('delay');

@@ -103,6 +103,47 @@ function notificationsOf(job: Job<NotificationJob | NotificationEnvelope>): Noti
   return Array.isArray(items) ? items : [];
 }
 
+/** How far behind Redis's clock this machine's may be before the worker warns, ms. */
+const BEHIND_WARN_MS = 1000;
+/** How often the worker checks, and at most how often it repeats the same warning, ms. */
+const BEHIND_CHECK_MS = 60_000;
+const BEHIND_REPEAT_MS = 10 * 60_000;
+
+/**
+ * Warns, now and every minute while it holds (the same offset at most every 10 minutes), when this
+ * machine's clock is more than a second behind Redis's. Herald's own times are Redis's, but BullMQ
+ * promotes a delayed job (`delayMs`, a retry's backoff) when the worker's `Date.now()` reaches its time:
+ * that much late. (A clock ahead is harmless: such a job, promoted early, waits for its time, see
+ * earlyByMs.) Answers the timer, which keeps no process alive.
+ */
+function warnWhenBehind(clock: RedisClock, log: Logger): NodeJS.Timeout {
+  let warned: { atMs: number; behindMs: number } | undefined;
+  const check = () => {
+    const offset = clock.offsetMs();
+    if (offset === undefined || offset >= -BEHIND_WARN_MS) {
+      warned = undefined;
+      return;
+    }
+    const behindMs = -offset;
+    const now = performance.now();
+    if (
+      warned &&
+      now - warned.atMs < BEHIND_REPEAT_MS &&
+      Math.abs(behindMs - warned.behindMs) < BEHIND_WARN_MS
+    )
+      return;
+    warned = { atMs: now, behindMs };
+    log.warn(
+      { behindMs },
+      `This machine's clock is ${(behindMs / 1000).toFixed(1)} s behind Redis's: BullMQ promotes delayed notifications (delayMs) and retries by this clock, so they run that much late. Keep the clocks in sync (NTP).`,
+    );
+  };
+  check();
+  const timer = setInterval(check, BEHIND_CHECK_MS);
+  timer.unref();
+  return timer;
+}
+
 /**
  * Longest a shutdown waits for the BullMQ workers to close (their active jobs to finish), ms, within the
  * apps' 10 s grace (`SHUTDOWN_GRACE_MS`): the connections are closed after it, and the process exits 0.
@@ -131,6 +172,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   const clock = new RedisClock(redis);
   await clock.sync();
   clock.start();
+  const clockCheck = warnWhenBehind(clock, log);
   const inbox = new Inbox(redis, config.inbox);
   const topics = new Topics(redis, { prefix: config.inbox.prefix });
   // Fire-and-forget: a socket that misses the live message reads it from the inbox (gap fill).
@@ -468,6 +510,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       await closed('webhook events', webhookEvents.close());
       await closed('queues', Promise.all(queues.map((queue) => queue.close())));
       clock.stop();
+      clearInterval(clockCheck);
       if (queueConnection !== bullConnection) queueConnection.disconnect();
       redis.disconnect();
       bullConnection?.disconnect();

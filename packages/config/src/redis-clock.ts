@@ -67,6 +67,15 @@ export class RedisClock {
   }
 
   /**
+   * How far this machine's wall clock (`Date.now()`) is ahead of Redis's, ms (negative: behind), by the
+   * last reading; undefined before the first. What only libraries that read the machine's clock
+   * themselves (BullMQ's delays) need to know.
+   */
+  offsetMs(): number | undefined {
+    return this.#readAt > 0 ? Date.now() - Math.round(this.#base + performance.now()) : undefined;
+  }
+
+  /**
    * Reads `TIME` once; answers whether the reading is taken within 1 s. A reading is not taken when it
    * is much slower than the one in use (more than twice its round trip plus 5 ms: Redis busy, or the
    * command queued behind a long pipeline, says little about when Redis read its clock) while that one
