@@ -9,11 +9,12 @@ const LOGGING = fileURLToPath(new URL('../dist/logging.js', import.meta.url));
 const APP = `
 const { createLogger } = await import(${JSON.stringify(LOGGING)});
 const log = createLogger({ level: 'info', format: process.env.FORMAT }, 'app');
-log.info('started');
 process.on('SIGTERM', () => {
   log.info('shutting down');
   setTimeout(() => process.exit(0), 50);
 });
+// Last: the test sends SIGTERM once it reads this line.
+log.info('started');
 setInterval(() => {}, 1000);
 `;
 
@@ -36,7 +37,7 @@ describe('logging', () => {
         app.kill('SIGTERM');
         // pino's transport thread, its write refused (EPIPE), made the exit wait 10 s for it.
         await waitFor(() => exited, { timeoutMs: 5000, what: `the ${format} app to exit` });
-        expect(app.exitCode).toBe(0);
+        expect({ code: app.exitCode, signal: app.signalCode }).toEqual({ code: 0, signal: null });
       } finally {
         app.kill('SIGKILL');
       }
