@@ -60,7 +60,7 @@ export class RedisClock {
    * orders a user's notifications, the `at` of webhook events) keeps its order across readings.
    */
   now(): number {
-    const now = Math.round(this.#base + performance.now());
+    const now = this.#estimate();
     if (now < this.#last && this.#last - now <= HOLD_BACK_MS) return this.#last;
     this.#last = now;
     return now;
@@ -72,7 +72,12 @@ export class RedisClock {
    * themselves (BullMQ's delays) need to know.
    */
   offsetMs(): number | undefined {
-    return this.#readAt > 0 ? Date.now() - Math.round(this.#base + performance.now()) : undefined;
+    return this.#readAt > 0 ? Date.now() - this.#estimate() : undefined;
+  }
+
+  /** Redis's clock now by the last reading, ms (what {@link RedisClock.now} answers, without its hold). */
+  #estimate(): number {
+    return Math.round(this.#base + performance.now());
   }
 
   /**

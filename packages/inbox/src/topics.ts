@@ -12,6 +12,8 @@ export interface AudiencePage {
   nextAfter: string | null;
 }
 
+/** The field of a fan-out's record that says why a recipient failed: this, then the user id. */
+const FAILED_FIELD = 'failed:';
 /** Most characters of a recipient's failure kept in a fan-out's record (`failed:<user id>`). */
 const FAILURE_MAX_LENGTH = 500;
 
@@ -248,7 +250,7 @@ export class Topics {
       progress.total,
     ];
     for (const [userId, reason] of failures)
-      fields.push(`failed:${userId}`, reason.slice(0, FAILURE_MAX_LENGTH));
+      fields.push(`${FAILED_FIELD}${userId}`, reason.slice(0, FAILURE_MAX_LENGTH));
     if (progress.cursor !== undefined) fields.push('cursor', progress.cursor);
     if (done) fields.push('state', 'sent', 'sentAt', done.atMs);
     await this.#redis.hset(this.fanoutKey(id), ...fields);
@@ -260,7 +262,7 @@ export class Topics {
     if (raw.state === undefined) return undefined;
     const failures = new Map<string, string>();
     for (const [field, reason] of Object.entries(raw))
-      if (field.startsWith('failed:')) failures.set(field.slice('failed:'.length), reason);
+      if (field.startsWith(FAILED_FIELD)) failures.set(field.slice(FAILED_FIELD.length), reason);
     return {
       audience: raw.topic ? { topic: raw.topic } : { broadcast: true },
       state: raw.state === 'sent' ? 'sent' : 'fanning-out',
