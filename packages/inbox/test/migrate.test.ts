@@ -1,5 +1,5 @@
-import { keysMatching, randomId, testRedis } from '@herald/testing';
-import type { Cluster, Redis } from 'ioredis';
+import { keysMatching, randomId, startRedisServer, testRedis } from '@herald/testing';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   escapeTag,
@@ -230,6 +230,61 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
     expect(await view(env.acme, env.acmeMutes, bob, written.ids)).toEqual(was);
     // Done: the record of the users begun is gone.
     expect(await redis.exists(migrationJournalKey(env.prefix, 'acme'))).toBe(0);
+  });
+
+  it('walks a large keyspace in a few SCANs whatever its batch: its time grows with the keys in Redis, not with keys / batch', async () => {
+    // A Redis of its own: the count below is of this test's SCANs alone. The old layout's users sit
+    // among 20,000 keys of other things, as in a production Redis (queues, limiter, other prefixes).
+    const server = await startRedisServer();
+    const own = new Redis(server.url);
+    try {
+      const pipeline = own.pipeline();
+      for (let i = 0; i < 20_000; i += 500) {
+        pipeline.mset(...Array.from({ length: 500 }, (_, j) => [`other:${i + j}`, 'x']).flat());
+      }
+      await pipeline.exec();
+      const prefix = 'herald:inbox:';
+      const legacy = new Inbox(own, { prefix });
+      const users = ['alice', 'bob', 'carol'];
+      const ids = new Map<string, string[]>();
+      for (const userId of users) {
+        ids.set(userId, []);
+        for (let n = 0; n < 3; n++) {
+          const id = randomId('n');
+          await legacy.append({ id, userId, payload: { n }, createdAt: new Date().toISOString() });
+          ids.get(userId)?.push(id);
+        }
+      }
+      await own.config('RESETSTAT');
+
+      // batch 7: a user's keys are moved in several steps (each user has more than 7 keys).
+      const report = await migrateToTenant(own, { prefix, tenantId: 'acme', batch: 7 });
+
+      const scans = Number(/cmdstat_scan:calls=(\d+)/.exec(await own.info('commandstats'))?.[1] ?? 0);
+      // Three walks of the keyspace (the tenant's users, the old layout's, the id index), each about
+      // 20,000 / 1,000 SCANs; one SCAN per 7 buckets was 20,000 / 7 per walk.
+      expect(scans).toBeLessThan(3 * 40);
+      expect(report).toMatchObject({ movedUsers: 3, kept: [], conflicts: [] });
+      const acme = legacy.tenant('acme');
+      for (const userId of users) {
+        expect((await acme.list(userId)).items.map((item) => item.id)).toEqual(ids.get(userId));
+        expect(await own.keys(`${prefix}{${userId}}*`)).toEqual([]);
+      }
+      expect(await own.dbsize()).toBeGreaterThanOrEqual(20_000);
+    } finally {
+      own.disconnect();
+      await server.dispose();
+    }
+  });
+
+  it('refuses a batch that is not a whole number >= 1, naming it', async () => {
+    const { prefix } = setup();
+    for (const batch of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      await expect(migrateToTenant(redis, { prefix, tenantId: 'acme', batch })).rejects.toMatchObject({
+        code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+        message: expect.stringContaining('batch'),
+      });
+    }
   });
 
   it('migrate-n.lua: a user’s first move stops whole when the tenant has any name of theirs; later moves skip taken names; TTLs are kept', async () => {
