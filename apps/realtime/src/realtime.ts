@@ -291,9 +291,10 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     socket.on(SocketEvent.ACK, (...args) => {
       const [body, reply] = commandArgs(args);
       command(reply, async () => {
-        const ids = idsOf(body);
-        stats.acked(ids);
-        const acked = await userInbox.acknowledge(userId, ids, config.instanceId);
+        const acked = await userInbox.acknowledge(userId, idsOf(body), config.instanceId);
+        // Only the acks the inbox recorded (this user's notifications, first acks): a sample is never
+        // taken by another user's ack of an id they saw.
+        stats.acked(acked.ids, acked.deliveredAtMs);
         webhooks.delivered(tenantId, userId, acked);
         push.acked(userInbox, userId, acked);
         return { changed: acked.ids.length };

@@ -97,15 +97,16 @@ export class RealtimeStats {
     };
   }
 
-  /** Acks of `ids` by a client: a latency sample for each live notification not acked here yet. */
-  acked(ids: readonly unknown[]): void {
-    const now = this.#now();
+  /**
+   * First acks of `ids`, recorded by the inbox at `atMs` (Redis time, as `createdAt` is): a latency
+   * sample for each notification sent live here.
+   */
+  acked(ids: readonly string[], atMs: number): void {
     for (const id of ids) {
-      if (typeof id !== 'string') continue;
       const createdAt = this.#pending.get(id);
       if (createdAt === undefined) continue;
       this.#pending.delete(id);
-      this.#add(`lat:${latencyBucket(now - createdAt)}`);
+      this.#add(`lat:${latencyBucket(atMs - createdAt)}`);
     }
   }
 
