@@ -137,7 +137,7 @@ try {
     `| per user inbox of ${PER_USER} notifications | ${kb(inbox.bytes / USERS)} | HERALD_INBOX_MAX_LENGTH / _MAX_AGE_MS | every herald:inbox: key ÷ users |`,
     `| per notification in an inbox | ${kb(inbox.bytes / notifications)} (${(inbox.bytes / notifications / payloadBytes).toFixed(1)}× its payload) | the same | every herald:inbox: key ÷ notifications |`,
     `| per rate-limit bucket | ${per(buckets)} | until it is full again | ratelimit: keys (${buckets.keys}) |`,
-    `| per idempotency record | ${per(idempotency)} | HERALD_IDEMPOTENCY_TTL_SECONDS (1 day) | :idem: keys (${idempotency.keys}) |`,
+    `| per request with an Idempotency-Key (its record and its epoch) | ${kb(idempotency.bytes / notifications)} | HERALD_IDEMPOTENCY_TTL_SECONDS (1 day) | :idem: keys (${idempotency.keys}) ÷ notifications |`,
     `| per completed job kept by BullMQ | ${per(retained)} | 1 hour or the last 10,000 (removeOnComplete) | {herald}:notifications:<id> hashes (${retained.keys}) |`,
     `| the queue's own keys (completed set, events stream, …) | ${kb(queue.bytes)} in all | bounded by the same | other {herald}: keys |`,
     '',

@@ -6,13 +6,17 @@ import stringify from 'safe-stable-stringify';
 /** Longest `Idempotency-Key` accepted. */
 export const IDEMPOTENCY_KEY_MAX_LENGTH = 255;
 
+const BEGIN_LUA = readFileSync(new URL('./idempotency-begin-1.lua', import.meta.url), 'utf8');
 const RELEASE_LUA = readFileSync(new URL('./idempotency-release-1.lua', import.meta.url), 'utf8');
 /** Wait between two tries of a release or an answer that failed, ms. */
 const RETRY_MS = 200;
 /** Most failed releases and answers retried at once (each holds a timer until it lands or its claim expires). */
 const MAX_PENDING = 10_000;
 
+const BEGIN_COMMAND = 'heraldIdempotencyBegin';
 const RELEASE_COMMAND = 'heraldIdempotencyRelease';
+/** How much longer than the key's lifetime its epoch is kept (it must outlive the record, see begin-1.lua). */
+const EPOCH_MARGIN_MS = 10 * 60_000;
 
 /** A stored first answer. */
 export interface StoredAnswer {
@@ -22,7 +26,8 @@ export interface StoredAnswer {
 
 /** What `begin` found. */
 export type IdempotencyBegin =
-  | { state: 'new' }
+  /** Claimed; `epoch`: the key's, from which the notification id is derived (see {@link IdempotencyStore.derivedId}). */
+  | { state: 'new'; epoch: string }
   | { state: 'in-flight' }
   | { state: 'mismatch' }
   | { state: 'replay'; answer: StoredAnswer };
@@ -46,6 +51,7 @@ export class IdempotencyStore {
   readonly #prefix: string;
   readonly #ttlMs: number;
   readonly #inFlightMs: number;
+  readonly #begin: (record: string, epoch: string, ...args: string[]) => Promise<[string | null, string?]>;
   readonly #release: (key: string, owner: string) => Promise<number>;
   /** Releases and answers that failed and are being sent again (see `#sendLater`). */
   #pending = 0;
@@ -65,15 +71,8 @@ export class IdempotencyStore {
     this.#prefix = options.keyPrefix;
     this.#ttlMs = options.ttlSeconds * 1000;
     this.#inFlightMs = options.inFlightMs;
-    // ioredis `defineCommand`: EVALSHA, EVAL on NOSCRIPT; once per client.
-    if (!(RELEASE_COMMAND in this.#redis)) {
-      this.#redis.defineCommand(RELEASE_COMMAND, { numberOfKeys: 1, lua: RELEASE_LUA });
-    }
-    const release = (
-      this.#redis as unknown as Record<string, (key: string, owner: string) => Promise<number>>
-    )[RELEASE_COMMAND];
-    if (typeof release !== 'function') throw new Error(`ioredis did not define ${RELEASE_COMMAND}`);
-    this.#release = release.bind(this.#redis);
+    this.#begin = defineOnce(this.#redis, BEGIN_COMMAND, 2, BEGIN_LUA);
+    this.#release = defineOnce(this.#redis, RELEASE_COMMAND, 1, RELEASE_LUA);
   }
 
   /** A digest of `body` that ignores key order and whitespace. */
@@ -83,9 +82,16 @@ export class IdempotencyStore {
       .digest('hex');
   }
 
-  /** A stable id derived from the scope and key: the notification id, so even a lost record cannot deliver twice. */
-  static derivedId(scope: string, key: string): string {
-    const hex = createHash('sha256').update(`${scope}\n${key}`).digest('hex');
+  /**
+   * The notification id of a request with an `Idempotency-Key`: derived from the API key (scope), the
+   * key, the request (its fingerprint) and the key's epoch ({@link begin}), so that a retry of it gets
+   * the same id even when the record is gone (released after a refusal or a failure, taken over from a
+   * gateway that died, evicted), and an inbox, which stores an id once, never delivers it twice. Another
+   * request under the same key (its record evicted), or the key used again after its lifetime, gets a
+   * new id: before, it got the first one's, and was dropped after its 202.
+   */
+  static derivedId(scope: string, key: string, fingerprint: string, epoch: string): string {
+    const hex = createHash('sha256').update(`${scope}\n${key}\n${fingerprint}\n${epoch}`).digest('hex');
     return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
   }
 
@@ -93,18 +99,23 @@ export class IdempotencyStore {
     return `${this.#prefix}idem:{${scope}}:${createHash('sha256').update(key).digest('hex')}`;
   }
 
+  /** The key's epoch (see idempotency-begin-1.lua), beside its record: same hash tag, same slot. */
+  #epochKey(scope: string, key: string): string {
+    return `${this.#prefix}idem:{${scope}}:e:${createHash('sha256').update(key).digest('hex')}`;
+  }
+
   /** Claims the key for the request that holds `owner` (a random token), or says who has it. */
   async begin(scope: string, key: string, fingerprint: string, owner: string): Promise<IdempotencyBegin> {
     const claim: Entry = { h: fingerprint, o: owner };
-    const previous = await this.#redis.set(
+    const [previous, epoch] = await this.#begin(
       this.#key(scope, key),
+      this.#epochKey(scope, key),
       JSON.stringify(claim),
-      'PX',
-      this.#inFlightMs,
-      'NX',
-      'GET',
+      String(this.#inFlightMs),
+      String(this.#ttlMs),
+      String(this.#ttlMs + EPOCH_MARGIN_MS),
     );
-    if (previous === null) return { state: 'new' };
+    if (previous === null) return { state: 'new', epoch: epoch ?? '' };
     const entry = JSON.parse(previous) as Entry;
     if (entry.h !== fingerprint) return { state: 'mismatch' };
     return entry.a ? { state: 'replay', answer: entry.a } : { state: 'in-flight' };
@@ -163,4 +174,17 @@ export class IdempotencyStore {
     };
     setTimeout(attempt, RETRY_MS).unref();
   }
+}
+
+/** ioredis `defineCommand` (EVALSHA, EVAL on NOSCRIPT), once per client: the command, bound to it. */
+function defineOnce<T extends (...args: string[]) => Promise<unknown>>(
+  redis: Redis | Cluster,
+  name: string,
+  numberOfKeys: number,
+  lua: string,
+): T {
+  if (!(name in redis)) redis.defineCommand(name, { numberOfKeys, lua });
+  const command = (redis as unknown as Record<string, T>)[name];
+  if (typeof command !== 'function') throw new Error(`ioredis did not define ${name}`);
+  return command.bind(redis) as T;
 }

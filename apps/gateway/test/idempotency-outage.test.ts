@@ -109,7 +109,7 @@ describe('a claim whose release failed (Redis away)', () => {
     });
     try {
       const fingerprint = IdempotencyStore.fingerprint({ n: 1 });
-      expect(await store.begin('scope', 'key', fingerprint, 'owner-1')).toEqual({ state: 'new' });
+      expect(await store.begin('scope', 'key', fingerprint, 'owner-1')).toMatchObject({ state: 'new' });
       await server.stop();
       await expect(store.abandon('scope', 'key', 'owner-1')).rejects.toThrow();
       await server.restart();

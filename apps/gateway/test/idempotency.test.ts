@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { randomId, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/idempotency.js';
@@ -7,6 +8,13 @@ const app = await testAppForFile({
   HERALD_RATE_LIMIT_BURST: '1000',
   HERALD_SENDER_RATE_LIMIT_BURST: '1000',
   HERALD_IDEMPOTENCY_IN_FLIGHT_MS: '1000',
+});
+
+// Keys that live 60 s (the least HERALD_IDEMPOTENCY_TTL_SECONDS takes), for what comes after.
+const shortLived = await testAppForFile({
+  HERALD_RATE_LIMIT_BURST: '1000',
+  HERALD_SENDER_RATE_LIMIT_BURST: '1000',
+  HERALD_IDEMPOTENCY_TTL_SECONDS: '60',
 });
 
 const send = (key: string, body: object, headers: Record<string, string> = auth) =>
@@ -145,9 +153,8 @@ describe('Idempotency-Key', () => {
     // What a gateway killed after its claim leaves behind: the claim, never completed nor released.
     const scope = (await app.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
     const fingerprint = IdempotencyStore.fingerprint({ route: '/notify', body });
-    expect(await app.idempotency.begin(scope, key, fingerprint, randomId('dead-owner'))).toEqual({
-      state: 'new',
-    });
+    const claimed = await app.idempotency.begin(scope, key, fingerprint, randomId('dead-owner'));
+    if (claimed.state !== 'new') throw new Error(`claimed: ${claimed.state}`);
     expect((await send(key, body)).statusCode).toBe(409);
     const accepted = await waitFor(
       async () => {
@@ -156,7 +163,63 @@ describe('Idempotency-Key', () => {
       },
       { timeoutMs: 5000, intervalMs: 100, what: 'the dead claim to expire' },
     );
-    expect(accepted.json<{ id: string }>().id).toBe(IdempotencyStore.derivedId(scope, key));
+    // The id the dead gateway's request had: had it enqueued, the inbox stores it once.
+    expect(accepted.json<{ id: string }>().id).toBe(
+      IdempotencyStore.derivedId(scope, key, fingerprint, claimed.epoch),
+    );
     expect((await send(key, body)).headers['idempotency-replayed']).toBe('true');
   });
+
+  it('a key whose record is gone (evicted) within its 24 h: the same body is the same notification again (never delivered twice), another body a new one (never dropped)', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'idem-evicted', payload: { v: 1 } };
+    const first = (await send(key, body)).json<{ id: string }>().id;
+    const scope = (await app.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
+    const record = `${app.config.keyPrefix}idem:{${scope}}:${createHash('sha256').update(key).digest('hex')}`;
+    expect(await app.redis.del(record)).toBe(1);
+
+    const retry = await send(key, body);
+    expect(retry.statusCode).toBe(202);
+    expect(retry.json<{ id: string }>().id).toBe(first);
+    expect(await app.redis.del(record)).toBe(1);
+    // Another notification under the old key: before, it got the first one's id, and the inbox, which
+    // stores an id once, dropped it after its 202.
+    const other = await send(key, { ...body, payload: { v: 2 } });
+    expect(other.statusCode).toBe(202);
+    expect(other.json<{ id: string }>().id).not.toBe(first);
+    expect(await everyPartition(app).getJob(other.json<{ id: string }>().id)).toBeDefined();
+  });
+});
+
+describe('Idempotency-Key after HERALD_IDEMPOTENCY_TTL_SECONDS', () => {
+  it('is a new request, even with the same body: a new id, enqueued (before: the first one’s id, dropped by the inbox)', async () => {
+    const key = randomId('idem');
+    const body = { userId: 'idem-later', payload: { n: 1 } };
+    const sendLater = () =>
+      shortLived.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { ...auth, 'idempotency-key': key },
+        payload: body,
+      });
+    const first = await sendLater();
+    expect(first.statusCode).toBe(202);
+    const firstId = first.json<{ id: string }>().id;
+    // Replayed while the key lives (60 s), then a new request.
+    const later = await waitFor(
+      async () => {
+        const response = await sendLater();
+        expect(response.statusCode).toBe(202);
+        return response.headers['idempotency-replayed'] === undefined && response;
+      },
+      { timeoutMs: 90_000, intervalMs: 2000, what: 'the key to expire' },
+    );
+    const laterId = later.json<{ id: string }>().id;
+    expect(laterId).not.toBe(firstId);
+    expect(await everyPartition(shortLived).getJob(laterId)).toBeDefined();
+    // The new request's answer is the key's answer now.
+    const replay = await sendLater();
+    expect(replay.headers['idempotency-replayed']).toBe('true');
+    expect(replay.json<{ id: string }>().id).toBe(laterId);
+  }, 120_000);
 });

@@ -11,7 +11,7 @@ export interface IdempotencyClaim {
   fingerprint: string;
   /** This request's token in the claim: only it may release the claim. */
   owner: string;
-  /** Ids derived from the key: the notification ids (an inbox stores an id once), so that even a lost record cannot deliver twice. */
+  /** The notification id derived from the key, the request and the key's epoch (an inbox stores an id once): a retry is never delivered twice, even when the record is gone. */
   derivedId: string;
   settled: boolean;
 }
@@ -109,7 +109,7 @@ function idempotencyPreValidation(app: FastifyInstance) {
           key,
           fingerprint,
           owner,
-          derivedId: IdempotencyStore.derivedId(scope, key),
+          derivedId: IdempotencyStore.derivedId(scope, key, fingerprint, begun.epoch),
           settled: false,
         };
         return;
