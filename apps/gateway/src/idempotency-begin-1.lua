@@ -5,7 +5,7 @@
 -- KEYS[1]  the idempotency record `<prefix>idem:{<apiKeyId>}:<sha256(key)>`
 -- KEYS[2]  the key's epoch `<prefix>idem:{<apiKeyId>}:e:<sha256(key)>`: ms (Redis time) of the first
 --          claim of the key's current lifetime. It outlives the record, which a release (a refused or
---          failed request), a takeover (a claim whose gateway died) or an eviction removes: the retry
+--          failed request), a takeover (a claim whose gateway died) or a hand removes: the retry
 --          after any of these is within the lifetime, and gets the same epoch.
 -- ARGV[1]  the claim (JSON: fingerprint and owner token)
 -- ARGV[2]  the claim's PX: ms it holds the key in flight

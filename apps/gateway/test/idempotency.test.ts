@@ -170,9 +170,9 @@ describe('Idempotency-Key', () => {
     expect((await send(key, body)).headers['idempotency-replayed']).toBe('true');
   });
 
-  it('a key whose record is gone (evicted) within its 24 h: the same body is the same notification again (never delivered twice), another body a new one (never dropped)', async () => {
+  it('a key whose record is gone (deleted) within its 24 h: the same body is the same notification again (never delivered twice), another body a new one (never dropped)', async () => {
     const key = randomId('idem');
-    const body = { userId: 'idem-evicted', payload: { v: 1 } };
+    const body = { userId: 'idem-deleted', payload: { v: 1 } };
     const first = (await send(key, body)).json<{ id: string }>().id;
     const scope = (await app.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
     const record = `${app.config.keyPrefix}idem:{${scope}}:${createHash('sha256').update(key).digest('hex')}`;
