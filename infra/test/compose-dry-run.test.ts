@@ -62,6 +62,17 @@ describe('compose dry run (docker-compose.yml as local processes, nginx in front
     expect(snapshot.status).toBe(200);
   });
 
+  it('does not publish the gateway’s /metrics (every tenant’s traffic together): Prometheus scrapes the app itself', async () => {
+    for (const path of ['/api/metrics', '/api//metrics', '/api/metrics/', '/api/metrics?x=1', '/api/%6Detrics']) {
+      const response = await fetch(`${lb}${path}`);
+      expect(response.status, path).toBe(404);
+      expect(await response.text(), path).not.toContain('herald_');
+    }
+    const scraped = await fetch(`${stack.url('gateway')}/metrics`);
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain('herald_http_requests_total');
+  });
+
   it('POST /api/notify through the balancer reaches a socket connected through its /socket.io', async () => {
     const userId = randomId('u');
     const tokenResponse = await fetch(`${lb}/api/tokens`, {

@@ -20,7 +20,7 @@ export interface NginxLocation {
 /** The `location` blocks of the config, by prefix (`= /x` exact locations under `/x`). */
 export function nginxLocations(config: string): Map<string, NginxLocation> {
   const locations = new Map<string, NginxLocation>();
-  for (const match of config.matchAll(/^\s*location\s+(?:=\s+)?(\S+)\s*\{([^}]*)\}/gm)) {
+  for (const match of config.matchAll(/^\s*location\s+(?:(?:=|~\*?)\s+)?(\S+)\s*\{([^}]*)\}/gm)) {
     const pass = /proxy_pass\s+http:\/\/([^/;\s]+)(\/?)\s*;/.exec(match[2] ?? '');
     locations.set(match[1] as string, { upstream: pass?.[1], stripsPrefix: pass?.[2] === '/' });
   }
