@@ -63,7 +63,13 @@ describe('compose dry run (docker-compose.yml as local processes, nginx in front
   });
 
   it('does not publish the gateway’s /metrics (every tenant’s traffic together): Prometheus scrapes the app itself', async () => {
-    for (const path of ['/api/metrics', '/api//metrics', '/api/metrics/', '/api/metrics?x=1', '/api/%6Detrics']) {
+    for (const path of [
+      '/api/metrics',
+      '/api//metrics',
+      '/api/metrics/',
+      '/api/metrics?x=1',
+      '/api/%6Detrics',
+    ]) {
       const response = await fetch(`${lb}${path}`);
       expect(response.status, path).toBe(404);
       expect(await response.text(), path).not.toContain('herald_');
