@@ -44,6 +44,7 @@ export function tokenFailed(c: Core, error: unknown): void {
   };
   c._events.emit('error', error);
   scheduleRetry(c);
+  c._emitState();
 }
 
 /** Opens a socket that resumes from the last offset seen; `replacing` stays until the new one is synced. */
@@ -185,6 +186,9 @@ function socketLost(c: Core, socket: HeraldSocket, retryAfterMs?: number): void 
   if (c._closed || c._suspended || c._role === 'follower') return;
   c._setConnection(c._offline() ? 'offline' : 'reconnecting');
   scheduleRetry(c, retryAfterMs);
+  // Why (`error`), also while the connection stays what it was: a retry before the first `live` is
+  // still `connecting`, and `getState()` is rebuilt only on a change that is told.
+  c._emitState();
 }
 
 function scheduleRetry(c: Core, atLeastMs = 0): void {

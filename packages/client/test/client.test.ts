@@ -410,6 +410,37 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     expect(erin.tokens).toBe(2);
   });
 
+  it('shows why it is not live yet: a refused token, a server out of reach and a failing getToken() reach getState() and the subscribers while it retries', async () => {
+    const { a } = await startStack();
+    // A free port, closed again: nothing listens there.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const cases = [
+      { url: a.url, getToken: () => 'not-a-token', code: /^HERALD_ERR_TOKEN/ },
+      { url: `http://127.0.0.1:${port}`, getToken: () => 'not-a-token', code: /^HERALD_ERR_CONNECT$/ },
+      {
+        url: a.url,
+        getToken: () => Promise.reject(new Error('the backend answered 401')),
+        code: /^HERALD_ERR_TOKEN_UNAVAILABLE$/,
+      },
+    ];
+    for (const { url, getToken, code } of cases) {
+      const stuck = client({ url, getToken, backoff: { minMs: 10, maxMs: 50 } });
+      const seen: string[] = [];
+      stuck.client.subscribe((state) => {
+        if (state.error) seen.push(state.error.code);
+      });
+      await waitFor(() => code.test(stuck.client.getState().error?.code ?? ''), {
+        what: `getState().error ${code} (${url})`,
+      });
+      expect(stuck.client.getState().connection).toBe('connecting');
+      expect(seen.some((seenCode) => code.test(seenCode))).toBe(true);
+      expect(stuck.client.getState().error?.message).toBeTruthy();
+    }
+  });
+
   it('a refused token is replaced: the server’s HERALD_ERR_TOKEN_EXPIRED leads to a new getToken()', async () => {
     const { stack, a } = await startStack();
     const user = randomId('gina');

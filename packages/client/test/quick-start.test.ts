@@ -80,4 +80,38 @@ describe("the README's Quick start, saved where it says", () => {
       child.kill('SIGKILL');
     }
   });
+
+  it('says why it does not connect: a wrong API key, a realtime server not started', async () => {
+    const gateway = await stack.start('gateway', 'gateway-2');
+    for (const [what, source, expected] of [
+      [
+        'a wrong API key',
+        quickStart()
+          .replace('http://localhost:3000', gateway.url)
+          .replace("apiKey: 'dev-key'", "apiKey: 'wrong-key'"),
+        /^connecting \(HERALD_ERR_TOKEN_UNAVAILABLE: .+\)$/,
+      ],
+      [
+        'no realtime server',
+        quickStart()
+          .replace('http://localhost:3000', gateway.url)
+          .replace('http://localhost:3001', 'http://127.0.0.1:9'),
+        /^connecting \(HERALD_ERR_CONNECT: .+\)$/,
+      ],
+    ] as const) {
+      writeFileSync(file, source);
+      const child = spawn(process.execPath, [file], { cwd: packageDir, stdio: 'pipe' });
+      const lines: string[] = [];
+      child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+      child.stderr.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+      try {
+        await waitFor(() => lines.some((line) => expected.test(line)), {
+          timeoutMs: 20_000,
+          what: `${what} told (output: ${lines.join(' | ')})`,
+        });
+      } finally {
+        child.kill('SIGKILL');
+      }
+    }
+  });
 });
