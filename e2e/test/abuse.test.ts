@@ -184,6 +184,29 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
     expect((await stack.inbox.unread(user)).count).toBe(1);
   });
 
+  it('a command with more than a body before its callback, and an event named "error", are answered, not left waiting', async () => {
+    const socket = await connected(direct.url, randomId('extra'));
+    for (const [event, ...args] of [
+      ['ack', { ids: ['x'] }, { more: 1 }],
+      ['list', {}, {}],
+      ['read-all', undefined, 'all'],
+    ] as const) {
+      expect(await socket.timeout(10_000).emitWithAck(event, ...(args as [unknown, unknown]))).toEqual({
+        ok: false,
+        code: 'HERALD_ERR_BAD_REQUEST',
+        error: expect.stringContaining(`"${event}" takes one body`),
+      });
+    }
+    // Socket.IO's "error" is no event of Herald's: unknown, as a typo is.
+    expect(await socket.timeout(10_000).emitWithAck('error', {})).toEqual({
+      ok: false,
+      code: 'HERALD_ERR_BAD_REQUEST',
+      error: expect.stringMatching(/^Unknown event "error"/),
+    });
+    // And the socket goes on.
+    expect(await socket.timeout(10_000).emitWithAck('read-all')).toMatchObject({ ok: true });
+  });
+
   it('refused handshakes per client address behind a trusted proxy (X-Forwarded-For)', async () => {
     const attacker = '203.0.113.7';
     for (let n = 0; n < REFUSED_BURST; n++) {

@@ -14,6 +14,26 @@ export function commandArgs(args: readonly unknown[]): [body: unknown, reply: Re
   return [first, typeof second === 'function' ? (second as Reply) : undefined];
 }
 
+/**
+ * Socket middleware (after the budgets): a command is a body and a callback (`emit('ack', { ids },
+ * callback)`), the callback last. One with more arguments before its callback is answered
+ * `HERALD_ERR_BAD_REQUEST` naming the event, not run: {@link commandArgs} would take the second argument
+ * for the callback, find none, and the caller would wait out its own timeout.
+ */
+export function refuseExtraArguments(packet: unknown[], next: (error?: Error) => void): void {
+  const [event, ...args] = packet;
+  const reply = args.at(-1);
+  if (typeof reply !== 'function' || args.length <= 2) {
+    next();
+    return;
+  }
+  (reply as Reply)({
+    ok: false,
+    code: ErrorCode.BAD_REQUEST,
+    error: `${JSON.stringify(String(event).slice(0, 64))} takes one body and a callback; ${args.length - 1} arguments came before the callback.`,
+  });
+}
+
 /** A command the client cannot have as asked: answered `{ ok: false, code, error }`. */
 export class CommandError extends Error {
   readonly code: string;
@@ -60,8 +80,10 @@ export function answerUnknownEvents(socket: {
 }): void {
   socket.onAny((event, ...args) => {
     const reply = args.at(-1);
-    // Known: a handler is registered for it (the events this server answers, whoever registered them).
-    if (typeof reply !== 'function' || (typeof event === 'string' && socket.listenerCount(event) > 0)) return;
+    // Known: a handler is registered for it (the events this server answers, whoever registered them),
+    // but Socket.IO's own (`error`), which a client can send too and no handler of Herald's answers.
+    if (typeof reply !== 'function') return;
+    if (typeof event === 'string' && !RESERVED.has(event) && socket.listenerCount(event) > 0) return;
     const name = JSON.stringify(String(event).slice(0, 64));
     const known = socket.eventNames().filter((known) => typeof known === 'string' && !RESERVED.has(known));
     (reply as Reply)({

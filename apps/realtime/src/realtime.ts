@@ -26,7 +26,13 @@ import {
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import { AbuseLimits, RATE_LIMITED } from './abuse.js';
-import { answerCommand, answerUnknownEvents, commandArgs, upToOf } from './command-args.js';
+import {
+  answerCommand,
+  answerUnknownEvents,
+  commandArgs,
+  refuseExtraArguments,
+  upToOf,
+} from './command-args.js';
 import type { RealtimeConfig } from './config.js';
 import { ConnectionSlots } from './connection-slots.js';
 import { Delivery } from './delivery.js';
@@ -248,6 +254,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       return;
     }
     socket.use(abuse.events(userKey, socket.id));
+    socket.use(refuseExtraArguments);
     const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
     const seen = stats.connection(lastOffset);
     const delivery = new Delivery(
