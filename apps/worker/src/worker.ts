@@ -35,6 +35,7 @@ import type { Logger } from 'pino';
 import type { WorkerConfig } from './config.js';
 import { holdIfEarly } from './due.js';
 import { startEscalations } from './escalation.js';
+import { isRefusedForItsData } from './fanout.js';
 import { startFanoutWorker } from './fanout-worker.js';
 import { createMetrics, type WorkerMetrics } from './http.js';
 import { Leftovers } from './leftovers.js';
@@ -273,10 +274,12 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
           }),
       );
     } catch (error) {
-      // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries.
+      // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries; so
+      // does one whose user's inbox Redis refuses for what it holds (WRONGTYPE): no retry mends it.
       if (error instanceof InboxError && error.code !== InboxErrorCode.UNEXPECTED_REPLY) {
         throw new UnrecoverableError(`${error.code}: ${error.message}`);
       }
+      if (isRefusedForItsData(error)) throw new UnrecoverableError((error as Error).message);
       throw error;
     } finally {
       stopTimer();

@@ -123,7 +123,7 @@ describe('job options (the gateway uses notificationJobOptions)', () => {
 });
 
 describe('a store Redis refuses', () => {
-  it('for its data (WRONGTYPE): its attempt fails at once, not retried in the worker, and the user’s next one is not held back', async () => {
+  it('for its data (WRONGTYPE): it fails at once, retried neither in the worker nor by BullMQ, and the user’s next one is not held back', async () => {
     const config = loadConfig({
       ...redisEnv(),
       HERALD_QUEUE_NAME: randomId('queue'),
@@ -145,10 +145,13 @@ describe('a store Redis refuses', () => {
       await queue.add(NOTIFY_JOB_NAME, refused, notificationJobOptions(refused, retry));
       await queue.add(NOTIFY_JOB_NAME, next, notificationJobOptions(next, retry));
       // A store retried in the worker would hold the lane for up to 30 s.
-      await waitFor(async () => (await queue.getJob(refused.id))?.attemptsMade === 1, {
+      // Failed for good after its first attempt (no retry can mend it), as a bad argument is: before, it
+      // was retried until its attempts ran out (8 by default, about 90 s).
+      await waitFor(async () => (await queue.getJobState(refused.id)) === 'failed', {
         timeoutMs: 5_000,
-        what: 'the refused attempt failed',
+        what: 'the refused notification failed',
       });
+      expect((await queue.getJob(refused.id))?.attemptsMade).toBe(1);
       expect((await queue.getJob(refused.id))?.failedReason).toMatch(/WRONGTYPE/);
       // The next one was not held back behind it: it ran, and was refused too.
       await waitFor(async () => (await queue.getJob(next.id))?.attemptsMade === 1, {
