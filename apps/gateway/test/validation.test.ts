@@ -303,6 +303,35 @@ describe('validation messages say what is allowed, and which form of a union bod
     );
   });
 
+  it('a route that takes no body refuses one with fields, naming the first, and does nothing; {} and null pass', async () => {
+    const topic = `t${Date.now()}`;
+    // The users to subscribe are in the path: a body of users read as the request's was dave subscribed.
+    const subscribe = await send('PUT', `/topics/${topic}/subscribers/dave`, { userIds: ['eve'] });
+    expect(subscribe.status).toBe(400);
+    expect(subscribe.body.error).toBe(
+      'Invalid request: body.userIds is not allowed: PUT /topics/:topic/subscribers/:userId takes no body',
+    );
+    expect(subscribe.body.details).toEqual([
+      { field: 'body.userIds', message: 'is not allowed: PUT /topics/:topic/subscribers/:userId takes no body' },
+    ]);
+    const listed = await fetch(`${base}/topics/${topic}/subscribers`, { headers: auth });
+    expect(((await listed.json()) as { userIds: string[] }).userIds).toEqual([]);
+    const cancel = await send('DELETE', '/notifications/no-such-id', { reason: 'x' });
+    expect(cancel.status).toBe(400);
+    expect(cancel.body.details).toEqual([
+      { field: 'body.reason', message: 'is not allowed: DELETE /notifications/:id takes no body' },
+    ]);
+    const notObject = await send('DELETE', '/notifications/no-such-id', ['x']);
+    expect(notObject.status).toBe(400);
+    expect(notObject.body.details).toEqual([
+      { field: 'body', message: 'is not allowed: DELETE /notifications/:id takes no body' },
+    ]);
+    for (const empty of [{}, null]) {
+      expect((await send('PUT', `/topics/${topic}/subscribers/dave`, empty)).status).toBe(200);
+      expect((await send('DELETE', '/notifications/no-such-id', empty)).status).toBe(404);
+    }
+  });
+
   it('any union of constants or enum, nested or beside null, and any enum, lists the values allowed', () => {
     const validate = compileBodySchema(
       Type.Object({

@@ -186,6 +186,21 @@ export const EMPTY_BODY: JsonProblem = { field: 'body', message: 'is empty: send
 const takesNoBody = (request: FastifyRequest): boolean => request.routeOptions.schema?.body === undefined;
 
 /**
+ * A JSON body sent to a route that takes none, naming its first field: ignored, it could be read as the
+ * request's by the caller (`PUT /topics/t/subscribers/dave` with `{ "userIds": ["eve"] }` subscribed
+ * dave). `{}` and `null` pass: some clients send them with every request.
+ */
+function unwantedBody(request: FastifyRequest, value: unknown): JsonProblem | undefined {
+  if (value === null) return undefined;
+  const fields = typeof value === 'object' && !Array.isArray(value) ? Object.keys(value) : undefined;
+  if (fields?.length === 0) return undefined;
+  return {
+    field: fields === undefined ? 'body' : `body.${fields[0]}`,
+    message: `is not allowed: ${request.method} ${request.routeOptions.url} takes no body`,
+  };
+}
+
+/**
  * Replaces Fastify's JSON parser with one that says exactly what is wrong, as a 400 naming the field:
  * the body must be UTF-8 (a `charset` parameter other than `utf-8` is a 415; a leading BOM is
  * ignored, as RFC 8259 allows), valid JSON, at most {@link BODY_MAX_DEPTH} levels deep, with finite
@@ -250,7 +265,9 @@ export default fp(
         else done(refuse(request, invalid(EMPTY_BODY)));
         return;
       }
-      const problem = checkBody(value, request.routeOptions.config?.jsonItems);
+      const problem = takesNoBody(request)
+        ? unwantedBody(request, value)
+        : checkBody(value, request.routeOptions.config?.jsonItems);
       done(problem ? refuse(request, invalid(problem)) : null, value);
     });
 
