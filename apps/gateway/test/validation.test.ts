@@ -312,7 +312,10 @@ describe('validation messages say what is allowed, and which form of a union bod
       'Invalid request: body.userIds is not allowed: PUT /topics/:topic/subscribers/:userId takes no body',
     );
     expect(subscribe.body.details).toEqual([
-      { field: 'body.userIds', message: 'is not allowed: PUT /topics/:topic/subscribers/:userId takes no body' },
+      {
+        field: 'body.userIds',
+        message: 'is not allowed: PUT /topics/:topic/subscribers/:userId takes no body',
+      },
     ]);
     const listed = await fetch(`${base}/topics/${topic}/subscribers`, { headers: auth });
     expect(((await listed.json()) as { userIds: string[] }).userIds).toEqual([]);
