@@ -102,20 +102,28 @@ describe('a user’s inbox over REST', () => {
 
   it('answers bad input with a 400 naming the field, and no key with 401', async () => {
     const userId = randomId('u');
+    const list = `/users/${userId}/notifications`;
     const cases = [
-      { method: 'GET' as const, url: `/users/${userId}/notifications?after=yesterday` },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?limit=0` },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?limit=1001` },
-      { method: 'GET' as const, url: '/users/a%20b/notifications' },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?before=tomorrow` },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?newest=maybe` },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?after=0-0&newest=true` },
-      { method: 'GET' as const, url: `/users/${userId}/notifications?after=0-0&before=1-1` },
-    ];
-    for (const request of cases) {
-      const response = await app.inject({ ...request, headers: auth });
-      expect(response.statusCode, request.url).toBe(400);
-      expect(response.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
+      [`${list}?after=yesterday`, 'querystring.after'],
+      [`${list}?limit=0`, 'querystring.limit'],
+      [`${list}?limit=1001`, 'querystring.limit'],
+      ['/users/a%20b/notifications', 'params.userId'],
+      [`${list}?before=tomorrow`, 'querystring.before'],
+      [`${list}?newest=maybe`, 'querystring.newest'],
+      [`${list}?after=0-0&newest=true`, 'querystring.after'],
+      [`${list}?after=0-0&before=1-1`, 'querystring.after'],
+      // Of an offset's shape, but no offset an inbox can hold (beyond 2^53 ms).
+      [`${list}?after=99999999999999999999999-0`, 'querystring.after'],
+      [`${list}?before=1-99999999999999999999999`, 'querystring.before'],
+    ] as const;
+    for (const [url, field] of cases) {
+      const response = await app.inject({ method: 'GET', url, headers: auth });
+      expect(response.statusCode, url).toBe(400);
+      // Every 400 names its field in details, as the error says.
+      const body = response.json<{ code: string; error: string; details: { field: string }[] }>();
+      expect(body.code, url).toBe('HERALD_ERR_VALIDATION');
+      expect(body.details?.[0]?.field, url).toBe(field);
+      expect(body.error, url).toContain(field);
     }
     const badBody = await app.inject({
       method: 'POST',

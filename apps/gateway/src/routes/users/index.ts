@@ -1,7 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { MAX_PAGE } from '@herald/inbox';
+import { isOffset, MAX_PAGE } from '@herald/inbox';
 import { ErrorResponse, UserId } from '@herald/protocol';
 import Type from 'typebox';
+import { ErrorCode, HttpError } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
 const Offset = Type.String({ pattern: '^\\d+-\\d+$', description: 'An inbox offset `<ms>-<seq>`' });
@@ -70,6 +71,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const { userId } = request.params;
       const { after, before, newest, limit } = request.query;
+      checkListQuery({ after, before, newest });
       const inbox = app.inbox.tenant(request.identity.tenantId);
       return app.inboxCall('The inbox (Redis)', () =>
         inbox.list(userId, { after, before, newest, limit: limit ?? 50 }),
@@ -115,3 +117,36 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
 };
 
 export default userRoutes;
+
+/**
+ * The listing's query as the inbox takes it, else a 400 naming the parameter: `after` with `before` or
+ * `newest`, an offset of the schema's shape that no inbox holds (more than 15 digits a part).
+ */
+function checkListQuery(query: {
+  after?: string | undefined;
+  before?: string | undefined;
+  newest?: boolean | undefined;
+}): void {
+  const problems: { field: string; message: string }[] = [];
+  if (query.after !== undefined && (query.before !== undefined || query.newest === true)) {
+    problems.push({
+      field: 'querystring.after',
+      message: 'cannot be combined with before or newest=true (they read backwards)',
+    });
+  }
+  for (const name of ['after', 'before'] as const) {
+    const value = query[name];
+    if (value !== undefined && !isOffset(value)) {
+      problems.push({
+        field: `querystring.${name}`,
+        message: 'is not an inbox offset: <ms>-<seq>, each at most 15 digits (the offset of a notification)',
+      });
+    }
+  }
+  const [first] = problems;
+  if (first !== undefined) {
+    throw new HttpError(ErrorCode.VALIDATION, `Invalid request: ${first.field} ${first.message}`, {
+      details: problems,
+    });
+  }
+}
