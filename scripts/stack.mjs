@@ -138,7 +138,8 @@ if (await redisAnswers()) {
     fail(
       `Nothing answers at ${shownUrl}. Herald needs Redis 6.2 or newer; any one of these works:\n` +
         '  1. install redis-server (Debian/Ubuntu: sudo apt-get install redis-server; macOS: brew install redis) and run this again;\n' +
-        '  2. docker run --rm -p 127.0.0.1:6379:6379 redis:7-alpine   (then run this again);\n' +
+        // Published on REDIS_URL's port (on this machine), so that the Redis it starts answers there.
+        `  2. docker run --rm -p 127.0.0.1:${onThisMachine ? port : 6379}:6379 redis:7-alpine   (then run this again${onThisMachine ? '' : ' with REDIS_URL=redis://127.0.0.1:6379'});\n` +
         '  3. set REDIS_URL to a Redis you already have, e.g. REDIS_URL=redis://my-redis:6379.',
     );
   }

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { connect } from 'node:net';
-import { networkInterfaces } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { stripVTControlCharacters } from 'node:util';
 import { createHeraldClient } from '@herald/client';
@@ -295,6 +296,20 @@ describe('the one-terminal stack (node scripts/stack.mjs, as `npx pnpm@12.4.2 st
     expect(existsSync(redisFolder(launcher))).toBe(false);
     for (const app of APPS) expect(await closed(launcher.ports[app]), app).toBe(true);
   }, 150_000);
+
+  it('no Redis and no redis-server: exits 1 naming the ways out, the docker one on REDIS_URL’s port', async () => {
+    // A PATH with node alone: no redis-server to start.
+    const bin = mkdtempSync(join(tmpdir(), 'herald-path-'));
+    symlinkSync(process.execPath, join(bin, 'node'));
+    const launcher = await startLauncher({ PATH: bin });
+    const exit = await exitWithin(launcher, 30_000).finally(() => rmSync(bin, { recursive: true }));
+    const log = launcher.output();
+    expect(exit, log).toEqual({ code: 1, signal: null });
+    expect(log).toContain(`Nothing answers at redis://127.0.0.1:${launcher.redisPort}`);
+    // Published on that port, so that the Redis it starts answers at REDIS_URL.
+    expect(log).toContain(`docker run --rm -p 127.0.0.1:${launcher.redisPort}:6379 redis:7-alpine`);
+    for (const app of APPS) expect(await closed(launcher.ports[app]), app).toBe(true);
+  }, 60_000);
 
   it('the launcher killed with SIGKILL alone: the apps and its embedded Redis stop, the folder is removed', async () => {
     const launcher = await startLauncher();
