@@ -162,8 +162,33 @@ describe('web server', () => {
     const app = await build({ HERALD_DEV_MODE: 'true' });
     const answer = await app.inject({ method: 'POST', url: '/dev/token', payload: { userid: 'bob' } });
     expect(answer.statusCode).toBe(400);
-    expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION' });
-    expect(answer.json().error).toContain('additional properties');
+    expect(answer.json()).toEqual({
+      error: 'Invalid request: body.userid is not an accepted field (userId, topics)',
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.userid', message: 'is not an accepted field (userId, topics)' }],
+    });
+  });
+
+  it('the demo route reads its body as the gateway does: no coercion, JSON problems named, an empty body is none, UTF-8 only', async () => {
+    const app = await build({ HERALD_DEV_MODE: 'true' });
+    const send = (payload: string, type = 'application/json') =>
+      app.inject({ method: 'POST', url: '/dev/token', headers: { 'content-type': type }, payload });
+    // A string where an array goes is refused, not made an array.
+    const topics = await send('{"topics":"news"}');
+    expect(topics.statusCode).toBe(400);
+    expect(topics.json().details).toEqual([{ field: 'body.topics', message: 'must be array' }]);
+    const broken = await send('{bad');
+    expect(broken.statusCode).toBe(400);
+    expect(broken.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION', details: [{ field: 'body' }] });
+    expect(broken.json().error).toMatch(/^Invalid request: body is not valid JSON/);
+    const notObject = await send('["bob"]');
+    expect(notObject.statusCode).toBe(400);
+    expect(notObject.json().details).toEqual([{ field: 'body', message: 'must be an object' }]);
+    // No body: the demo user's token (the gateway is nowhere here: 503 says the route got that far).
+    for (const empty of ['', '  ', 'null']) expect((await send(empty)).statusCode, empty).toBe(503);
+    const latin1 = await send('{"userId":"bob"}', 'application/json; charset=latin1');
+    expect(latin1.statusCode).toBe(415);
+    expect(latin1.json()).toMatchObject({ code: 'HERALD_ERR_UNSUPPORTED_MEDIA_TYPE' });
   });
 
   it('the demo route refuses topics that are no topic names with a 400 naming them', async () => {
