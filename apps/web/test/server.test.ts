@@ -1,6 +1,6 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { createServer, type RequestListener, type Server } from 'node:http';
-import { connect } from 'node:net';
+import { createServer, type RequestListener, request, type Server } from 'node:http';
+import { type AddressInfo, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '@herald/testing';
@@ -298,6 +298,29 @@ describe('web server', () => {
     expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
     // As the gateway's own 503s: when to try again.
     expect(answer.headers['retry-after']).toBe('1');
+  });
+
+  it('a path under /api that climbs out of it (.., %2e%2e) is a 400 saying so, never sent on', async () => {
+    const app = await build({});
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = app.server.address() as AddressInfo;
+    // As sent (curl --path-as-is): node:http leaves the path alone, inject() would resolve it.
+    const get = (path: string) =>
+      new Promise<{ status: number; body: { code: string; error: string } }>((resolve, reject) => {
+        request({ host: '127.0.0.1', port, path }, (response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) }));
+        })
+          .on('error', reject)
+          .end();
+      });
+    for (const path of ['/api/../readyz', '/api/%2e%2e/readyz', '/api/x/../../readyz']) {
+      const answer = await get(path);
+      expect(answer.status, path).toBe(400);
+      expect(answer.body.code, path).toBe('HERALD_ERR_BAD_REQUEST');
+      expect(answer.body.error, path).toMatch(/'\.\.' segment.*send the gateway's path as it is/);
+    }
   });
 
   it('pages and files say nosniff, and no other site may frame them (the dashboard takes the admin key)', async () => {

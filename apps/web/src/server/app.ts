@@ -8,6 +8,10 @@ import type { WebConfig } from './config.js';
 import { devTokenRoute } from './dev-token.js';
 import { clientErrorHandler, frameworkErrors } from './http-errors.js';
 import { proxies } from './proxy.js';
+
+/** @fastify/http-proxy's error for a path that would leave its prefix. */
+const PROXY_REFUSED_PATH = 'source/request contain invalid characters';
+
 import { readiness } from './readiness.js';
 
 /**
@@ -118,6 +122,13 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
       return reply.status(415).send({
         error: errorSpec(ErrorCode.UNSUPPORTED_MEDIA_TYPE).message,
         code: ErrorCode.UNSUPPORTED_MEDIA_TYPE,
+      });
+    }
+    if (error.message === PROXY_REFUSED_PATH) {
+      // @fastify/http-proxy's own refusal of a path that would leave /api (`..`, `%2e%2e`).
+      return reply.status(400).send({
+        error: `The path ${JSON.stringify(request.url.split('?')[0]?.slice(0, 200))} has a '..' segment: send the gateway's path as it is, e.g. /api/notify.`,
+        code: ErrorCode.BAD_REQUEST,
       });
     }
     return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
