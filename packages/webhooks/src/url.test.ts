@@ -138,6 +138,14 @@ describe('webhook URLs (SSRF)', () => {
     );
     expect(checkWebhookUrl('https://example.com/hook', { allowPrivate: false })).toBeUndefined();
     expect(checkWebhookUrl('https://example.com:8443/hook', { allowPrivate: false })).toBeUndefined();
+    // A port out of range is told as such, not as "not an absolute URL".
+    for (const url of ['https://example.com:99999/', 'http://example.com:65536/hook']) {
+      expect(checkWebhookUrl(url, { allowPrivate: true }), url).toEqual({
+        kind: 'invalid',
+        message: `has port ${url.split(':')[2]?.split('/')[0]}: a port is 1 to 65535`,
+      });
+    }
+    expect(checkWebhookUrl('https://example.com:65535/', { allowPrivate: false })).toBeUndefined();
   });
 
   it('refuses control characters, which the URL parser would silently drop (the stored URL would keep them)', () => {

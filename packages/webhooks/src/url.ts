@@ -137,6 +137,11 @@ export function checkWebhookUrl(
   try {
     url = new URL(raw);
   } catch {
+    // The one part the parser refuses that is told apart: a port beyond 65535.
+    const port = /^https?:\/\/[^/?#]*:(\d+)(?:[/?#]|$)/i.exec(raw)?.[1];
+    if (port !== undefined && Number(port) > 65535) {
+      return { kind: 'invalid', message: `has port ${port}: a port is 1 to 65535` };
+    }
     return { kind: 'invalid', message: 'is not an absolute URL (https://host/path)' };
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
