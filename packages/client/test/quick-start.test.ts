@@ -27,6 +27,16 @@ describe("the README's Quick start, saved where it says", () => {
     await stack.dispose();
   });
 
+  /** Saves `source` where the README says and runs it: the process, and the lines it printed so far. */
+  function runSaved(source: string) {
+    writeFileSync(file, source);
+    const child = spawn(process.execPath, [file], { cwd: packageDir, stdio: 'pipe' });
+    const lines: string[] = [];
+    child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+    child.stderr.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+    return { child, lines };
+  }
+
   it('passes lint as written (the test command checks every file of the tree)', async () => {
     writeFileSync(file, quickStart());
     const biome = require.resolve('@biomejs/biome/bin/biome', { paths: [`${packageDir}../..`] });
@@ -49,11 +59,7 @@ describe("the README's Quick start, saved where it says", () => {
     const source = quickStart()
       .replace('http://localhost:3000', gateway.url)
       .replace('http://localhost:3001', realtime.url);
-    writeFileSync(file, source);
-    const child = spawn(process.execPath, [file], { cwd: packageDir, stdio: 'pipe' });
-    const lines: string[] = [];
-    child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
-    child.stderr.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+    const { child, lines } = runSaved(source);
     try {
       await waitFor(() => lines.includes('connected as alice: now send the curl'), {
         timeoutMs: 20_000,
@@ -99,11 +105,7 @@ describe("the README's Quick start, saved where it says", () => {
         /^connecting \(HERALD_ERR_CONNECT: .+\)$/,
       ],
     ] as const) {
-      writeFileSync(file, source);
-      const child = spawn(process.execPath, [file], { cwd: packageDir, stdio: 'pipe' });
-      const lines: string[] = [];
-      child.stdout.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
-      child.stderr.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n')));
+      const { child, lines } = runSaved(source);
       try {
         await waitFor(() => lines.some((line) => expected.test(line)), {
           timeoutMs: 20_000,
