@@ -38,12 +38,18 @@ export function tokenFailed(c: Core, error: unknown): void {
     c._setConnection('unauthorized');
     return;
   }
+  tokenUnavailable(c, error);
+  scheduleRetry(c);
+  c._emitState();
+}
+
+/** `getToken()` failed, not for a signed-out user: said on `error` and in the state; the caller retries. */
+export function tokenUnavailable(c: Core, error: unknown): void {
   c._error = {
     code: 'HERALD_ERR_TOKEN_UNAVAILABLE',
     message: String((error as Error)?.message ?? error),
   };
   c._events.emit('error', error);
-  scheduleRetry(c);
   c._emitState();
 }
 

@@ -1,7 +1,7 @@
 import type { InboxOffset, NotificationEvent, UnreadChangeEvent, UnreadEvent } from '@herald/protocol';
 import { backoffDelay } from './backoff.js';
 import { run } from './commands.js';
-import { getToken, open, stopSocket, tokenFailed } from './connection.js';
+import { getToken, open, stopSocket, tokenFailed, tokenUnavailable } from './connection.js';
 import type { Core, SharedState } from './core.js';
 import { type HeraldError, HeraldUnauthorizedError } from './errors.js';
 import { readMarks, received, resync } from './inbox-sync.js';
@@ -32,7 +32,7 @@ export async function start(c: Core): Promise<void> {
         tokenFailed(c, error);
         return;
       }
-      c._events.emit('error', error);
+      tokenUnavailable(c, error);
       await new Promise((resolve) => setTimeout(resolve, backoffDelay(c._attempt++, c._options.backoff)));
     }
   }

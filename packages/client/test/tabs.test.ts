@@ -275,6 +275,27 @@ describe('one socket per browser and user: a Web Lock leader, BroadcastChannel f
     await waitFor(() => second.client.getState().role === 'leader', { what: 'the follower leads' });
   });
 
+  it('a getToken() that fails before the first election (the browser’s path) shows in getState().error and to the subscribers while it retries', async () => {
+    const { a } = await startStack();
+    const locks = new MemoryLocks();
+    const stuck = tab({
+      url: a.url,
+      locks,
+      backoff: { minMs: 10, maxMs: 50 },
+      getToken: () => Promise.reject(new Error('token route answered 500')),
+    });
+    const seen: string[] = [];
+    stuck.client.subscribe((state) => {
+      if (state.error) seen.push(state.error.message);
+    });
+    await waitFor(() => stuck.client.getState().error?.code === 'HERALD_ERR_TOKEN_UNAVAILABLE', {
+      what: 'the token failure in getState().error',
+    });
+    expect(stuck.client.getState().error?.message).toBe('token route answered 500');
+    expect(stuck.client.getState().connection).toBe('connecting');
+    expect(seen).toContain('token route answered 500');
+  });
+
   it('without Web Locks each tab keeps its own socket and nothing is rebroadcast', async () => {
     const { stack, gateway, a } = await startStack();
     const user = randomId('dave');

@@ -148,7 +148,11 @@ function Entry(props: {
             type="button"
             class="link-button"
             aria-label={`Mark read: ${title}`}
-            onClick={() => void client.markRead([item.id]).catch(() => undefined)}
+            onClick={(event) => {
+              // The button goes with the unread state: focus stays in the feed, on its article.
+              (event.currentTarget.closest('article') as HTMLElement | null)?.focus();
+              void client.markRead([item.id]).catch(() => undefined);
+            }}
           >
             Mark read
           </button>

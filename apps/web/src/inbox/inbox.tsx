@@ -71,8 +71,11 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
           <button
             type="button"
             class="link-button"
-            disabled={!count}
-            onClick={() => void client.markAllRead().catch(() => undefined)}
+            // aria-disabled, not disabled: the button keeps the focus once everything is read.
+            aria-disabled={count ? undefined : 'true'}
+            onClick={() => {
+              if (count) void client.markAllRead().catch(() => undefined);
+            }}
           >
             Mark all read
           </button>
@@ -83,6 +86,11 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
             <button type="button" class="link-button" onClick={() => client.reconnect()}>
               Retry
             </button>
+          </p>
+        ) : (state.connection === 'connecting' || state.connection === 'reconnecting') && state.error ? (
+          // Why it is not live yet (a token route failing, the server out of reach): it keeps trying.
+          <p class="problem" role="status">
+            Not connected: {state.error.message} (trying again)
           </p>
         ) : null}
         <TopicChoices client={client} connection={state.connection} />

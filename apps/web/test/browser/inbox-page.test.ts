@@ -226,6 +226,30 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('<herald-inbox> says why it is not connected yet while its token-url fails (500), and keeps trying', async () => {
+    const context = await env.browser.newContext();
+    const page = await context.newPage();
+    let asked = 0;
+    await page.route('**/broken-token', (route) => {
+      asked++;
+      return route.fulfill({ status: 500, contentType: 'application/json', body: '{"error":"down"}' });
+    });
+    await page.goto(`${env.stack.url}/healthz`);
+    await page.evaluate((herald) => {
+      document.body.innerHTML = '<herald-inbox token-url="/broken-token" open></herald-inbox>';
+      const script = document.createElement('script');
+      script.type = 'module';
+      script.src = `${herald}/element/herald-inbox.js`;
+      document.head.append(script);
+    }, env.stack.url);
+    const problem = page.locator('herald-inbox .problem');
+    await problem.waitFor({ timeout: 10_000 });
+    expect(await problem.textContent()).toContain('/broken-token answered 500');
+    await waitFor(() => asked >= 2, { what: 'a second try' });
+    expect(await new InboxPage(page).state()).toBe('connecting');
+    await context.close();
+  });
+
   it('a payload’s text stays in its box: a long unbroken title wraps, a bidi override does not turn the UI’s words', async () => {
     const user = randomId('hostile-text');
     const context = await env.browser.newContext({ viewport: { width: 800, height: 700 } });
@@ -329,6 +353,8 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await focused(page)).toBe('BUTTON Mark read: second');
     await page.keyboard.press('Enter');
     await waitFor(async () => (await inbox.unread()) === 2, { what: 'the badge at 2' });
+    // The button is gone with its unread state: focus stays in the feed, on its article (not the page).
+    expect(await focused(page)).toMatch(/^ARTICLE second/);
 
     // Back to "Mark all read" (Shift+Tab through what precedes), pressed with Space.
     for (let i = 0; i < 10 && (await focused(page)) !== 'BUTTON Mark all read'; i++) {
@@ -337,6 +363,11 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     expect(await focused(page)).toBe('BUTTON Mark all read');
     await page.keyboard.press('Space');
     await waitFor(async () => (await inbox.unread()) === 0, { what: 'the badge at 0' });
+    // Nothing left to mark: the button says so (aria-disabled), and keeps the focus.
+    expect(await focused(page)).toBe('BUTTON Mark all read');
+    expect(await page.locator('button', { hasText: 'Mark all read' }).getAttribute('aria-disabled')).toBe(
+      'true',
+    );
     expect(await inbox.badge()).toBe('');
     expect(await env.stack.unread(user)).toBe(0);
     await context.close();
