@@ -63,6 +63,15 @@ describe('the admin API: who may use it', () => {
         expect(response.headers['www-authenticate']).toBe('Bearer realm="herald-admin"');
       }
     }
+    // A key pasted with a space or a newline inside: told as a malformed header, not a missing key.
+    const spaced = await app.inject({
+      method: 'GET',
+      url: '/admin/snapshot',
+      headers: { authorization: `Bearer ${ADMIN_KEY} x` },
+    });
+    expect(spaced.json().error).toBe(
+      'The Authorization header is not "Bearer <HERALD_ADMIN_KEY>" (one key, no space inside it): send "Authorization: Bearer <HERALD_ADMIN_KEY>".',
+    );
     const retry = await app.inject({ method: 'POST', url: '/admin/failed/x/retry', headers: auth });
     expect(retry.statusCode).toBe(401);
     expect((await app.inject({ method: 'GET', url: '/admin/failed', headers: admin })).statusCode).toBe(200);

@@ -45,6 +45,16 @@ describe('POST /notify', () => {
     expect(response.headers['www-authenticate']).toContain('Bearer');
   });
 
+  it('an Authorization header that is not "Bearer <one key>" is told as such, not as a missing key', async () => {
+    for (const authorization of ['Bearer a b', `Basic ${Buffer.from('u:p').toString('base64')}`, 'Bearer']) {
+      const response = await post('/notify', { userId: 'a', payload: {} }, { authorization });
+      expect(response.statusCode, authorization).toBe(401);
+      expect(response.json().error, authorization).toBe(
+        'The Authorization header is not "Bearer <api key>" (one key, no space inside it): send "Authorization: Bearer <api key>".',
+      );
+    }
+  });
+
   it('refuses a wrong API key with 401 and enqueues nothing', async () => {
     const response = await post(
       '/notify',

@@ -9,7 +9,7 @@ import { TrafficTally } from '../../admin/traffic.js';
 import { sha256Buffer } from '../../api-keys.js';
 import { ErrorCode, HttpError } from '../../errors.js';
 import { RECIPIENT_POLICY, SENDER_POLICY } from '../../limits.js';
-import { bearerToken } from './api-keys.js';
+import { bearerToken, noBearer } from './api-keys.js';
 
 type OnRequest = (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => void;
 
@@ -107,7 +107,7 @@ function adminAuth(adminKey: string | undefined): OnRequest {
       done(
         new HttpError(
           ErrorCode.UNAUTHORIZED,
-          'Missing admin key: send "Authorization: Bearer <HERALD_ADMIN_KEY>".',
+          noBearer(request, '<HERALD_ADMIN_KEY>', 'admin key'),
           challenge,
         ),
       );

@@ -74,7 +74,7 @@ function createApiKeyAuth(
     const token = bearerToken(request);
     if (token === undefined) {
       done(
-        new HttpError(ErrorCode.UNAUTHORIZED, 'Missing API key: send "Authorization: Bearer <api key>".', {
+        new HttpError(ErrorCode.UNAUTHORIZED, noBearer(request, '<api key>', 'API key'), {
           headers: { 'WWW-Authenticate': 'Bearer realm="herald"' },
         }),
       );
@@ -94,6 +94,16 @@ function createApiKeyAuth(
 }
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/**
+ * Why a request has no {@link bearerToken}: no `Authorization` header, or one that is not `Bearer` with
+ * one credential (`Basic …`, a key pasted with a space or a newline inside).
+ */
+export function noBearer(request: FastifyRequest, placeholder: string, what: string): string {
+  return request.headers.authorization === undefined
+    ? `Missing ${what}: send "Authorization: Bearer ${placeholder}".`
+    : `The Authorization header is not "Bearer ${placeholder}" (one key, no space inside it): send "Authorization: Bearer ${placeholder}".`;
+}
 
 /** The credential of `Authorization: Bearer <credential>`, or undefined without one. */
 export function bearerToken(request: FastifyRequest): string | undefined {
