@@ -31,8 +31,26 @@ async function refusal(response: Response): Promise<AdminApiError> {
   return new AdminApiError(response.status, body);
 }
 
-/** 401 (not the admin key) and 404 (the admin API is off) do not get better by retrying. */
-const isFinal = (status: number) => status === 401 || status === 404;
+/**
+ * 401 (not the admin key), 404 (the admin API is off) and 431 (a key too long for any header) do not
+ * get better by retrying.
+ */
+const isFinal = (status: number) => status === 401 || status === 404 || status === 431;
+
+/** Longest key sent: HERALD_ADMIN_KEY is 32+ random bytes, and a header of more is refused anyway. */
+const KEY_MAX_LENGTH = 1024;
+
+/**
+ * Why `key` cannot be the admin key, before it is sent: characters no key has and an HTTP header cannot
+ * carry (`fetch` throws on those, which read as a network error, retried for ever), or a length no key
+ * has (the gateway answers 431).
+ */
+export function keyProblem(key: string): string | undefined {
+  if (/[^\x21-\x7e]/.test(key))
+    return 'Not the admin key: it has a character no key has (a space, a line break, a letter outside ASCII).';
+  if (key.length > KEY_MAX_LENGTH) return `Not the admin key: it is ${key.length} characters long.`;
+  return undefined;
+}
 
 /**
  * Reads `GET /admin/stream` (Server-Sent Events, one snapshot a second) with the admin key in the
@@ -45,6 +63,11 @@ export async function streamSnapshots(
   onState: (state: StreamState) => void,
   signal: AbortSignal,
 ): Promise<void> {
+  const problem = keyProblem(key);
+  if (problem !== undefined) {
+    onState({ kind: 'refused', status: 401, code: 'HERALD_ERR_UNAUTHORIZED', message: problem });
+    return;
+  }
   let backoffMs = 1000;
   while (!signal.aborted) {
     onState({ kind: 'connecting' });
