@@ -69,6 +69,19 @@ export class HeraldInboxElement extends HTMLElement {
   }
   set getToken(getToken: (() => string | Promise<string>) | undefined) {
     this.#getToken = getToken;
+    this.#dropOwnClient();
+    queueMicrotask(() => this.#render());
+  }
+
+  /** Every attribute is followed: `token-url`, `url` and `user` name whose inbox it is (a sign-in). */
+  static get observedAttributes(): string[] {
+    return ['token-url', 'url', 'user', 'open', 'inline', 'lang'];
+  }
+
+  attributeChangedCallback(name: string, previous: string | null, value: string | null): void {
+    if (previous === value) return;
+    // Another user's (or server's) inbox: the old one is closed and nothing of it stays on screen.
+    if (name === 'token-url' || name === 'url' || name === 'user') this.#dropOwnClient();
     queueMicrotask(() => this.#render());
   }
 
@@ -84,12 +97,19 @@ export class HeraldInboxElement extends HTMLElement {
     queueMicrotask(() => this.#render());
   }
 
+  /** Closes the element's own client (not one given as `client`), and empties the view that showed it. */
+  #dropOwnClient(): void {
+    if (!this.#own) return;
+    if (this.#mount) render(null, this.#mount);
+    this.#own.close();
+    this.#own = undefined;
+  }
+
   disconnectedCallback(): void {
     queueMicrotask(() => {
       if (this.isConnected || !this.#mount) return;
       render(null, this.#mount);
-      this.#own?.close();
-      this.#own = undefined;
+      this.#dropOwnClient();
     });
   }
 

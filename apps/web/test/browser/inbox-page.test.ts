@@ -250,6 +250,36 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('<herald-inbox> follows a change of its user (a sign-out then sign-in in a single-page app): the new user’s inbox, none of the old one’s', async () => {
+    const [alice, bob] = [randomId('spa-a'), randomId('spa-b')];
+    const context = await env.browser.newContext();
+    const page = await context.newPage();
+    await page.goto(`${env.stack.url}/healthz`);
+    await page.evaluate(
+      ({ userId, herald }) => {
+        document.body.innerHTML = `<herald-inbox token-url="/dev/token" user="${userId}" open></herald-inbox>`;
+        const script = document.createElement('script');
+        script.type = 'module';
+        script.src = `${herald}/element/herald-inbox.js`;
+        document.head.append(script);
+      },
+      { userId: alice, herald: env.stack.url },
+    );
+    const inbox = new InboxPage(page);
+    await inbox.waitForState('live');
+    await env.stack.notify(alice, { title: 'for alice' });
+    await waitFor(async () => (await inbox.titles()).includes('for alice'), { what: 'alice’s notification' });
+
+    await page.evaluate(
+      (userId) => document.querySelector('herald-inbox')?.setAttribute('user', userId),
+      bob,
+    );
+    await env.stack.notify(bob, { title: 'for bob' });
+    await waitFor(async () => (await inbox.titles()).includes('for bob'), { what: 'bob’s notification' });
+    expect(await inbox.titles()).toEqual(['for bob']);
+    await context.close();
+  });
+
   it('a payload’s text stays in its box: a long unbroken title wraps, a bidi override does not turn the UI’s words', async () => {
     const user = randomId('hostile-text');
     const context = await env.browser.newContext({ viewport: { width: 800, height: 700 } });
