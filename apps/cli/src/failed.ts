@@ -10,7 +10,7 @@ import type { NotificationJob } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import type { CliIo, Env } from './io.js';
-import { connectForCli, parseCommand, redisFailure, redisTarget } from './io.js';
+import { connectForCli, parseCommand, redisFailure, redisTarget, settingsFor } from './io.js';
 
 const USAGE = `usage: herald failed list [--limit N]     list notifications that failed after all their attempts
        herald failed retry <id>...         put these failed notifications back in the queue
@@ -46,13 +46,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     return 2;
   }
 
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig(env);
-  } catch (error) {
-    io.err((error as Error).message);
-    return 1;
-  }
+  const config = settingsFor(() => loadConfig(env), io);
+  if (config === undefined) return 1;
   // One fail-fast connection (one Redis or the Cluster of HERALD_REDIS_CLUSTER_NODES) for every
   // partition of the queue (`HERALD_QUEUE_PARTITIONS`); BullMQ leaves it open, closed below.
   const redis = await connectForCli(redisTarget(config), io);

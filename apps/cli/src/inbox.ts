@@ -1,7 +1,7 @@
 import { loadConfig } from '@herald/gateway/operator';
 import { type KeptUser, type MigrationReport, migrateToTenant } from '@herald/inbox';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, settingsFor, withRedis } from './io.js';
 
 const USAGE = `usage: herald inbox <command>
   migrate --tenant <tenant id> [--dry-run]
@@ -43,7 +43,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     return 2;
   }
   const dryRun = parsed.values['dry-run'] === true;
-  const config = loadConfig(env, { secrets: false });
+  const config = settingsFor(() => loadConfig(env, { secrets: false }), io);
+  if (config === undefined) return 1;
   return withRedis(redisTarget(config), io, async (redis) => {
     const report = await migrateToTenant(redis, { prefix: config.inbox.prefix, tenantId: tenant, dryRun });
     printReport(report, tenant, io);

@@ -1,6 +1,7 @@
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 import {
   createRedis,
+  credentialsRefused,
   isOutOfMemory,
   OUT_OF_MEMORY_ADVICE,
   type RedisTarget,
@@ -12,6 +13,29 @@ import type { Cluster, Redis } from 'ioredis';
 export interface CliIo {
   out: (line: string) => void;
   err: (line: string) => void;
+}
+
+/**
+ * A command's settings, read as the apps read them, or undefined once their problem was printed (exit 1):
+ * the lines naming what is wrong, never a stack trace. A `HERALD_` variable that is no setting (a typo)
+ * is warned of, with the nearest name, as the apps do at start.
+ */
+export function settingsFor<T extends { warnings?: readonly string[] }>(
+  load: () => T,
+  io: CliIo,
+): T | undefined {
+  let config: T;
+  try {
+    config = load();
+  } catch (error) {
+    if ((error as Error).name !== 'ConfigError') throw error;
+    io.err((error as Error).message);
+    return undefined;
+  }
+  for (const warning of config.warnings ?? []) {
+    if (warning.includes('is not a Herald setting')) io.err(`warning: ${warning}`);
+  }
+  return config;
 }
 
 /** The Redis of an app's settings: `REDIS_URL`, or the Cluster of `HERALD_REDIS_CLUSTER_NODES`. */
@@ -39,7 +63,12 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
     { maxRetriesPerRequest: 1, connectTimeout: 3000, lazyConnect: true },
     { clusterRetryStrategy: () => null, lazyConnect: true },
   );
-  redis.on('error', () => {});
+  // Redis's own refusal (WRONGPASS, NOAUTH, a DB index it does not have), which `connect()` reports
+  // only as "Connection is closed.".
+  let refusal: string | undefined;
+  redis.on('error', (error: Error) => {
+    if (/^(WRONGPASS|NOAUTH|ERR)\b/.test(error.message)) refusal ??= error.message;
+  });
   try {
     await new Promise<void>((resolve, reject) => {
       redis.connect().then(resolve, reject);
@@ -65,10 +94,13 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
       ? `the Redis Cluster at ${target.clusterNodes.map((node) => `${node.host}:${node.port}`).join(',')}`
       : `Redis at ${withoutPassword(target.url)}`;
     const set = target.clusterNodes ? 'HERALD_REDIS_CLUSTER_NODES' : 'REDIS_URL';
+    const refused = credentialsRefused(redis)?.message ?? refusal;
     io.err(
       error === CLUSTER_DOWN
         ? `Cannot use ${where}: ${CLUSTER_DOWN.message} Nothing was done: run it again once the Cluster is whole.`
-        : `Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`,
+        : refused !== undefined
+          ? `Cannot use ${where}: ${refused.replace(/\.$/, '')}. Set ${set}.`
+          : `Cannot reach ${where}: ${(error as Error).message.replace(/\.$/, '')}. Set ${set}.`,
     );
     redis.disconnect();
     return undefined;

@@ -5,6 +5,7 @@ import {
   type Env,
   parseOptions,
   redisTarget,
+  settingsFor,
   takesPositionals,
   usageExit,
   withRedis,
@@ -50,7 +51,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     )
   )
     return 2;
-  const config = loadConfig(env, { secrets: false });
+  const config = settingsFor(() => loadConfig(env, { secrets: false }), io);
+  if (config === undefined) return 1;
   return withRedis(redisTarget(config), io, async (redis) => {
     const store = new ApiKeyStore({ redis, keyPrefix: config.keyPrefix, cacheMs: 0, envKeys: [] });
     if (command === 'create') return create(store, rest, io);

@@ -1,6 +1,6 @@
 import { type ApiKeyIdentity, ApiKeyStore, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, USER_ID_MAX_LENGTH, USER_ID_PATTERN, userKey } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, redisTarget, withRedis } from './io.js';
+import { type CliIo, type Env, parseCommand, redisTarget, settingsFor, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
   peek  --user <userId> [--tenant <tenant id>] [--key <api key id>]   a recipient's tokens (and a sender's), without taking any
@@ -48,7 +48,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     io.err(`--tenant "${values.tenant}" is not a tenant id\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig(env, { secrets: false });
+  const config = settingsFor(() => loadConfig(env, { secrets: false }), io);
+  if (config === undefined) return 1;
   return withRedis(redisTarget(config), io, async (redis) => {
     // The key's buckets are where its tenant and its own limits put them: read with anything else,
     // a peek shows another bucket (or this one against another capacity) and a reset refills nothing.

@@ -1,6 +1,14 @@
 import { checkWebhookUrl, loadConfig, WebhookEvents, WebhookStore } from '@herald/gateway/operator';
 import { isTenantId, WEBHOOK_EVENTS, type Webhook, type WebhookEventType } from '@herald/protocol';
-import { type CliIo, type Env, parseCommand, redisTarget, takesPositionals, withRedis } from './io.js';
+import {
+  type CliIo,
+  type Env,
+  parseCommand,
+  redisTarget,
+  settingsFor,
+  takesPositionals,
+  withRedis,
+} from './io.js';
 
 const USAGE = `usage: herald webhooks <command>
   set <tenant id> <url> [--events <event,…>]   create or change a tenant's delivery webhook; a new one's
@@ -54,7 +62,8 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     io.err(`${command} needs a tenant id (1 to 64 of A-Z a-z 0-9 _ . -)\n${USAGE}`);
     return 2;
   }
-  const config = loadConfig(env, { secrets: false });
+  const config = settingsFor(() => loadConfig(env, { secrets: false }), io);
+  if (config === undefined) return 1;
   let events: WebhookEventType[] | undefined;
   if (command === 'set') {
     const problem =
