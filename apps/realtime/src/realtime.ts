@@ -410,8 +410,9 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     async close() {
       clearInterval(revocationTimer);
       clock.stop();
-      await Promise.all([fingerprint.stop(), stats.stop()]);
-      // Tell every client to reconnect (the load balancer sends it to another instance), then close.
+      // Tell every client to reconnect (the load balancer sends it to another instance), then close:
+      // first, since it needs no Redis. What does need Redis (the last counts, the queues) is given
+      // REDIS_STOP_MS each: a frozen Redis held the goodbyes until the grace timer killed the process.
       for (const socket of io.of('/').sockets.values()) {
         goodbye(socket, {
           code: ErrorCode.SERVER_SHUTDOWN,
@@ -421,11 +422,30 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       }
       await io.close();
       abuse.close();
-      await Promise.all([webhooks.close(), push.close()]);
+      await Promise.all(
+        [fingerprint.stop(), stats.stop(), webhooks.close(), push.close()].map((stopping) =>
+          atMost(stopping, REDIS_STOP_MS),
+        ),
+      );
       pub.disconnect();
       sub.disconnect();
     },
   };
+}
+
+/** Longest wait, on shutdown, for each step that needs Redis (a frozen one never answers). */
+const REDIS_STOP_MS = 2000;
+
+/** Waits for `promise` (its failure ignored), at most `ms`. */
+async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    promise.catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 function tooManyConnections(max: number): string {

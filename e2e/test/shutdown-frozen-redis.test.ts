@@ -1,0 +1,31 @@
+import { startRedisServer } from '@herald/testing';
+import { describe, expect, it } from 'vitest';
+import { randomId, Stack, waitFor } from './support/stack.js';
+
+// A realtime server asked to stop while its Redis is frozen (SIGSTOP: a host paused, a failover that
+// hangs): its clients are told to go elsewhere, and it exits cleanly, whatever Redis does meanwhile.
+describe('realtime SIGTERM while Redis is frozen', () => {
+  it('says goodbye to every socket at once, and exits 0 (not killed by its grace timer)', async () => {
+    const redis = await startRedisServer();
+    const stack = new Stack(redis.url);
+    let frozen = false;
+    try {
+      const realtime = await stack.start('realtime', 'rt-frozen');
+      const client = stack.client(randomId('frozen'));
+      await client.connect(realtime.url);
+      redis.process.kill('SIGSTOP');
+      frozen = true;
+      const exit = realtime.stop('SIGTERM');
+      // Told while the server is still closing, not when it is killed.
+      await waitFor(() => client.goodbyes.length > 0, { what: 'the goodbye' });
+      expect(client.goodbyes).toEqual([
+        expect.objectContaining({ code: 'HERALD_SERVER_SHUTDOWN', reconnect: true }),
+      ]);
+      expect(await exit).toBe(0);
+    } finally {
+      if (frozen) redis.process.kill('SIGCONT');
+      await stack.dispose();
+      await redis.dispose();
+    }
+  }, 60_000);
+});
