@@ -149,8 +149,10 @@ function Entry(props: {
             class="link-button"
             aria-label={`Mark read: ${title}`}
             onClick={(event) => {
-              // The button goes with the unread state: focus stays in the feed, on its article.
-              (event.currentTarget.closest('article') as HTMLElement | null)?.focus();
+              // The button goes with the unread state: pressed from the keyboard (a click with no
+              // pointer, detail 0), the focus stays in the feed, on its article, rather than falling to
+              // the page. A pointer's click leaves the focus where the pointer puts it.
+              if (event.detail === 0) (event.currentTarget.closest('article') as HTMLElement | null)?.focus();
               void client.markRead([item.id]).catch(() => undefined);
             }}
           >
