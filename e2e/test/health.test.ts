@@ -116,6 +116,16 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
       const listing = await gatewayCall(gateway.url, API_KEY, 'GET', '/users/before/notifications');
       expect(listing.status).toBe(200);
       expect(listing.body).toMatchObject({ unread: { count: 1 } });
+      // Also through a gateway whose limiter refuses when Redis fails (the default, closed): its
+      // per-key bucket is a write Redis refuses, which does not hold up a read.
+      for (const path of ['/users/before/notifications', '/users/before/preferences']) {
+        const read = await gatewayCall(closed.url, API_KEY, 'GET', path);
+        expect(read.status, path).toBe(200);
+      }
+      const write = await gatewayCall(closed.url, API_KEY, 'POST', '/users/before/notifications/read', {
+        body: { all: true },
+      });
+      expect(write.status).toBe(503);
       const status = await gatewayCall(gateway.url, API_KEY, 'GET', `/notifications/${before.body.id}`);
       expect(status.status).toBe(200);
       expect(status.body).toMatchObject({ status: 'queued' });

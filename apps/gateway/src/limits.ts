@@ -1,3 +1,4 @@
+import { isOutOfMemory } from '@herald/config';
 import {
   type PolicyCounters,
   type PolicyOptions,
@@ -79,7 +80,7 @@ export class Limits {
   perApiKey(policy: ApiKeyPolicy): RateLimitRouteConfig {
     const limiter = this.#perApiKey(policy);
     const key = (request: FastifyRequest) => ({ [policy]: request.identity.id });
-    return { limiter, key, precheck: key };
+    return { limiter, key, precheck: key, passWhenUnavailable: readWhileFull };
   }
 
   #perApiKey(policy: ApiKeyPolicy): RateLimiter {
@@ -226,4 +227,12 @@ export class Limits {
     }
     return totals;
   }
+}
+
+/**
+ * A read (GET) whose bucket Redis refused to write for memory (at maxmemory with noeviction) passes:
+ * what is stored can still be read meanwhile, as the docs say, whatever the failure mode.
+ */
+function readWhileFull(request: FastifyRequest, result: RateLimitResult): boolean {
+  return request.method === 'GET' && isOutOfMemory(result.fallback?.cause);
 }

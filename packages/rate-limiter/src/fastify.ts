@@ -49,6 +49,12 @@ export interface RateLimitRouteConfig {
    * when the route is declared: declare such routes after registering the plugin.
    */
   precheck?: (request: FastifyRequest) => Readonly<Record<string, string>> | undefined;
+  /**
+   * A call the failure mode denied (Redis away or refusing: `result.source === 'fallback'`) passes
+   * instead when this answers true: e.g. a read while Redis refuses writes for memory, which the bucket's
+   * write cannot take but the read can. Default: none passes.
+   */
+  passWhenUnavailable?: (request: FastifyRequest, result: RateLimitResult) => boolean;
 }
 
 /**
@@ -272,9 +278,15 @@ export const heraldRateLimit = fp<HeraldRateLimitOptions>(
       limiter.consume(key, cost).then((result) => {
         reply.header('RateLimit', rateLimitHeader(result));
         if (result.allowed) done();
+        else if (result.source === 'fallback' && passesUnavailable(reply.request, result)) done();
         else deny(reply, result, done);
       }, done);
     };
+    const passesUnavailable = (request: FastifyRequest, result: RateLimitResult): boolean =>
+      (request.routeOptions.config.rateLimit as RateLimitRouteConfig).passWhenUnavailable?.(
+        request,
+        result,
+      ) === true;
     // Callback style, and with no promise but the limiter's own when the route's `limiter`, `key` and
     // `cost` are plain values (they are on Herald's routes): a denied flood pays one promise a request.
     // A throwing `key` or `cost`, a cost over capacity and an outage under failure mode `throw` reach the
