@@ -106,6 +106,15 @@ describe('readEnv', () => {
     expect(message).toContain(
       'HERALD_JWT_SECRETT is not a Herald setting and is ignored: did you mean HERALD_JWT_SECRET?',
     );
+    // The count is of the problems; the warning is told apart from them, not counted as one.
+    expect(message).toBe(
+      [
+        'Invalid test configuration (1 problem):',
+        '  - HERALD_JWT_SECRET is not set',
+        'and 1 warning:',
+        '  - HERALD_JWT_SECRETT is not a Herald setting and is ignored: did you mean HERALD_JWT_SECRET?',
+      ].join('\n'),
+    );
   });
 });
 

@@ -186,13 +186,13 @@ export function readEnv<S extends TObject>(
   }
   if (found.length > 0 || values === undefined) {
     const lines = [...new Set(found)];
+    const list = (items: readonly string[]) => items.map((line) => `  - ${line}`).join('\n');
     throw new ConfigError(
-      `Invalid ${app} configuration (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${[
-        ...lines,
-        ...warnings,
-      ]
-        .map((line) => `  - ${line}`)
-        .join('\n')}`,
+      `Invalid ${app} configuration (${lines.length} problem${lines.length === 1 ? '' : 's'}):\n${list(lines)}${
+        warnings.length > 0
+          ? `\nand ${warnings.length} warning${warnings.length === 1 ? '' : 's'}:\n${list(warnings)}`
+          : ''
+      }`,
     );
   }
   return { values, warnings };
