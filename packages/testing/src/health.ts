@@ -26,7 +26,10 @@ export async function expectHealthThroughOutage(
   expect(await health.json()).toMatchObject({ status: 'ok', ...options.health });
   const ready = await fetch(`${url}/readyz`);
   expect(ready.status).toBe(503);
-  expect(await ready.json()).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  const answer = (await ready.json()) as { code?: string; error?: string };
+  expect(answer).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  // A probe: not ready, because of Redis; not a request that "accepted nothing" (every app alike).
+  expect(answer.error).toMatch(/^Not ready: Redis or the queue does not answer/);
   expect((await scrapeMetrics(`${url}/metrics`)).has(options.metric)).toBe(true);
   await options.whileDown?.();
   await redis.restart();

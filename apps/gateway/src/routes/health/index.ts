@@ -9,7 +9,7 @@ import {
 import { exposition } from '@herald/config/metrics';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { ErrorCode, HttpError } from '../../errors.js';
 
 const Ok = Type.Object({ status: Type.Literal('ok') });
 
@@ -67,7 +67,12 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
             headers: { 'Retry-After': '1' },
             cause: error,
           });
-        throw unavailable('Redis or the queue', error);
+        // A probe accepts nothing: said as the worker's and the realtime's readiness say it.
+        throw new HttpError(
+          ErrorCode.UNAVAILABLE,
+          `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
+          { headers: { 'Retry-After': '1' }, cause: error },
+        );
       }
       const mismatches = await app.withRedisTimeout(app.fingerprint.mismatches()).catch(() => []);
       if (mismatches.length > 0) {
