@@ -84,11 +84,11 @@ export class IdempotencyStore {
 
   /**
    * The notification id of a request with an `Idempotency-Key`: derived from the API key (scope), the
-   * key, the request (its fingerprint) and the key's epoch ({@link begin}), so that a retry of it gets
-   * the same id even when the record is gone (released after a refusal or a failure, taken over from a
-   * gateway that died, deleted by hand), and an inbox, which stores an id once, never delivers it twice. Another
-   * request under the same key (its record gone), or the key used again after its lifetime, gets a
-   * new id: before, it got the first one's, and was dropped after its 202.
+   * key, the request (its fingerprint) and the key's epoch ({@link begin}). A retry of it gets the same
+   * id even when the record is gone (released after a refusal or a failure, taken over from a gateway
+   * that died, deleted by hand), and an inbox, which stores an id once, never delivers it twice.
+   * Another request under the same key (its record gone), or the key used again after its lifetime,
+   * gets a new id: before, it got the first one's, and was dropped after its 202.
    */
   static derivedId(scope: string, key: string, fingerprint: string, epoch: string): string {
     const hex = createHash('sha256').update(`${scope}\n${key}\n${fingerprint}\n${epoch}`).digest('hex');
