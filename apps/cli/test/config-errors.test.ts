@@ -47,7 +47,12 @@ describe('every command reads its settings as the apps do', () => {
         [`redis://127.0.0.1:${port}`, /Redis refused the credentials of REDIS_URL \(NOAUTH/],
         [`redis://:the-right-password-0123456789@127.0.0.1:${port}/99`, /DB index is out of range/],
       ] as const) {
-        const answer = await cli(keys, ['list'], { ...testEnv(), REDIS_URL: url });
+        // That Redis alone, on a Cluster run too (whose settings name the Cluster's nodes).
+        const answer = await cli(keys, ['list'], {
+          ...testEnv(),
+          HERALD_REDIS_CLUSTER_NODES: undefined,
+          REDIS_URL: url,
+        });
         expect(answer.code, url).toBe(1);
         expect(answer.err, url).toMatch(expected);
         expect(answer.err, url).not.toContain('the-right-password');
