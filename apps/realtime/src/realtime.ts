@@ -424,7 +424,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       abuse.close();
       await Promise.all(
         [fingerprint.stop(), stats.stop(), webhooks.close(), push.close()].map((stopping) =>
-          atMost(stopping, REDIS_STOP_MS),
+          settleWithin(
+            stopping.catch(() => undefined),
+            REDIS_STOP_MS,
+            undefined,
+          ),
         ),
       );
       pub.disconnect();
@@ -435,18 +439,6 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
 
 /** Longest wait, on shutdown, for each step that needs Redis (a frozen one never answers). */
 const REDIS_STOP_MS = 2000;
-
-/** Waits for `promise` (its failure ignored), at most `ms`. */
-async function atMost(promise: Promise<unknown>, ms: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  await Promise.race([
-    promise.catch(() => undefined),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ms);
-    }),
-  ]);
-  clearTimeout(timer);
-}
 
 function tooManyConnections(max: number): string {
   return `This user already has ${max} connections to this server (the limit): close one, then retry.`;

@@ -8,6 +8,20 @@ import { RedisTopologyError } from './redis-topology.js';
 /** How long a readiness check may take before the instance is reported not ready. */
 export const READINESS_TIMEOUT_MS = 1000;
 
+/**
+ * What `/readyz` answers for a readiness check that failed with `error`, every app alike: the error's
+ * own message when it says what to change (a full Redis, refused credentials, a Cluster without every
+ * slot, missing replicas), else that Redis or the queue does not answer. A probe accepted nothing.
+ */
+export function notReadyMessage(error: unknown): string {
+  return error instanceof RedisOutOfMemoryError ||
+    error instanceof RedisCredentialsError ||
+    error instanceof RedisTopologyError ||
+    error instanceof ReplicaWaitError
+    ? `Not ready: ${error.message}.`
+    : `Not ready: Redis or the queue does not answer (${(error as Error)?.message ?? error}); retry shortly.`;
+}
+
 /** What an app's operations endpoints report; see {@link operationsHandler}. */
 export interface OperationsProbes {
   /** Extra fields of the `/healthz` answer (never a call to Redis: liveness must not depend on it). */
@@ -78,13 +92,7 @@ export function operationsHandler(
           },
           (error: unknown) =>
             send(response, 503, {
-              error:
-                error instanceof RedisOutOfMemoryError ||
-                error instanceof RedisCredentialsError ||
-                error instanceof RedisTopologyError ||
-                error instanceof ReplicaWaitError
-                  ? `Not ready: ${error.message}.`
-                  : `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
+              error: notReadyMessage(error),
               code: ErrorCode.UNAVAILABLE,
             }),
         )

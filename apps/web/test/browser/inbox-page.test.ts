@@ -16,6 +16,24 @@ function focused(page: Page): Promise<string> {
   });
 }
 
+/**
+ * Puts `body` (with its `<herald-inbox>`) in `page`, and `head` when given, then loads the element's
+ * module script from `herald`, as a page of another site does.
+ */
+async function embed(page: Page, herald: string, body: string, head?: string): Promise<void> {
+  await page.evaluate(
+    ({ herald, body, head }) => {
+      if (head !== undefined) document.head.innerHTML = head;
+      document.body.innerHTML = body;
+      const script = document.createElement('script');
+      script.type = 'module';
+      script.src = `${herald}/element/herald-inbox.js`;
+      document.head.append(script);
+    },
+    { herald, body, head },
+  );
+}
+
 describe('the inbox page, in Chromium, against the stack as processes', () => {
   const env = stackAndBrowser();
 
@@ -164,21 +182,16 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const inbox = new InboxPage(page);
     const elsewhere = env.stack.url.replace('127.0.0.1', 'localhost');
     await page.goto(`${elsewhere}/healthz`);
-    await page.evaluate(
-      ({ userId, herald }) => {
-        document.head.innerHTML = `<title>Host page</title><style>
-          * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
-          button { display: none !important; }
-          p.badge { background: rgb(0, 255, 0); }
-        </style>`;
-        document.body.innerHTML = `<p class="badge">the host's own .badge</p>
-          <herald-inbox token-url="/dev/token" url="${herald}" user="${userId}"></herald-inbox>`;
-        const script = document.createElement('script');
-        script.type = 'module';
-        script.src = `${herald}/element/herald-inbox.js`;
-        document.head.append(script);
-      },
-      { userId: user, herald: env.stack.url },
+    await embed(
+      page,
+      env.stack.url,
+      `<p class="badge">the host's own .badge</p>
+        <herald-inbox token-url="/dev/token" url="${env.stack.url}" user="${user}"></herald-inbox>`,
+      `<title>Host page</title><style>
+        * { font-family: serif !important; color: rgb(255, 0, 0) !important; }
+        button { display: none !important; }
+        p.badge { background: rgb(0, 255, 0); }
+      </style>`,
     );
     await inbox.waitForState('live');
     // Closed behind the bell by default; the page's `button { display: none }` does not reach it.
@@ -213,13 +226,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     });
     await page.goto(`${env.stack.url}/healthz`);
     // "a b" is no user id: the token route answers 400 to every attempt.
-    await page.evaluate((herald) => {
-      document.body.innerHTML = '<herald-inbox token-url="/dev/token" user="a b"></herald-inbox>';
-      const script = document.createElement('script');
-      script.type = 'module';
-      script.src = `${herald}/element/herald-inbox.js`;
-      document.head.append(script);
-    }, env.stack.url);
+    await embed(page, env.stack.url, '<herald-inbox token-url="/dev/token" user="a b"></herald-inbox>');
     const inbox = new InboxPage(page);
     await inbox.waitForState('unauthorized');
     expect(asked).toEqual([400]);
@@ -235,13 +242,7 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
       return route.fulfill({ status: 500, contentType: 'application/json', body: '{"error":"down"}' });
     });
     await page.goto(`${env.stack.url}/healthz`);
-    await page.evaluate((herald) => {
-      document.body.innerHTML = '<herald-inbox token-url="/broken-token" open></herald-inbox>';
-      const script = document.createElement('script');
-      script.type = 'module';
-      script.src = `${herald}/element/herald-inbox.js`;
-      document.head.append(script);
-    }, env.stack.url);
+    await embed(page, env.stack.url, '<herald-inbox token-url="/broken-token" open></herald-inbox>');
     const problem = page.locator('herald-inbox .problem');
     await problem.waitFor({ timeout: 10_000 });
     expect(await problem.textContent()).toContain('/broken-token answered 500');
@@ -255,15 +256,10 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     const context = await env.browser.newContext();
     const page = await context.newPage();
     await page.goto(`${env.stack.url}/healthz`);
-    await page.evaluate(
-      ({ userId, herald }) => {
-        document.body.innerHTML = `<herald-inbox token-url="/dev/token" user="${userId}" open></herald-inbox>`;
-        const script = document.createElement('script');
-        script.type = 'module';
-        script.src = `${herald}/element/herald-inbox.js`;
-        document.head.append(script);
-      },
-      { userId: alice, herald: env.stack.url },
+    await embed(
+      page,
+      env.stack.url,
+      `<herald-inbox token-url="/dev/token" user="${alice}" open></herald-inbox>`,
     );
     const inbox = new InboxPage(page);
     await inbox.waitForState('live');

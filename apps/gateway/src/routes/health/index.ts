@@ -1,12 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import {
-  checkWritable,
-  credentialsRefused,
-  RedisOutOfMemoryError,
-  RedisTopologyError,
-  ReplicaWaitError,
-} from '@herald/config';
+import { checkWritable, credentialsRefused } from '@herald/config';
 import { exposition } from '@herald/config/metrics';
+import { notReadyMessage } from '@herald/config/operations';
 import { ErrorResponse } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError } from '../../errors.js';
@@ -57,22 +52,10 @@ const healthRoutes: FastifyPluginAsyncTypebox = async (app) => {
           ]),
         );
       } catch (error) {
-        // Each says what to change: the message is the answer's.
-        if (
-          error instanceof RedisOutOfMemoryError ||
-          error instanceof RedisTopologyError ||
-          error instanceof ReplicaWaitError
-        )
-          throw new HttpError(ErrorCode.UNAVAILABLE, `Not ready: ${error.message}.`, {
-            headers: { 'Retry-After': '1' },
-            cause: error,
-          });
-        // A probe accepts nothing: said as the worker's and the realtime's readiness say it.
-        throw new HttpError(
-          ErrorCode.UNAVAILABLE,
-          `Not ready: Redis or the queue does not answer (${(error as Error).message ?? error}); retry shortly.`,
-          { headers: { 'Retry-After': '1' }, cause: error },
-        );
+        throw new HttpError(ErrorCode.UNAVAILABLE, notReadyMessage(error), {
+          headers: { 'Retry-After': '1' },
+          cause: error,
+        });
       }
       const mismatches = await app.withRedisTimeout(app.fingerprint.mismatches()).catch(() => []);
       if (mismatches.length > 0) {
