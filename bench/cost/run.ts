@@ -14,7 +14,9 @@
 //        BENCH_ENVELOPES ("30:30": more pipelines of this checkout, one per `<window ms>:<target items>`
 //        given, HERALD_ENVELOPE_WINDOW_MS and HERALD_ENVELOPE_TARGET_ITEMS, each on its own redis-server
 //        in the same rounds; "" for none): what fuller envelopes save Redis, and what they add to the
-//        latency (POST → socket, p50 / p99, also in the table).
+//        latency (POST → socket, p50 / p99, also in the table),
+//        BENCH_VARIANTS (a JSON object, label → HERALD_* settings: more pipelines of this checkout, one
+//        per label, with those settings; e.g. '{"concurrency 1":{"HERALD_WORKER_CONCURRENCY":"1"}}').
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { Agent } from 'node:http';
@@ -49,6 +51,9 @@ const ENVELOPES = (process.env.BENCH_ENVELOPES ?? '30:30')
     const [windowMs, targetItems] = pair.split(':').map(Number);
     return { windowMs: windowMs ?? 10, targetItems: targetItems ?? 10 };
   });
+const VARIANTS = Object.entries(
+  JSON.parse(process.env.BENCH_VARIANTS ?? '{}') as Record<string, Record<string, string>>,
+);
 const SECRET = 'bench-secret-0123456789abcdef0123456789';
 const API_KEY = 'bench-key-0123456789abcdef0123456789abcdef';
 const HERE = fileURLToPath(new URL('..', import.meta.url));
@@ -98,12 +103,17 @@ async function main(): Promise<void> {
   const contenders: Contender[] = [];
   const sockets: Socket[] = [];
   try {
-    const runs: { root?: string; envelope?: { windowMs: number; targetItems: number } }[] = [
+    const runs: {
+      root?: string;
+      envelope?: { windowMs: number; targetItems: number };
+      variant?: [string, Record<string, string>];
+    }[] = [
       {},
       ...(BASELINE === undefined ? [] : [{ root: BASELINE }]),
       ...ENVELOPES.map((envelope) => ({ envelope })),
+      ...VARIANTS.map((variant) => ({ variant })),
     ];
-    for (const { root, envelope } of runs) {
+    for (const { root, envelope, variant } of runs) {
       const redis = await startRedisServer({ args: ['--appendonly', 'no', '--slowlog-max-len', '1000000'] });
       // BENCH_CPU_PROF=<dir>: every app of the pipeline writes a V8 CPU profile there when it stops.
       const profileDir =
@@ -126,15 +136,18 @@ async function main(): Promise<void> {
                 HERALD_ENVELOPE_WINDOW_MS: String(envelope.windowMs),
                 HERALD_ENVELOPE_TARGET_ITEMS: String(envelope.targetItems),
               }),
+          ...variant?.[1],
         },
         secret: SECRET,
         ...(root ? { root } : {}),
       });
       const contender: Contender = {
         label:
-          envelope === undefined
-            ? pipeline.label
-            : `${pipeline.label}, window ${envelope.windowMs} ms, target ${envelope.targetItems}`,
+          variant !== undefined
+            ? `${pipeline.label}, ${variant[0]}`
+            : envelope === undefined
+              ? pipeline.label
+              : `${pipeline.label}, window ${envelope.windowMs} ms, target ${envelope.targetItems}`,
         baseline: root !== undefined,
         pipeline,
         redis,

@@ -13,6 +13,9 @@
 //   npx pnpm@12.4.2 bench:inbox-append   (BENCH_ROUNDS=6, BENCH_NOTIFICATIONS=3000; ~4 min)
 // BENCH_CALLGRIND=1 counts the instructions of Redis's main thread under valgrind instead of timing:
 // a count, which the machine's load does not move (BENCH_NOTIFICATIONS=960, one round; ~8 min).
+// To try a variant without editing the script: BENCH_NEW_FILE (the "new" script's file), BENCH_STATES
+// ("growing,full,one user") and BENCH_BATCHES ("1,5,20") to measure only some rows, BENCH_KEEP=1 to keep
+// callgrind's output (for callgrind_annotate; its folders are printed).
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -27,7 +30,7 @@ const BASE = process.env.BENCH_BASE ?? 'main';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 6));
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
 const USERS = 300;
-const BATCHES = [1, 5, 20] as const;
+const BATCHES = (process.env.BENCH_BATCHES ?? '1,5,20').split(',').map(Number);
 /** Entries each user's inbox holds before a run (the "full" state keeps exactly this many). */
 const PREFILL = CALLGRIND ? 20 : 50;
 const RETENTION_MS = 31 * 24 * 3600 * 1000;
@@ -38,7 +41,10 @@ const scripts = {
   before: process.env.BENCH_BEFORE_FILE
     ? readFileSync(process.env.BENCH_BEFORE_FILE, 'utf8')
     : execFileSync('git', ['show', `${BASE}:packages/inbox/src/append-n.lua`], { encoding: 'utf8' }),
-  new: readFileSync(new URL('../../packages/inbox/src/append-n.lua', import.meta.url), 'utf8'),
+  new: readFileSync(
+    process.env.BENCH_NEW_FILE ?? new URL('../../packages/inbox/src/append-n.lua', import.meta.url),
+    'utf8',
+  ),
 };
 type Version = keyof typeof scripts;
 /** growing: below maxLength; full: at it (every append trims one); one user: growing, a call's K all one user's. */
@@ -240,7 +246,8 @@ try {
       `${USERS} users, ${NOTIFICATIONS} notifications per run, median of ${ROUNDS} rounds; before = the script at ${BASE}`;
   console.log(title);
   const rows: string[][] = [];
-  for (const state of STATES) {
+  const states = process.env.BENCH_STATES?.split(',') ?? STATES;
+  for (const state of states as State[]) {
     for (const k of BATCHES) {
       const samples: Record<Version, number[]> = { before: [], new: [] };
       for (let round = 0; round < ROUNDS; round++) {
@@ -272,5 +279,6 @@ try {
 } finally {
   for (const slot of slots) slot.redis.disconnect();
   await Promise.all(handles.map((handle) => handle.dispose()));
-  for (const out of outs) if (out !== undefined) rmSync(out, { recursive: true, force: true });
+  if (process.env.BENCH_KEEP === '1') console.log(`callgrind output kept in ${outs.join(', ')}`);
+  else for (const out of outs) if (out !== undefined) rmSync(out, { recursive: true, force: true });
 }
