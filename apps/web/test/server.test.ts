@@ -300,6 +300,37 @@ describe('web server', () => {
     expect(answer.headers['retry-after']).toBe('1');
   });
 
+  it('the gateway’s /metrics (every tenant’s traffic) is a 404 at /api/metrics, however it is spelled, never sent on', async () => {
+    let reached = 0;
+    const gatewayUrl = await standIn((_request, response) => {
+      reached++;
+      response.writeHead(200, { 'content-type': 'text/plain' }).end('herald_http_requests_total 1');
+    });
+    const port = await listening(await build({ HERALD_GATEWAY_URL: gatewayUrl }));
+    for (const path of [
+      '/api/metrics',
+      '/api/metrics/',
+      '/api/metrics?x=1',
+      '/api/%6detrics',
+      '/api/%6D%65trics/',
+    ]) {
+      const answer = await rawExchange(
+        port,
+        `GET ${path} HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n`,
+      );
+      expect(answer, path).toMatch(/^HTTP\/1\.1 404/);
+      expect(bodyOf(answer), path).toMatchObject({ code: 'HERALD_ERR_NOT_FOUND' });
+    }
+    expect(reached).toBe(0);
+    // The gateway's other routes still pass (its /metrics is for Prometheus on its own port).
+    const health = await rawExchange(
+      port,
+      'GET /api/healthz HTTP/1.1\r\nHost: web\r\nConnection: close\r\n\r\n',
+    );
+    expect(health).toMatch(/^HTTP\/1\.1 200/);
+    expect(reached).toBe(1);
+  });
+
   it('a path under /api that climbs out of it (.., %2e%2e) is a 400 saying so, never sent on', async () => {
     const app = await build({});
     await app.listen({ port: 0, host: '127.0.0.1' });

@@ -32,12 +32,32 @@ function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
 }
 
 /**
- * Refuses, before the gateway sees it, what it would refuse and this server would hide: a header of
- * {@link ONCE_HEADERS} sent twice (Node keeps the first, so the gateway would act on a guess), and an
+ * Whether `url` (under `/api`, as sent) is the gateway's `/metrics` as the gateway's router would read it
+ * (%-decoded, with a trailing slash too, as the shipped nginx matches it).
+ */
+function isGatewayMetrics(url: string): boolean {
+  const path = url.slice('/api'.length).split('?')[0] ?? '';
+  let decoded: string;
+  try {
+    decoded = decodeURIComponent(path);
+  } catch {
+    return false; // the gateway refuses a malformed path itself
+  }
+  return decoded === '/metrics' || decoded === '/metrics/';
+}
+
+/**
+ * Refuses, before the gateway sees it, its `/metrics` (a 404, as at the shipped balancers), and what it
+ * would refuse and this server would hide: a header of {@link ONCE_HEADERS} sent twice (Node keeps the first, so the gateway would act on a guess), and an
  * `Upgrade` (`curl --http2` asks for h2c so): the gateway has no WebSocket, and the proxy would hold
  * the upgraded connection unanswered for ever.
  */
 async function gatewayRefusals(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  // The gateway's /metrics counts every tenant's traffic together: Prometheus scrapes it on the
+  // gateway's own port, never through the public origin (as the shipped nginx and Ingress answer it).
+  if (isGatewayMetrics(request.url)) {
+    return reply.status(404).send({ error: 'Not found.', code: ErrorCode.NOT_FOUND });
+  }
   const label = repeatedHeader(request.raw, ONCE_HEADERS);
   if (label !== undefined) {
     return reply
