@@ -33,6 +33,26 @@ describe('resolvePush (HERALD_VAPID_*)', () => {
     expect(push.warnings[0]).toContain('development VAPID key pair');
   });
 
+  it('the development pair set by hand: refused in production (its private key is public), a warning in development mode', () => {
+    const pair = {
+      HERALD_VAPID_PUBLIC_KEY: DEV_VAPID_KEYS.publicKey,
+      HERALD_VAPID_PRIVATE_KEY: DEV_VAPID_KEYS.privateKey,
+      HERALD_VAPID_SUBJECT: DEV_VAPID_KEYS.subject,
+    };
+    for (const sender of [true, false]) {
+      const push = resolvePush(pair, { sender });
+      expect(push.enabled, `sender ${sender}`).toBe(false);
+      expect(push.problems, `sender ${sender}`).toEqual([
+        expect.stringMatching(
+          /^HERALD_VAPID_PUBLIC_KEY is the public development key pair: .*npx web-push generate-vapid-keys.*HERALD_DEV_MODE=true/,
+        ),
+      ]);
+    }
+    const dev = resolvePush({ ...pair, HERALD_DEV_MODE: 'true' }, { sender: true });
+    expect(dev).toMatchObject({ enabled: true, problems: [] });
+    expect(dev.warnings[0]).toContain('development VAPID key pair');
+  });
+
   it('a real pair and subject: on; the gateway and realtime need only the public key', () => {
     expect(resolvePush(full, { sender: true })).toMatchObject({
       enabled: true,

@@ -112,6 +112,17 @@ export function resolvePush(
     };
   }
   const publicKey = env.HERALD_VAPID_PUBLIC_KEY ?? '';
+  // The development pair's private key is in this file: whoever sees a subscription could push to it.
+  const development = publicKey === DEV_VAPID_KEYS.publicKey;
+  if (development && !devMode) {
+    return {
+      ...off,
+      problems: [
+        `HERALD_VAPID_PUBLIC_KEY is the public development key pair: ${GENERATE} and set your own, or set HERALD_DEV_MODE=true on a development machine`,
+      ],
+      warnings: [],
+    };
+  }
   const problems = [publicKeyProblem(publicKey)];
   if (options.sender) {
     problems.push(
@@ -133,7 +144,9 @@ export function resolvePush(
       : undefined,
     allowPrivate,
     problems: [],
-    warnings: [],
+    warnings: development
+      ? ['Web Push uses the development VAPID key pair (HERALD_DEV_MODE): never in production']
+      : [],
   };
 }
 
