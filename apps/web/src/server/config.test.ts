@@ -31,6 +31,30 @@ describe('web server configuration', () => {
     ).toThrow(/HERALD_DEMO_API_KEY is set but HERALD_DEV_MODE is not true[\s\S]*HERALD_GATEWAY_URL/);
   });
 
+  it('refuses an upstream URL that does not parse, or has no host or a bad port, naming the variable', () => {
+    const bad = {
+      HERALD_GATEWAY_URL: ['http://', 'https://[::1', 'http://:3000', 'http://x:99999', 'http://a b'],
+      HERALD_REALTIME_URL: ['http://bad host', 'http://x:99999/', 'https://'],
+    };
+    for (const [name, values] of Object.entries(bad)) {
+      for (const value of values) {
+        expect(() => loadConfig({ [name]: value }), `${name}=${value}`).toThrow(
+          `${name} (${JSON.stringify(value)}) is not a URL with a host`,
+        );
+      }
+    }
+    // Both named in one message.
+    expect(() => loadConfig({ HERALD_GATEWAY_URL: 'http://', HERALD_REALTIME_URL: 'http://:1' })).toThrow(
+      /HERALD_GATEWAY_URL[\s\S]*HERALD_REALTIME_URL/,
+    );
+    expect(
+      loadConfig({ HERALD_GATEWAY_URL: 'http://[::1]:3000', HERALD_REALTIME_URL: 'https://rt.example.com/' }),
+    ).toMatchObject({
+      gatewayUrl: 'http://[::1]:3000',
+      realtimeUrl: 'https://rt.example.com',
+    });
+  });
+
   it('refuses a demo user in production: a demo setting outside development mode is a mistake, not a no-op', () => {
     expect(() => loadConfig({ HERALD_DEMO_USER: 'bob' })).toThrow(
       /HERALD_DEMO_USER is set but HERALD_DEV_MODE is not true/,

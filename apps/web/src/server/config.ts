@@ -41,6 +41,15 @@ export interface WebConfig {
   warnings: readonly string[];
 }
 
+/** Whether `value` parses as an http(s) URL with a host (the proxy builds its requests from it). */
+function upstreamUrl(value: string): boolean {
+  try {
+    return new URL(value).hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
 /** The built pages beside this file once compiled: `dist/server/config.js` → `dist/public`. */
 const PUBLIC_DIR = fileURLToPath(new URL('../public', import.meta.url));
 
@@ -60,6 +69,14 @@ export function loadConfig(
     if (!devMode && env[name]) {
       problems.push(
         `${name} is set but HERALD_DEV_MODE is not true: the demo token route mints tokens for anyone and exists in development mode only; unset it in production`,
+      );
+    }
+  }
+  for (const name of ['HERALD_GATEWAY_URL', 'HERALD_REALTIME_URL'] as const) {
+    const value = env[name];
+    if (value !== undefined && /^https?:\/\//.test(value) && !upstreamUrl(value)) {
+      problems.push(
+        `${name} (${JSON.stringify(value)}) is not a URL with a host (and a port from 1 to 65535, if any): e.g. http://herald-gateway:3000`,
       );
     }
   }
