@@ -133,6 +133,47 @@ describe('gateway configuration', () => {
     expect(message).not.toContain('http://redis:6379');
   });
 
+  it('absurd magnitudes are refused, naming each: a rate or burst beyond what the buckets count exactly, an idempotency record or inbox kept for ever, braces in the limiter prefix', () => {
+    const message = refusedBy({
+      ...production,
+      HERALD_RATE_LIMIT_PER_SECOND: '1e300',
+      HERALD_RATE_LIMIT_BURST: '100000000000000000000',
+      HERALD_SENDER_RATE_LIMIT_BURST: '2000000000',
+      HERALD_TOKEN_RATE_LIMIT_PER_SECOND: '1e10',
+      HERALD_INBOX_RATE_LIMIT_BURST: '1e12',
+      HERALD_EXPECTED_GATEWAYS: '1000000',
+      HERALD_IDEMPOTENCY_TTL_SECONDS: '100000000000000',
+      HERALD_INBOX_MAX_AGE_MS: '1e20',
+      HERALD_INBOX_RECORD_GRACE_MS: '1e15',
+      HERALD_RATE_LIMIT_PREFIX: 'rl{x}:',
+    });
+    expectEach(message, [
+      /\(10 problems\)/,
+      'HERALD_RATE_LIMIT_PER_SECOND must be <= 1000000000',
+      'HERALD_RATE_LIMIT_BURST must be <= 1000000000',
+      'HERALD_SENDER_RATE_LIMIT_BURST must be <= 1000000000',
+      'HERALD_TOKEN_RATE_LIMIT_PER_SECOND must be <= 1000000000',
+      'HERALD_INBOX_RATE_LIMIT_BURST must be <= 1000000000',
+      'HERALD_EXPECTED_GATEWAYS must be <= 1000',
+      'HERALD_IDEMPOTENCY_TTL_SECONDS must be <= 2592000',
+      'HERALD_INBOX_MAX_AGE_MS must be <= 315360000000',
+      'HERALD_INBOX_RECORD_GRACE_MS must be <= 31536000000',
+      'HERALD_RATE_LIMIT_PREFIX must match',
+    ]);
+    // The largest of each is taken.
+    expect(
+      loadConfig({
+        ...production,
+        HERALD_RATE_LIMIT_PER_SECOND: '1000000000',
+        HERALD_RATE_LIMIT_BURST: '1000000000',
+        HERALD_EXPECTED_GATEWAYS: '1000',
+        HERALD_IDEMPOTENCY_TTL_SECONDS: '2592000',
+        HERALD_INBOX_MAX_AGE_MS: '315360000000',
+        HERALD_INBOX_RECORD_GRACE_MS: '31536000000',
+      }),
+    ).toBeDefined();
+  });
+
   it('unknown HERALD_* variables are warned about (a typo gets a suggestion), not read', () => {
     const config = loadConfig({ ...production, HERALD_TOKEN_TTL_SECOND: '60', NODE_ENV: 'production' });
     expect(config.tokenTtlSeconds).toBe(3600);

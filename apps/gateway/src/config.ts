@@ -5,6 +5,12 @@ import { WebhookUrlEnv } from '@herald/webhooks';
 import Type from 'typebox';
 import { ENVELOPE_TARGET_ITEMS, ENVELOPE_WINDOW_MS } from './envelopes.js';
 
+/**
+ * Largest rate (tokens per second) and burst a limiter setting takes: the buckets count microtokens in
+ * doubles, exact up to 2^53, so 10^9 tokens (10^15 microtokens) keeps every decision exact.
+ */
+const MAX_LIMIT = 1_000_000_000;
+
 /** Most time a limiter decision may take by default, ms (`HERALD_RATE_LIMIT_TIMEOUT_MS`). */
 const LIMITER_TIMEOUT_MS = 150;
 
@@ -20,15 +26,16 @@ export const EnvSchema = Type.Object({
   HERALD_ADMIN_KEY: Type.Optional(Type.String()),
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
   HERALD_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 3600 }),
-  HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 10 }),
-  HERALD_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 10 }),
-  HERALD_RATE_LIMIT_PREFIX: Type.String({ default: 'ratelimit:' }),
-  HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 100 }),
-  HERALD_SENDER_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 200 }),
-  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 50 }),
-  HERALD_TOKEN_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 100 }),
-  HERALD_INBOX_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, default: 100 }),
-  HERALD_INBOX_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, default: 200 }),
+  HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 10 }),
+  HERALD_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 10 }),
+  // No braces: the prefix would become every tenant's hash tag (one slot for them all on a Cluster).
+  HERALD_RATE_LIMIT_PREFIX: Type.String({ pattern: '^[^{}]*$', default: 'ratelimit:' }),
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 100 }),
+  HERALD_SENDER_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 200 }),
+  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 50 }),
+  HERALD_TOKEN_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 100 }),
+  HERALD_INBOX_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 100 }),
+  HERALD_INBOX_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 200 }),
   HERALD_RATE_LIMIT_FAILURE: Type.Union(
     [Type.Literal('closed'), Type.Literal('open'), Type.Literal('local')],
     {
@@ -36,9 +43,9 @@ export const EnvSchema = Type.Object({
     },
   ),
   HERALD_RATE_LIMIT_TIMEOUT_MS: Type.Optional(Type.Integer({ minimum: 10, maximum: 10_000 })),
-  HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, default: 1 }),
+  HERALD_EXPECTED_GATEWAYS: Type.Integer({ minimum: 1, maximum: 1000, default: 1 }),
   HERALD_API_KEY_CACHE_MS: Type.Integer({ minimum: 0, maximum: 1000, default: 500 }),
-  HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, default: 86_400 }),
+  HERALD_IDEMPOTENCY_TTL_SECONDS: Type.Integer({ minimum: 60, maximum: 2_592_000, default: 86_400 }),
   HERALD_IDEMPOTENCY_IN_FLIGHT_MS: Type.Integer({ minimum: 1000, maximum: 600_000, default: 5000 }),
   HERALD_REDIS_TIMEOUT_MS: Type.Integer({ minimum: 50, maximum: 10_000, default: 800 }),
   ...RedisWaitEnv,

@@ -24,9 +24,18 @@ export const InboxEnv = {
     maximum: 1_000_000,
     default: DEFAULT_INBOX_MAX_LENGTH,
   }),
-  HERALD_INBOX_MAX_AGE_MS: Type.Integer({ minimum: 1000, default: DEFAULT_INBOX_MAX_AGE_MS }),
+  // At most 10 years, and the records' grace at most one: kept longer is kept for ever.
+  HERALD_INBOX_MAX_AGE_MS: Type.Integer({
+    minimum: 1000,
+    maximum: 315_360_000_000,
+    default: DEFAULT_INBOX_MAX_AGE_MS,
+  }),
   // At least a minute: a job's re-run after its first append (stalled lock, retries) must find its marker.
-  HERALD_INBOX_RECORD_GRACE_MS: Type.Integer({ minimum: 60_000, default: DEFAULT_INBOX_RECORD_GRACE_MS }),
+  HERALD_INBOX_RECORD_GRACE_MS: Type.Integer({
+    minimum: 60_000,
+    maximum: 31_536_000_000,
+    default: DEFAULT_INBOX_RECORD_GRACE_MS,
+  }),
 };
 
 /** The values {@link InboxEnv} parses to. */
