@@ -48,7 +48,7 @@ describe('processNotification', () => {
     expect(mine).toHaveLength(2);
     expect(mine[0]?.offset).toBe(mine[1]?.offset);
     expect(mine[0]).toMatchObject({ id: data.id, topic: 't', payload: { x: 1 } });
-    expect(mine[0]?.unread).toEqual({ count: 1, version: 1 });
+    expect(mine[0]?.unread).toEqual(await inbox.unread(user));
     expect(mine[1]).not.toHaveProperty('unread');
   });
 

@@ -67,7 +67,11 @@ describe('worker', () => {
       kind: 'notification',
       tenantId: 'default',
       userId: 'alice',
-      event: { ...job, offset: expect.stringMatching(/^\d+-1$/), unread: { count: 1, version: 1 } },
+      event: {
+        ...job,
+        offset: expect.stringMatching(/^\d+-1$/),
+        unread: { count: 1, version: expect.any(Number) },
+      },
     });
     await waitFor(async () => (await queue.getJobState(job.id)) === 'completed', {
       what: 'the job to complete',

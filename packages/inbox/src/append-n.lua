@@ -31,7 +31,9 @@
   KEYS, 7 per notification i (k = 7 * (i - 1)):
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
   KEYS[k+2]  meta     hash: `uv` = unread version, incremented on every change of the unread set (also by
-                      read-3.lua); written by this script only: `c` = struct '<Bddddd': format 1, then
+                      read-3.lua), and started at Redis's time in ms × 1000 when the meta is (re)created
+                      (an idle inbox expires whole: its next version must still be higher than the last
+                      one a client kept); written by this script only: `c` = struct '<Bddddd': format 1, then
                       tm, ts = the top entry's ms and seq, n = XLEN, hm = ms, at most that of the head
                       entry (0 when unknown), xa = ms at which stream, meta and unread expire (their last
                       PEXPIRE; 0 when unknown), one field read and written without a number parsed or
@@ -115,7 +117,7 @@ local function load(k)
   local meta = redis.call('HMGET', KEYS[k + 2], 'uv', 'c', 'n', 'tm')
   local n = redis.call('XLEN', stream)
   -- Every field in the constructor: a field added later would resize the table.
-  u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = tonumber(meta[1] or '0'),
+  u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = meta[1] and tonumber(meta[1]) or now * 1000,
     count = redis.call('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
     retention = '', xa = false, old = meta[4] ~= false }
   -- Trusted when this script wrote it last and the length is the stream's; else read from the stream

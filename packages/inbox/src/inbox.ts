@@ -337,8 +337,14 @@ export class Inbox {
     // included, and a user could not even read their count. The version is read first: a change between
     // the two makes the count the newer of the pair, which a client that orders counts by version then
     // takes, or replaces with the change's own event (never an old count stamped with a new version).
-    const results = await this.#redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).exec();
-    return { count: Number(results?.[1]?.[1] ?? 0), version: Number(results?.[0]?.[1] ?? 0) };
+    // No meta (a new user, or an idle inbox expired whole): the version a new meta would start from, by
+    // Redis's clock (TIME rides with the keyed commands to the user's node), so that it is never below one
+    // a client kept before the inbox expired.
+    const results = await this.#redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).time().exec();
+    const uv = results?.[0]?.[1] as string | null | undefined;
+    const [seconds, micros] = (results?.[2]?.[1] as [string, string] | undefined) ?? ['0', '0'];
+    const version = uv ? Number(uv) : (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)) * 1000;
+    return { count: Number(results?.[1]?.[1] ?? 0), version };
   }
 
   /**

@@ -2,7 +2,7 @@
   Marks notifications of one user read, and answers the exact unread count.
 
   KEYS[1]  stream   the user's inbox (see append-5.lua)
-  KEYS[2]  meta     hash: `uv` = unread version
+  KEYS[2]  meta     hash: `uv` = unread version (see append-n.lua)
   KEYS[3]  unread   set of unread notification ids
 
   ARGV[1]  mode     "ids": ARGV[2..] are notification ids (at most 1000);
@@ -44,11 +44,19 @@ elseif mode == 'upto' then
 else
   return redis.error_reply('HERALD_ERR_INBOX_INVALID_ARGUMENT unknown read mode ' .. tostring(mode))
 end
+local time = redis.call('TIME')
+local nowMs = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- A meta that is gone (expired with an idle inbox) starts its version where append-n.lua starts one: at
+-- the time in ms × 1000, above every version the user's clients can have kept.
 local version
 if changed > 0 then
   version = redis.call('HINCRBY', KEYS[2], 'uv', 1)
+  if version == 1 then
+    version = nowMs * 1000 + 1
+    redis.call('HSET', KEYS[2], 'uv', string.format('%d', version))
+  end
 else
-  version = tonumber(redis.call('HGET', KEYS[2], 'uv') or '0')
+  local uv = redis.call('HGET', KEYS[2], 'uv')
+  version = uv and tonumber(uv) or nowMs * 1000
 end
-local time = redis.call('TIME')
-return { changed, redis.call('SCARD', KEYS[3]), version, ids, tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) }
+return { changed, redis.call('SCARD', KEYS[3]), version, ids, nowMs }

@@ -29,7 +29,15 @@ interface Entry {
 class Model {
   entries: Entry[] = [];
   unread = new Set<string>();
-  version = 0;
+  /**
+   * Where the unread version started when the meta was (re)created: Redis's time in ms × 1000 (the
+   * injected clock's when there is one); undefined while there is no meta or it is not learned yet.
+   */
+  base: number | undefined = undefined;
+  /** Changes of the unread set since then. */
+  changes = 0;
+  /** The highest version seen: a version never goes back. */
+  highest = 0;
   topSeq = 0;
   topMs = 0;
   /** Outcome and offset seq of every id processed. */
@@ -60,7 +68,7 @@ class Model {
     this.topMs = ms;
     this.entries.push({ id, seq, ms });
     this.unread.add(id);
-    this.version++;
+    this.change(now);
     let remove = Math.max(0, this.entries.length - this.maxLength);
     if (now !== undefined) {
       const old = this.entries.filter((e) => e.ms < now - this.maxAgeMs).length;
@@ -74,9 +82,44 @@ class Model {
   read(ids: string[]): number {
     let changed = 0;
     for (const id of ids) if (this.unread.delete(id)) changed++;
-    if (changed > 0) this.version++;
+    if (changed > 0) this.change(undefined);
     return changed;
   }
+
+  /** One change of the unread set at `now` (undefined: Redis's clock): a new meta starts from the time. */
+  change(now: number | undefined): void {
+    if (this.changes === 0 && this.base === undefined && now !== undefined) {
+      this.base = now * 1000;
+      // The test's clock set back (never Redis's): no claim that the new start is above the old versions.
+      if (this.base < this.highest) this.highest = 0;
+    }
+    this.changes++;
+  }
+
+  /**
+   * The meta is gone: the next change starts the version from the time again. The steps' injected clocks
+   * run ahead of Redis's and back: versions from them say nothing of the order of Redis's own (inbox.test.ts
+   * checks that a version never goes back on Redis's clock).
+   */
+  lost(): void {
+    this.highest = 0;
+    this.base = undefined;
+    this.changes = 0;
+  }
+
+  /** The version now, as the inbox must answer it (learning the base from `actual` when unknown). */
+  version(actual: number): number {
+    if (this.base === undefined && this.changes > 0) this.base = actual - this.changes;
+    const version = this.base === undefined ? actual : this.base + this.changes;
+    expect(version).toBeGreaterThanOrEqual(this.highest);
+    this.highest = version;
+    return version;
+  }
+}
+
+/** `unread` as `model` says it must be (its version checked against what came: see Model.version). */
+function expectUnread(actual: { count: number; version: number } | undefined, model: Model, label: string) {
+  expect(actual, label).toEqual({ count: model.unread.size, version: model.version(actual?.version ?? -1) });
 }
 
 describe('append-n.lua cached top, length and head', () => {
@@ -126,7 +169,7 @@ describe('append-n.lua cached top, length and head', () => {
       stream.map(([offset]) => offsetSeq(offset)),
       step,
     ).toEqual(model.entries.map((e) => e.seq));
-    expect(await inbox.unread(user), step).toEqual({ count: model.unread.size, version: model.version });
+    expectUnread(await inbox.unread(user), model, step);
     expect((await redis.smembers(keys.unread)).sort(), step).toEqual([...model.unread].sort());
     const cached = await cache(keys.meta);
     // Damaged on purpose (until the next append repairs it): only what the stream says is checked.
@@ -170,7 +213,7 @@ describe('append-n.lua cached top, length and head', () => {
           expect(offsetSeq(result.offset), label).toBe(expected.seq);
           expect(parseOffset(result.offset).ms, label).toBe(model.topMs);
         }
-        expect(result.unread, label).toEqual({ count: model.unread.size, version: model.version });
+        expectUnread(result.unread, model, label);
         await expectTtls(inbox, user, [id], label);
       } else if (roll < 0.55) {
         // Several notifications of this user in one script call (one event-loop turn), with retries of
@@ -203,12 +246,13 @@ describe('append-n.lua cached top, length and head', () => {
           }
         }
         // The call's last reply carries the count and version after all of it.
-        expect(results.at(-1)?.unread, label).toEqual({ count: model.unread.size, version: model.version });
+        expectUnread(results.at(-1)?.unread, model, label);
         await expectTtls(inbox, user, [...new Set(ids)], label);
       } else if (roll < 0.65) {
         const ids = model.entries.filter(() => next() < 0.5).map((e) => e.id);
         const result = await inbox.markRead(user, { ids: [...ids, 'not-mine'] });
         expect(result.changed, label).toBe(model.read(ids));
+        expectUnread(result.unread, model, label);
       } else if (roll < 0.7) {
         const upTo = pick(model.entries);
         if (upTo !== undefined) {
@@ -227,9 +271,10 @@ describe('append-n.lua cached top, length and head', () => {
       } else if (roll < 0.8) {
         await inbox.ack(user, model.entries.map((e) => e.id).slice(0, 3), 'test');
       } else if (roll < 0.84) {
-        // Damage: the meta hash lost (deleted, evicted, expired): the unread version starts again at 0.
+        // Damage: the meta hash lost (deleted, evicted, expired): the unread version starts again from the
+        // time, above every version before.
         await redis.del(keys.meta);
-        model.version = 0;
+        model.lost();
       } else if (roll < 0.9) {
         // Older-format meta: only `uv`, as written before the cached fields existed.
         await redis.hdel(keys.meta, 'c', 'n');
@@ -278,7 +323,7 @@ describe('append-n.lua cached top, length and head', () => {
       const expected = model.append(id, now);
       if (result.outcome !== 'appended') throw new Error(result.outcome);
       expect(offsetSeq(result.offset), `step ${step}`).toBe(expected.seq);
-      expect(result.unread, `step ${step}`).toEqual({ count: model.unread.size, version: model.version });
+      expectUnread(result.unread, model, `step ${step}`);
       if (next() < 0.1) await redis.hdel(keys.meta, 'c', 'n');
       if (next() < 0.1) {
         const ids = model.entries.slice(0, 2).map((e) => e.id);
@@ -293,7 +338,9 @@ describe('append-n.lua cached top, length and head', () => {
     const small = new Model(2, maxAgeMs);
     small.entries = model.entries;
     small.unread = model.unread;
-    small.version = model.version;
+    small.base = model.base;
+    small.changes = model.changes;
+    small.highest = model.highest;
     small.topSeq = model.topSeq;
     small.topMs = model.topMs;
     small.append('small', now);

@@ -84,7 +84,12 @@ describe('inbox', () => {
       offset: (first as { offset: string }).offset,
     });
     expect((await inbox.read(user)).entries).toHaveLength(1);
-    expect(await inbox.unread(user)).toEqual({ count: 1, version: 1 });
+    // One change (the first append), counted from where a new inbox's version starts.
+    expect(await inbox.unread(user)).toEqual({
+      count: 1,
+      version: (first as { unread: { version: number } }).unread.version,
+    });
+    expect(again.unread).toEqual({ count: 1, version: first.unread.version });
   });
 
   it('trims by length, reports the trimmed gap, and keeps the unread count exact', async () => {
@@ -240,6 +245,32 @@ describe('inbox', () => {
     const none = await inbox.markRead(user, { ids: ['n-1'] });
     expect(none.readAtMs).toBeGreaterThanOrEqual(read.readAtMs);
     expect((await inbox.markRead(user, { all: true })).readAtMs).toBeGreaterThanOrEqual(none.readAtMs);
+  });
+
+  it('the unread version never goes backwards when an idle inbox expires and comes back (a client keeps the highest)', async () => {
+    const { inbox, user } = setup();
+    for (let n = 1; n <= 4; n++) await inbox.append(notification(user, n));
+    const before = (await inbox.markRead(user, { ids: ['n-1', 'n-2'] })).unread;
+    expect(before.count).toBe(2);
+    // Its stream, meta and unread set expire together (one TTL): as if the user had been idle that long.
+    const keys = inbox.keys(user);
+    for (const key of [keys.stream, keys.meta, keys.unread]) await redis.del(key);
+    const idle = await inbox.unread(user);
+    expect(idle.count).toBe(0);
+    expect(idle.version).toBeGreaterThan(before.version);
+    const appended = await inbox.append(notification(user, 5));
+    if (appended.outcome !== 'appended') throw new Error(appended.outcome);
+    expect(appended.unread.count).toBe(1);
+    expect(appended.unread.version).toBeGreaterThan(idle.version);
+    // It goes on by one per change from there.
+    const read = await inbox.markRead(user, { ids: ['n-5'] });
+    expect(read.unread).toEqual({ count: 0, version: appended.unread.version + 1 });
+    expect(await inbox.unread(user)).toEqual(read.unread);
+    // A read that finds the unread set alone (its meta gone) does not start over either.
+    await inbox.append(notification(user, 6));
+    const last = (await inbox.unread(user)).version;
+    await redis.del(keys.meta);
+    expect((await inbox.markRead(user, { ids: ['n-6'] })).unread.version).toBeGreaterThan(last);
   });
 
   it('marks read by id, up to an offset, and all, with an exact count and growing version', async () => {
