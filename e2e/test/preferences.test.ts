@@ -1,6 +1,7 @@
 import type { PreferencesReply, TopicsReply } from '@herald/protocol';
 import { type AppProcess, redisUrl } from '@herald/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { API_KEY, gatewayCall, randomId, Stack, type TestClient, TRIO, waitFor } from './support/stack.js';
 
 describe('mutes and self-service topics (gateway, worker, realtime processes, real sockets)', () => {
@@ -160,6 +161,34 @@ describe('mutes and self-service topics (gateway, worker, realtime processes, re
     await waitFor(() => replay.received.some((event) => event.id === after), { what: 'unmuted one live' });
     replay.check([kept, keptOffline, after]);
   });
+  it('a body nested too deep to show (sent as raw frames, as a client of another language may) is refused as a topic not allowed, not as Redis unavailable', async () => {
+    const token = await stack.token(randomId('deep'), 3600, ['news']);
+    const ws = new WebSocket(`${realtime.url.replace(/^http/, 'ws')}/socket.io/?EIO=4&transport=websocket`);
+    const frames: string[] = [];
+    ws.on('message', (data) => {
+      const frame = data.toString();
+      if (frame === '2') ws.send('3'); // Engine.IO ping
+      frames.push(frame);
+    });
+    try {
+      await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+      ws.send(`40${JSON.stringify({ token })}`);
+      await waitFor(() => frames.some((frame) => frame.startsWith('40{')), { what: 'the namespace connect' });
+      let deep = '1';
+      for (let i = 0; i < 20_000; i++) deep = `[${deep}]`;
+      ws.send(`421["subscribe",{"topic":${deep}}]`);
+      ws.send(`422["subscribe",${deep}]`);
+      ws.send(`423["unsubscribe",{"topic":${deep}}]`);
+      for (const id of [1, 2, 3]) {
+        await waitFor(() => frames.some((frame) => frame.startsWith(`43${id}[`)), { what: `answer ${id}` });
+        const answer = JSON.parse(frames.find((frame) => frame.startsWith(`43${id}[`))?.slice(3) ?? '[]')[0];
+        expect(answer, `answer ${id}`).toMatchObject({ ok: false, code: 'HERALD_ERR_TOPIC_NOT_ALLOWED' });
+      }
+    } finally {
+      ws.close();
+    }
+  });
+
   it('a user subscribes themselves to the topics their token allows, and to no other', async () => {
     const user = randomId('carol');
     const minted = await call('POST', '/tokens', { userId: user, topics: ['news', 'sports', 'news'] });

@@ -29,3 +29,48 @@ describe('realtime SIGTERM while Redis is frozen', () => {
     }
   }, 60_000);
 });
+
+// A client's commands while Redis is frozen: each is answered HERALD_ERR_UNAVAILABLE once Redis has not
+// answered for a while, as when it is down, not held for as long as Redis stays frozen (a client without
+// a timeout of its own would wait for ever).
+describe('realtime commands while Redis is frozen', () => {
+  it('answers every command HERALD_ERR_UNAVAILABLE while Redis stays frozen', async () => {
+    const redis = await startRedisServer();
+    const stack = new Stack(redis.url);
+    let frozen = false;
+    try {
+      const realtime = await stack.start('realtime', 'rt-frozen-commands');
+      const client = stack.client(randomId('frozen'));
+      await client.connect(realtime.url);
+      redis.process.kill('SIGSTOP');
+      frozen = true;
+      const answers: Record<string, unknown> = {};
+      const commands: [string, unknown][] = [
+        ['ack', { ids: ['x'] }],
+        ['read', { ids: ['x'] }],
+        ['read-all', {}],
+        ['list', { limit: 5 }],
+        ['preferences', {}],
+        ['mute', { topics: ['t'] }],
+      ];
+      for (const [event, body] of commands) {
+        void client.command(event, body).then(
+          (answer) => (answers[event] = answer),
+          (error: unknown) => (answers[event] = String(error)),
+        );
+      }
+      // Answered while Redis is still frozen (it is resumed only after).
+      await waitFor(() => Object.keys(answers).length === commands.length, {
+        timeoutMs: 15_000,
+        what: 'every command answered',
+      });
+      for (const [event] of commands) {
+        expect(answers[event], event).toMatchObject({ ok: false, code: 'HERALD_ERR_UNAVAILABLE' });
+      }
+    } finally {
+      if (frozen) redis.process.kill('SIGCONT');
+      await stack.dispose();
+      await redis.dispose();
+    }
+  }, 60_000);
+});

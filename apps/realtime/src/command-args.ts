@@ -1,8 +1,34 @@
+import { settleWithin } from '@herald/config';
 import { InboxError, isOffset } from '@herald/inbox';
 import { type CommandReply, ErrorCode, type InboxOffset } from '@herald/protocol';
 import type { Logger } from 'pino';
 
 type Reply = (answer: CommandReply) => void;
+
+/**
+ * Longest a client command waits for Redis, ms: then it is answered `HERALD_ERR_UNAVAILABLE`, as when
+ * Redis is down. A frozen Redis (a paused host, a hung failover) keeps its connections and answers
+ * nothing; without a bound a client with no timeout of its own waits for as long. The command still
+ * runs to its end (every one is safe to send again).
+ */
+export const COMMAND_REDIS_MS = 2000;
+
+/** Why {@link withinCommandTime} gave up: answered as Redis unavailable. */
+export class CommandTimeoutError extends Error {
+  constructor() {
+    super(`Redis did not answer within ${COMMAND_REDIS_MS} ms`);
+    this.name = 'CommandTimeoutError';
+  }
+}
+
+const TIMED_OUT = Symbol('timed out');
+
+/** `work`, or a {@link CommandTimeoutError} once {@link COMMAND_REDIS_MS} have passed without it. */
+export async function withinCommandTime<T>(work: Promise<T>): Promise<T> {
+  const result = await settleWithin(work, COMMAND_REDIS_MS, TIMED_OUT);
+  if (result === TIMED_OUT) throw new CommandTimeoutError();
+  return result as T;
+}
 
 /**
  * The body and acknowledgement of a client command. A client that sends no body
@@ -47,7 +73,7 @@ export class CommandError extends Error {
 /**
  * Runs the command of `args` and acknowledges it (when the client asked): what `run` answers, or
  * `{ ok: false, code, error }` for bad input (`InboxError`, `CommandError`), else
- * `HERALD_ERR_UNAVAILABLE` (Redis).
+ * `HERALD_ERR_UNAVAILABLE` (Redis failed, or did not answer within {@link COMMAND_REDIS_MS}).
  */
 export function answerCommand<Answer>(
   args: readonly unknown[],
@@ -55,7 +81,7 @@ export function answerCommand<Answer>(
   log: Logger,
 ): void {
   const [body, reply] = commandArgs(args) as [unknown, ((answer: unknown) => void) | undefined];
-  run(body).then(
+  withinCommandTime(run(body)).then(
     (result) => reply?.(result),
     (error: unknown) => {
       if (error instanceof InboxError || error instanceof CommandError) {

@@ -1,6 +1,7 @@
 import { type Inbox, isOffset, MAX_PAGE } from '@herald/inbox';
 import { ErrorCode, type ListReply } from '@herald/protocol';
 import type { Logger } from 'pino';
+import { withinCommandTime } from './command-args.js';
 
 /** What a `list` body may hold. */
 const LIST_KEYS = new Set(['after', 'before', 'newest', 'limit']);
@@ -64,12 +65,14 @@ export async function listPage(
   try {
     return {
       ok: true,
-      ...(await userInbox.list(userId, {
-        after: after as string | undefined,
-        before: before as string | undefined,
-        newest: newest === true,
-        limit: limit as number,
-      })),
+      ...(await withinCommandTime(
+        userInbox.list(userId, {
+          after: after as string | undefined,
+          before: before as string | undefined,
+          newest: newest === true,
+          limit: limit as number,
+        }),
+      )),
     };
   } catch (error) {
     log.warn({ err: error }, 'list failed');

@@ -19,7 +19,7 @@ import { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { Socket } from 'socket.io';
-import { commandArgs } from './command-args.js';
+import { commandArgs, withinCommandTime } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
 
 type HeraldSocket = Socket<ClientToServerEvents, ServerToClientEvents, Record<string, never>, SocketData>;
@@ -104,7 +104,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
           allowPrivate: push.allowPrivate,
         });
         if ('code' in checked) return answer({ ok: false, ...checked });
-        store.add(tenantId, userId, checked).then(
+        withinCommandTime(store.add(tenantId, userId, checked)).then(
           ({ count, replaced }) =>
             answer({ ok: true, subscriptions: count, ...(replaced ? { replaced } : {}) }),
           (error: unknown) => {
@@ -124,7 +124,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
             error: 'Expected { endpoint: string }: the endpoint of the subscription to remove',
           });
         }
-        store.remove(tenantId, userId, endpoint).then(
+        withinCommandTime(store.remove(tenantId, userId, endpoint)).then(
           (count) => answer({ ok: true, subscriptions: count }),
           (error: unknown) => {
             log.warn({ err: error }, 'push-unsubscribe failed');

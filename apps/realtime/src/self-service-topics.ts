@@ -4,6 +4,15 @@ import type { Logger } from 'pino';
 import type { Socket } from 'socket.io';
 import { answerCommand, CommandError } from './command-args.js';
 
+/** `value` as JSON, at most 80 characters; one nested too deep to write (a RangeError) is said so. */
+function shown(value: unknown): string {
+  try {
+    return String(JSON.stringify(value)).slice(0, 80);
+  } catch {
+    return 'a value nested too deep to show';
+  }
+}
+
 /**
  * The `topics`, `subscribe` and `unsubscribe` events of one socket: its own user subscribes to and
  * unsubscribes from the topics its token allows (`allowed`, the token's `topics`, set by the backend in
@@ -28,7 +37,7 @@ export function listenToTopics(
       const topic = isObject(body) ? body.topic : undefined;
       if (topic === undefined) {
         // `emit('subscribe', 'news')` or `{ name: 'news' }`: told what was sent, not that "undefined" is not allowed.
-        const sent = body === undefined ? 'nothing' : JSON.stringify(body).slice(0, 80);
+        const sent = body === undefined ? 'nothing' : shown(body);
         throw new CommandError(
           ErrorCode.TOPIC_NOT_ALLOWED,
           `${action} takes { topic }, not ${sent} (${allows}).`,
@@ -37,7 +46,7 @@ export function listenToTopics(
       if (typeof topic !== 'string' || !allowed.includes(topic)) {
         throw new CommandError(
           ErrorCode.TOPIC_NOT_ALLOWED,
-          `This token does not let the user ${subscribe ? 'subscribe to' : 'unsubscribe from'} ${JSON.stringify(topic).slice(0, 80)} (${allows}): the backend sets them in POST /tokens \`topics\`.`,
+          `This token does not let the user ${subscribe ? 'subscribe to' : 'unsubscribe from'} ${shown(topic)} (${allows}): the backend sets them in POST /tokens \`topics\`.`,
         );
       }
       await (subscribe ? topics.subscribe(topic, [userId]) : topics.unsubscribe(topic, [userId]));

@@ -353,10 +353,7 @@ export class TestClient {
   }
 
   /** Sends `event` and waits for the server's answer. */
-  async command(
-    event: 'ack' | 'read' | 'read-all',
-    body: unknown,
-  ): Promise<{ ok: boolean; changed?: number; code?: string }> {
+  async command(event: string, body: unknown): Promise<{ ok: boolean; changed?: number; code?: string }> {
     const socket = this.socket;
     if (!socket) throw new Error('not connected');
     return socket.timeout(20_000).emitWithAck(event, body);
