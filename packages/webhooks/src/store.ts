@@ -35,6 +35,7 @@ export type ResumeResult =
 export type HoldOutcome = 'held' | 'deliver' | 'no-webhook';
 
 const HOLD = 'heraldWebhookHold';
+const UPDATE = 'heraldWebhookUpdate';
 
 /**
  * Each tenant's webhook in Redis, under the gateway's key prefix (`HERALD_KEY_PREFIX`):
@@ -56,6 +57,22 @@ export class WebhookStore {
         lua: readFileSync(new URL('./hold-2.lua', import.meta.url), 'utf8'),
       });
     }
+    if (!(UPDATE in redis)) {
+      redis.defineCommand(UPDATE, {
+        numberOfKeys: 2,
+        lua: readFileSync(new URL('./update-2.lua', import.meta.url), 'utf8'),
+      });
+    }
+  }
+
+  /** update-2.lua: `op` on `tenantId`'s webhook only while it exists (null when it does not). */
+  #update(tenantId: string, op: string, ...args: string[]): Promise<unknown> {
+    return (this.#redis as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>)[UPDATE]?.(
+      this.#key(tenantId),
+      this.#heldKey(tenantId),
+      op,
+      ...args,
+    ) as Promise<unknown>;
   }
 
   #key(tenantId: string): string {
@@ -113,17 +130,20 @@ export class WebhookStore {
     // that a webhook is never missing from it; `list` skips a tenant listed without one.
     await this.#redis.sadd(this.#indexKey(), tenantId);
     // HSETNX: of two concurrent creations, one secret wins, and each answer says which.
-    const [[, created]] = (await this.#redis
+    // Read back in the same MULTI: the answer is what this write left, not another request's after it.
+    const results = (await this.#redis
       .multi()
       .hsetnx(key, 'secret', secret)
       .hsetnx(key, 'createdAt', now)
       .hsetnx(key, 'state', 'active')
       .hsetnx(key, 'failures', '0')
       .hset(key, { url: options.url, events, updatedAt: now })
-      .exec()) as [[null, number]];
-    const webhook = await this.get(tenantId);
-    if (!webhook) throw new Error(`webhook of ${tenantId} deleted while it was set`);
-    return { created: created === 1, webhook: created === 1 ? { ...webhook, secret } : webhook };
+      .hgetall(key)
+      .llen(this.#heldKey(tenantId))
+      .exec()) as [null, unknown][];
+    const created = results[0]?.[1] === 1;
+    const webhook = view(tenantId, results[5]?.[1] as Record<string, string>, results[6]?.[1] as number);
+    return { created, webhook: created ? { ...webhook, secret } : webhook };
   }
 
   /** Deletes the webhook of `tenantId` and its held messages; false when there was none. */
@@ -143,16 +163,15 @@ export class WebhookStore {
    * {@link PREVIOUS_SECRET_MS} (each message then carries two `v1,` signatures). Undefined without a webhook.
    */
   async rotate(tenantId: string): Promise<WebhookWithSecret | undefined> {
-    const key = this.#key(tenantId);
-    const current = await this.#redis.hget(key, 'secret');
-    if (!current) return undefined;
     const secret = generateSecret();
-    await this.#redis.hset(key, {
+    const rotated = await this.#update(
+      tenantId,
+      'rotate',
       secret,
-      previousSecret: current,
-      previousSecretUntil: String(Date.now() + PREVIOUS_SECRET_MS),
-      updatedAt: new Date().toISOString(),
-    });
+      String(Date.now() + PREVIOUS_SECRET_MS),
+      new Date().toISOString(),
+    );
+    if (rotated === null) return undefined;
     const webhook = await this.get(tenantId);
     return webhook ? { ...webhook, secret } : undefined;
   }
@@ -170,14 +189,11 @@ export class WebhookStore {
     const [state, waiting] = await Promise.all([this.#redis.hget(key, 'state'), this.#redis.llen(heldKey)]);
     if (state === null) return { outcome: 'missing' };
     if (state !== 'parked' && waiting === 0) return { outcome: 'not-parked' };
-    // One MULTI: a message held (hold-2.lua) is either in this read or sees `active` and is sent.
-    const results = (await this.#redis
-      .multi()
-      .hset(key, { state: 'active', failures: '0', updatedAt: new Date().toISOString() })
-      .hdel(key, 'parkedAt')
-      .lrange(heldKey, 0, -1)
-      .exec()) as [null, unknown][];
-    const held = ((results[2]?.[1] ?? []) as string[]).map((json) => JSON.parse(json) as WebhookJob);
+    // One script: a message held (hold-2.lua) is either in this read or sees `active` and is sent; a
+    // webhook deleted meanwhile is not brought back.
+    const listed = (await this.#update(tenantId, 'resume', new Date().toISOString())) as string[] | null;
+    if (listed === null) return { outcome: 'missing' };
+    const held = listed.map((json) => JSON.parse(json) as WebhookJob);
     const resent = await requeue(held);
     // Those read above are the list's first entries: messages held since (parked again) stay after them.
     if (held.length > 0) await this.#redis.ltrim(heldKey, held.length, -1);
@@ -203,11 +219,8 @@ export class WebhookStore {
 
   /** A 2xx: the endpoint's failures in a row start again from 0. */
   async succeeded(tenantId: string): Promise<void> {
-    const key = this.#key(tenantId);
-    // Only if the webhook still exists (HSET on a deleted one would bring back a half record).
-    if ((await this.#redis.exists(key)) === 1) {
-      await this.#redis.hset(key, { failures: '0', lastSuccessAt: new Date().toISOString() });
-    }
+    // Only while the webhook exists (an HSET on a deleted one would bring back a half record).
+    await this.#update(tenantId, 'succeeded', new Date().toISOString());
   }
 
   /**
@@ -215,20 +228,14 @@ export class WebhookStore {
    * new messages held until `resume`). Answers whether it is parked now.
    */
   async failed(tenantId: string, error: string, parkAfter: number): Promise<boolean> {
-    const key = this.#key(tenantId);
-    if ((await this.#redis.exists(key)) !== 1) return false;
-    const [[, failures]] = (await this.#redis
-      .multi()
-      .hincrby(key, 'failures', 1)
-      .hset(key, 'lastError', error.slice(0, 500))
-      .exec()) as [[null, number]];
-    if (failures < parkAfter) return false;
-    await this.#redis
-      .multi()
-      .hset(key, 'state', 'parked')
-      .hsetnx(key, 'parkedAt', new Date().toISOString())
-      .exec();
-    return true;
+    const failures = (await this.#update(
+      tenantId,
+      'failed',
+      error.slice(0, 500),
+      String(parkAfter),
+      new Date().toISOString(),
+    )) as number | null;
+    return failures !== null && failures >= parkAfter;
   }
 }
 
