@@ -29,6 +29,14 @@ describe('validation: every problem is a 4xx naming the field', () => {
     ['priority 2097152', { userId: 'a', payload: {}, priority: 2_097_152 }, 'body.priority'],
     ['a negative delayMs', { userId: 'a', payload: {}, delayMs: -1 }, 'body.delayMs'],
     ['a ttlMs below 1 s', { userId: 'a', payload: {}, ttlMs: 10 }, 'body.ttlMs'],
+    // It would expire before it could be delivered: never a 202 for a send that can only expire.
+    ['a ttlMs not above its delayMs', { userId: 'a', payload: {}, ttlMs: 1000, delayMs: 2000 }, 'body.ttlMs'],
+    ['a ttlMs equal to its delayMs', { userId: 'a', payload: {}, ttlMs: 5000, delayMs: 5000 }, 'body.ttlMs'],
+    [
+      'a topic send whose ttlMs is not above its delayMs',
+      { topic: 't', payload: {}, ttlMs: 1000, delayMs: 1000 },
+      'body.ttlMs',
+    ],
     ['an empty dedupeKey', { userId: 'a', payload: {}, dedupeKey: '' }, 'body.dedupeKey'],
     ['a topic with a space', { userId: 'a', payload: {}, topic: 'a b' }, 'body.topic'],
     ['a string number for priority', { userId: 'a', payload: {}, priority: '3' }, 'body.priority'],
@@ -171,6 +179,30 @@ describe('operations', () => {
     expect(response.body).toMatch(
       /herald_ratelimit_decisions_total\{policy="sender",outcome="allowed"\} [1-9]/,
     );
+  });
+
+  it('a batch item whose ttlMs is not above its delayMs is rejected alone, naming its field', async () => {
+    const response = await app.inject({
+      method: 'POST',
+      url: '/notify/batch',
+      headers: auth,
+      payload: {
+        notifications: [
+          { userId: 'ttl-ok', payload: {}, ttlMs: 3000, delayMs: 2000 },
+          { userId: 'ttl-bad', payload: {}, ttlMs: 1000, delayMs: 2000 },
+        ],
+      },
+    });
+    expect(response.statusCode).toBe(202);
+    const { results } = response.json<{
+      results: { status: string; code?: string; details?: { field: string }[] }[];
+    }>();
+    expect(results[0]?.status).toBe('queued');
+    expect(results[1]).toMatchObject({
+      status: 'rejected',
+      code: 'HERALD_ERR_VALIDATION',
+      details: [{ field: 'body.notifications.1.ttlMs' }],
+    });
   });
 
   it('serves an OpenAPI 3 document generated from the route schemas, and interactive docs', async () => {

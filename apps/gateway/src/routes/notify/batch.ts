@@ -11,6 +11,7 @@ import { ErrorCode, HttpError } from '../../errors.js';
 import { jsonProblem, RefusedItem } from '../../plugins/app/json-body.js';
 import { compileBodySchema, issueDetails } from '../../plugins/app/validation.js';
 import { escalationRefusal } from './escalation.js';
+import { timingProblem } from './target.js';
 
 export type NotifyItem = Static<typeof NotifyRequest>;
 
@@ -135,8 +136,14 @@ export async function sortBatch(request: FastifyRequest): Promise<void> {
       });
       return;
     }
+    const timing = timingProblem(item, root);
     const problem =
       payloadProblem(item.payload, `${root}.payload`, inBytes) ??
+      (timing && {
+        code: ErrorCode.VALIDATION,
+        error: `Invalid notification: ${timing.field} ${timing.message}`,
+        details: [timing],
+      }) ??
       escalationRefusal(request, item, `${root}.escalateAfterMs`);
     if (problem) {
       const { code, error, details } = problem;

@@ -9,12 +9,28 @@ import { ErrorCode, HttpError } from '../../errors.js';
 export function checkTarget(request: FastifyRequest): void {
   const body = request.body as Partial<NotifySendRequest> | null;
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return;
-  const problem = targetProblem(body);
+  const problem = targetProblem(body) ?? timingProblem(body);
   if (problem) {
     throw new HttpError(ErrorCode.VALIDATION, `Invalid request: ${problem.field} ${problem.message}`, {
       details: [problem],
     });
   }
+}
+
+/**
+ * A `ttlMs` not above the `delayMs` of the same send (both count from acceptance): it could only expire,
+ * so it is never accepted. Undefined when fine, or when either is not a number (the schema's to name).
+ */
+export function timingProblem(
+  body: { ttlMs?: unknown; delayMs?: unknown },
+  root = 'body',
+): { field: string; message: string } | undefined {
+  const { ttlMs, delayMs } = body;
+  if (typeof ttlMs !== 'number' || typeof delayMs !== 'number' || ttlMs > delayMs) return undefined;
+  return {
+    field: `${root}.ttlMs`,
+    message: `must be more than delayMs (${delayMs}): both count from acceptance, so it would expire before it could be delivered`,
+  };
 }
 
 function targetProblem(body: Partial<NotifySendRequest>): { field: string; message: string } | undefined {
