@@ -132,6 +132,20 @@ describe('a user’s inbox over REST', () => {
       payload: { ids: [] },
     });
     expect(badBody.statusCode).toBe(400);
+    // An upTo of an offset's shape that no inbox holds: as the listing's, a 400 naming body.upTo.
+    for (const upTo of ['99999999999999999999-0', '1-99999999999999999999']) {
+      const response = await app.inject({
+        method: 'POST',
+        url: `/users/${userId}/notifications/read`,
+        headers: auth,
+        payload: { all: true, upTo },
+      });
+      expect(response.statusCode, upTo).toBe(400);
+      const body = response.json<{ code: string; error: string; details: { field: string }[] }>();
+      expect(body.code, upTo).toBe('HERALD_ERR_VALIDATION');
+      expect(body.details?.[0]?.field, upTo).toBe('body.upTo');
+      expect(body.error, upTo).toContain('body.upTo');
+    }
     expect((await app.inject({ method: 'GET', url: `/users/${userId}/notifications` })).statusCode).toBe(401);
   });
 

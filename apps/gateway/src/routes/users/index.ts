@@ -98,6 +98,7 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
     async (request) => {
       const { userId } = request.params;
       const body = request.body;
+      if ('upTo' in body && body.upTo !== undefined && !isOffset(body.upTo)) throw notAnOffset('body.upTo');
       const { tenantId } = request.identity;
       const inbox = app.inbox.tenant(tenantId);
       const result = await app.inboxCall('The inbox (Redis)', () =>
@@ -118,6 +119,16 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
 
 export default userRoutes;
 
+const NOT_AN_OFFSET =
+  'is not an inbox offset: <ms>-<seq>, each at most 15 digits (the offset of a notification)';
+
+/** The 400 for `field`, of an offset's shape (the schema's) but no offset an inbox can hold. */
+function notAnOffset(field: string): HttpError {
+  return new HttpError(ErrorCode.VALIDATION, `Invalid request: ${field} ${NOT_AN_OFFSET}`, {
+    details: [{ field, message: NOT_AN_OFFSET }],
+  });
+}
+
 /**
  * The listing's query as the inbox takes it, else a 400 naming the parameter: `after` with `before` or
  * `newest`, an offset of the schema's shape that no inbox holds (more than 15 digits a part).
@@ -136,12 +147,8 @@ function checkListQuery(query: {
   }
   for (const name of ['after', 'before'] as const) {
     const value = query[name];
-    if (value !== undefined && !isOffset(value)) {
-      problems.push({
-        field: `querystring.${name}`,
-        message: 'is not an inbox offset: <ms>-<seq>, each at most 15 digits (the offset of a notification)',
-      });
-    }
+    if (value !== undefined && !isOffset(value))
+      problems.push({ field: `querystring.${name}`, message: NOT_AN_OFFSET });
   }
   const [first] = problems;
   if (first !== undefined) {
