@@ -83,6 +83,25 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
     expect(JSON.parse(answer.body).error).toMatch(message);
   });
 
+  it('a badly percent-encoded path is a 400 saying so, and the connection is closed (as the README says)', async () => {
+    const socket = await open(port);
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => {});
+    let closed = false;
+    socket.once('close', () => {
+      closed = true;
+    });
+    // No half-close: the server closes it, having answered.
+    socket.write('GET /hea%zzlthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await waitFor(() => closed, { timeoutMs: 5000, what: 'the server to close the connection' });
+    const answer = parseAnswer(Buffer.concat(received).toString());
+    expect(answer?.status).toBe(400);
+    expect(answer?.headers.connection).toBe('close');
+    expectHeraldError(answer?.body ?? '', 'HERALD_ERR_BAD_REQUEST');
+    expect(JSON.parse(answer?.body ?? '{}').error).toMatch(/percent-encoding/);
+  });
+
   it('a transfer coding other than chunked alone is a 400 naming it, not ignored', async () => {
     // Node decodes chunked only: "deflate, chunked" was read as if the body were not deflated.
     const json = Buffer.from('{"userId":"u"}');

@@ -122,10 +122,14 @@ function frameworkErrors(error: FastifyError, request: FastifyRequest, reply: Fa
     });
     return;
   }
-  void reply.code(400).send({
-    error: `Malformed path ${JSON.stringify(request.url.split('?')[0])}: check its percent-encoding.`,
-    code: ErrorCode.BAD_REQUEST,
-  });
+  // Closed after the answer, as the other malformed requests are (a body sent with it is not read on).
+  void reply
+    .code(400)
+    .header('connection', 'close')
+    .send({
+      error: `Malformed path ${JSON.stringify(request.url.split('?')[0])}: check its percent-encoding.`,
+      code: ErrorCode.BAD_REQUEST,
+    });
 }
 
 /**
