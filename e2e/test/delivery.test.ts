@@ -227,6 +227,11 @@ describe('delivery: inbox, replay, acks, read state (2 realtime instances + 1 wo
     await expect(client.connect(a.url, 'not-an-offset')).rejects.toMatchObject({
       data: { code: 'HERALD_ERR_OFFSET_INVALID' },
     });
+    // null, as clients of other languages send an optional field they leave out: absent, live from now.
+    const nullOffset = stack.client(randomId('null-offset'));
+    await nullOffset.connect(a.url, undefined, { lastOffset: null });
+    expect(nullOffset.synced.at(-1)).toMatchObject({ replayed: 0 });
+    nullOffset.disconnect();
     const limited = await stack.start('realtime', 'rt-limited', {
       HERALD_MAX_CONNECTIONS_PER_USER: '2',
       HERALD_PING_INTERVAL_MS: '1000',

@@ -184,7 +184,10 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
         () => refuse(code, message),
       );
     };
-    const { token, lastOffset } = (socket.handshake.auth ?? {}) as Record<string, unknown>;
+    const auth = (socket.handshake.auth ?? {}) as Record<string, unknown>;
+    // null is absent (clients of other languages send an optional field they leave out so): live from now.
+    if (auth.lastOffset === null) delete auth.lastOffset;
+    const { token, lastOffset } = auth;
     if (lastOffset !== undefined && !isOffset(lastOffset)) {
       refuseUnauthenticated(
         HandshakeErrorCode.OFFSET_INVALID,
