@@ -152,6 +152,9 @@ describe('POST /notify/batch', () => {
     ]);
     expect(refused.statusCode).toBe(429);
     expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'recipient' });
+    // As /notify's 429: both policies in RateLimit, the sender's with what it has left.
+    expect(refused.headers['ratelimit-policy']).toMatch(/^"sender";q=\d+;w=\d+, "recipient";q=3;w=\d+$/);
+    expect(refused.headers.ratelimit).toMatch(/^"sender";r=\d+;t=\d+, "recipient";r=\d+;t=\d+$/);
     expect(await everyPartition(app).count()).toBe(3);
     // dave's token was not consumed by the refused batch: he still has 2.
     const dave = await batch(app, [
@@ -161,6 +164,22 @@ describe('POST /notify/batch', () => {
     expect(dave.statusCode).toBe(202);
     expect((await batch(app, [{ userId: 'carol', payload: {} }])).statusCode).toBe(202);
     expect((await batch(app, [{ userId: 'carol', payload: {} }])).statusCode).toBe(429);
+    // Refused from memory (the deny cache, no Redis call) once Redis refused her: RateLimit-Policy still
+    // names both policies, RateLimit the one that refused (the sender's tokens are not known without
+    // asking Redis), /notify and a batch alike, as the README says.
+    for (const answer of [
+      await app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: auth,
+        payload: { userId: 'carol', payload: {} },
+      }),
+      await batch(app, [{ userId: 'carol', payload: {} }]),
+    ]) {
+      expect(answer.statusCode).toBe(429);
+      expect(answer.headers['ratelimit-policy']).toMatch(/^"sender";q=\d+;w=\d+, "recipient";q=3;w=\d+$/);
+      expect(answer.headers.ratelimit).toMatch(/^"recipient";r=0;t=\d+$/);
+    }
   });
 });
 
