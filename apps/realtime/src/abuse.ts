@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import proxyAddr from '@fastify/proxy-addr';
-import { createRedis } from '@herald/config';
+import { connectionErrorLog, createRedis } from '@herald/config';
 import { MAX_PAGE } from '@herald/inbox';
 import { type CommandReply, ErrorCode } from '@herald/protocol';
 import { RateLimiter, type RateLimitResult } from '@herald/rate-limiter';
@@ -76,7 +76,7 @@ export class AbuseLimits {
       { url: connection.redisUrl, clusterNodes: connection.redisClusterNodes },
       'producer',
     );
-    this.#redis.on('error', (error) => log.warn({ err: error }, 'redis (abuse limits) connection error'));
+    this.#redis.on('error', connectionErrorLog(log, 'redis (abuse limits) connection error'));
     const logger = {
       warn: (details: Record<string, unknown>, message: string) => log.warn(details, message),
     };

@@ -1,4 +1,4 @@
-import { createRedis, QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
+import { connectionErrorLog, createRedis, QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { AckResult, Inbox } from '@herald/inbox';
 import {
   type ClientToServerEvents,
@@ -64,7 +64,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
         connection: cluster ?? { url: config.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
       })
     : undefined;
-  queue?.on('error', (error) => log.warn({ err: error }, 'escalation queue error'));
+  queue?.on('error', connectionErrorLog(log, 'escalation queue error'));
 
   async function cancel(inbox: Inbox, userId: string, acked: AckResult): Promise<void> {
     const keys = inbox.keys(userId);

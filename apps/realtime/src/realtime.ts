@@ -1,6 +1,7 @@
 import { createServer, type Server as HttpServer } from 'node:http';
 import {
   checkWritable,
+  connectionErrorLog,
   createRedis,
   DeploymentFingerprint,
   listenFailure,
@@ -97,8 +98,8 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     config.redisClusterNodes && config.pubsubMode === 'sharded'
       ? createRedis(target, 'plain', {}, { shardedSubscribers: true, slotsRefreshInterval: 1000 })
       : createRedis(target, 'plain');
-  pub.on('error', (error) => log.warn({ err: error }, 'redis (pub) connection error'));
-  sub.on('error', (error) => log.warn({ err: error }, 'redis (sub) connection error'));
+  pub.on('error', connectionErrorLog(log, 'redis (pub) connection error'));
+  sub.on('error', connectionErrorLog(log, 'redis (sub) connection error'));
   // Tokens are judged by Redis's clock, which the gateway mints them by (this machine's may be off).
   const clock = new RedisClock(pub);
   const inbox = new Inbox(pub, config.inbox);

@@ -1,4 +1,4 @@
-import { QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
+import { connectionErrorLog, QUEUE_OPTIONS, REDIS_ROLE_OPTIONS } from '@herald/config';
 import type { Inbox } from '@herald/inbox';
 import { DEFAULT_TENANT, type EscalationStatus, type NotificationJob } from '@herald/protocol';
 import {
@@ -68,7 +68,7 @@ export async function startEscalations(options: {
     prefix: options.queue.prefix,
     connection,
   });
-  queue.on('error', (error) => log.warn({ err: error }, 'escalation queue error'));
+  queue.on('error', connectionErrorLog(log, 'escalation queue error'));
   const markerOf = (data: Pick<EscalationJob, 'tenantId' | 'userId' | 'id'>) =>
     inbox.tenant(data.tenantId).keys(data.userId).marker(data.id);
 
@@ -145,7 +145,7 @@ export async function startEscalations(options: {
     concurrency: ESCALATE_CONCURRENCY,
     connection,
   });
-  worker.on('error', (error) => log.warn({ err: error }, 'escalation worker error'));
+  worker.on('error', connectionErrorLog(log, 'escalation worker error'));
   worker.on('completed', (job, result) => {
     metrics.escalations.inc({ outcome: result.state });
     log.info({ notificationId: job.data.id, escalation: result }, 'escalation settled');

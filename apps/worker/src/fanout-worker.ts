@@ -1,4 +1,4 @@
-import { createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
+import { connectionErrorLog, createRedis, REDIS_ROLE_OPTIONS } from '@herald/config';
 import { type FanoutJob, fanoutQueueName } from '@herald/protocol';
 import { Worker } from 'bullmq';
 import type { Logger } from 'pino';
@@ -63,7 +63,7 @@ export async function startFanoutWorker(
       final ? 'fan-out failed for good' : 'fan-out attempt failed; will resume from its checkpoint',
     );
   });
-  worker.on('error', (error) => log.warn({ err: error }, 'fan-out worker error'));
+  worker.on('error', connectionErrorLog(log, 'fan-out worker error'));
   await worker.waitUntilReady();
   return {
     worker,

@@ -1,4 +1,5 @@
 import {
+  connectionErrorLog,
   earlierLayouts,
   layoutRegistryKey,
   QUEUE_OPTIONS,
@@ -139,7 +140,7 @@ export class Leftovers {
     let probe = this.#probes.get(key);
     if (probe === undefined) {
       probe = new Queue(ref.name, { ...QUEUE_OPTIONS, prefix: ref.prefix, connection: this.#options.redis });
-      probe.on('error', (error) => this.#options.log.warn({ err: error, prefix: ref.prefix }, 'queue error'));
+      probe.on('error', connectionErrorLog(this.#options.log, 'queue error', { prefix: ref.prefix }));
       this.#probes.set(key, probe);
     }
     return probe;
@@ -155,7 +156,7 @@ export class Leftovers {
       connection: options.connection,
     });
     worker.on('failed', (job, error) => options.onFailed(job, error));
-    worker.on('error', (error) => options.log.warn({ err: error, prefix: ref.prefix }, 'worker error'));
+    worker.on('error', connectionErrorLog(options.log, 'worker error', { prefix: ref.prefix }));
     return { ref, worker };
   }
 

@@ -1,4 +1,4 @@
-import { REDIS_ROLE_OPTIONS } from '@herald/config';
+import { connectionErrorLog, REDIS_ROLE_OPTIONS } from '@herald/config';
 import { type WebhookJob, webhookQueueName } from '@herald/protocol';
 import {
   type DeliveryOutcome,
@@ -92,7 +92,7 @@ export async function startWebhookWorker(options: {
       connection: options.cluster ?? { url: options.redisUrl, ...REDIS_ROLE_OPTIONS.worker },
     },
   );
-  worker.on('error', (error) => log.warn({ err: error }, 'webhook worker error'));
+  worker.on('error', connectionErrorLog(log, 'webhook worker error'));
   await worker.waitUntilReady();
   return {
     worker,

@@ -1,5 +1,6 @@
 import {
   checkWritable,
+  connectionErrorLog,
   createRedis,
   jobCountsOf,
   QUEUE_OPTIONS,
@@ -168,7 +169,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
   );
   // On Redis Cluster BullMQ takes a Cluster client (the queue prefix `{herald}` keeps a queue in one slot).
   const bullConnection = config.redisClusterNodes ? createRedis(target, 'worker') : undefined;
-  redis.on('error', (error) => log.warn({ err: error }, 'redis connection error'));
+  redis.on('error', connectionErrorLog(log, 'redis connection error'));
   // Redis's clock: when a delayed job is due (see earlyByMs), the times of webhook events and requests.
   const clock = new RedisClock(redis);
   await clock.sync();
@@ -391,7 +392,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
       },
     );
     partitionWorker.on('failed', (job, error) => onFailed(job, error));
-    partitionWorker.on('error', (error) => log.warn({ err: error, prefix }, 'worker error'));
+    partitionWorker.on('error', connectionErrorLog(log, 'worker error', { prefix }));
     return partitionWorker;
   });
   const [worker] = workers;

@@ -2,6 +2,7 @@ export * from './app-env.js';
 export * from './credentials.js';
 export * from './deployment.js';
 export * from './env.js';
+export * from './error-streaks.js';
 export * from './http-checks.js';
 export * from './listen-errors.js';
 export * from './logging.js';

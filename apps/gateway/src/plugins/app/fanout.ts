@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { QUEUE_OPTIONS } from '@herald/config';
+import { connectionErrorLog, QUEUE_OPTIONS } from '@herald/config';
 import { Topics } from '@herald/inbox';
 import {
   FANOUT_JOB_NAME,
@@ -51,7 +51,7 @@ export default fp(
       prefix: config.queue.prefix,
       connection: app.queueConnection,
     });
-    queue.on('error', (error) => app.log.warn({ err: error }, 'fan-out queue connection error'));
+    queue.on('error', connectionErrorLog(app.log, 'fan-out queue connection error'));
     app.decorate('fanoutQueue', queue);
     app.decorate('fanoutStatusOf', (tenantId: string, id: string, userId?: string) =>
       fanoutStatusOf(queue, app.topics, app.inbox, tenantId, id, userId),

@@ -1,4 +1,5 @@
 import {
+  connectionErrorLog,
   connectionOf,
   earlierLayouts,
   partitionOf,
@@ -84,7 +85,7 @@ export default fp(
     await connectAtStart(app, connection, 'queue');
     const queues = queuePartitions(config.queue).map(({ name, prefix }) => {
       const queue = new Queue<NotificationJob>(name, { ...QUEUE_OPTIONS, prefix, connection });
-      queue.on('error', (error) => app.log.warn({ err: error, prefix }, 'queue connection error'));
+      queue.on('error', connectionErrorLog(app.log, 'queue connection error', { prefix }));
       return queue;
     });
     const [queue] = queues;
@@ -144,9 +145,7 @@ export default fp(
             prefix: ref.prefix,
             connection,
           });
-          queue.on('error', (error) =>
-            app.log.warn({ err: error, prefix: ref.prefix }, 'queue connection error'),
-          );
+          queue.on('error', connectionErrorLog(app.log, 'queue connection error', { prefix: ref.prefix }));
           earlier.set(key, queue);
         }
         for (const [key, queue] of earlier) {

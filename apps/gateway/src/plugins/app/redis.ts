@@ -1,4 +1,4 @@
-import { createRedis, RedisClock } from '@herald/config';
+import { connectionErrorLog, createRedis, RedisClock } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
@@ -117,7 +117,7 @@ export function producerConnection(
     extra,
     cluster,
   );
-  connection.on('error', (error) => app.log.warn({ err: error }, `${what} connection error`));
+  connection.on('error', connectionErrorLog(app.log, `${what} connection error`));
   return connection;
 }
 

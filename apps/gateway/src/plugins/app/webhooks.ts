@@ -1,3 +1,4 @@
+import { connectionErrorLog } from '@herald/config';
 import { WebhookEvents, WebhookStore } from '@herald/webhooks';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
@@ -21,7 +22,7 @@ export default fp(
       connection: app.queueConnection,
       now: () => app.clock.now(),
     });
-    events.queue.on('error', (error) => app.log.warn({ err: error }, 'webhook queue connection error'));
+    events.queue.on('error', connectionErrorLog(app.log, 'webhook queue connection error'));
     app.decorate('webhooks', { store, events });
     app.addHook('onClose', async () => {
       await events.close();
