@@ -50,7 +50,7 @@ export const BODY_LIMIT_BYTES = 64 * 1024;
  */
 export async function buildApp(config: GatewayConfig): Promise<FastifyInstance> {
   const app = Fastify({
-    loggerInstance: createLogger(config.log) as FastifyBaseLogger,
+    loggerInstance: createLogger(config.log, 'gateway') as FastifyBaseLogger,
     // One line per request (see OneLinePerRequest), at info: below that level, skip even building it
     // (measurable on a denied flood, where a request costs ~25 µs in all).
     logController: new OneLinePerRequest({

@@ -120,6 +120,7 @@ export async function serveHttp(
   });
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
-  app.log.info({ port, service: options.service }, 'listening');
+  // The service is the logger's own field (createLogger(settings, service)): not written twice.
+  app.log.info({ port }, 'listening');
   return port;
 }

@@ -3,7 +3,12 @@ import { join } from 'node:path';
 import fastifyStatic from '@fastify/static';
 import { createLogger } from '@herald/config';
 import { ErrorCode, errorSpec } from '@herald/protocol';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyRequest,
+  LogController,
+} from 'fastify';
 import type { WebConfig } from './config.js';
 import { devTokenRoute } from './dev-token.js';
 import { clientErrorHandler, frameworkErrors } from './http-errors.js';
@@ -22,6 +27,17 @@ import { readiness } from './readiness.js';
 const HASHED = /^\/assets\//;
 
 /**
+ * One log line per request, when it completes (Fastify writes one as it comes in too: two lines per
+ * request, probes included); the incoming one at `debug`, for a request that never completes.
+ */
+class CompletedRequestsOnly extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    if (this.isLogDisabled(request)) return;
+    request.log.debug({ req: request }, 'incoming request');
+  }
+}
+
+/**
  * The web server: the built pages (`config.publicDir`), the gateway under `/api/*` and the realtime
  * servers under `/socket.io/*` (WebSocket upgrades included), so that a browser sees one origin and
  * needs no CORS; `/healthz`, `/readyz`; and, in development mode only, `POST /dev/token`. Builds the
@@ -36,6 +52,7 @@ const HASHED = /^\/assets\//;
 export async function buildWebServer(config: WebConfig): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: createLogger(config.log, 'web') as FastifyBaseLogger,
+    logController: new CompletedRequestsOnly(),
     // The same slow-client bounds as the gateway: headers within 5 s, a whole request within 10 s,
     // checked every second (Node's defaults: headers within 60 s, checked every 30 s).
     requestTimeout: 10_000,
