@@ -76,6 +76,11 @@ interface Registration {
   settings: DeploymentSettings;
   /** ms since epoch of the last heartbeat. */
   at: number;
+  /**
+   * ms since epoch of its first heartbeat (Redis's clock): who joined first. Absent in registrations of
+   * versions before it, which count as the first.
+   */
+  since?: number;
 }
 
 /** Longest {@link DeploymentFingerprint.stop} waits for Redis to forget this instance, ms. */
@@ -85,8 +90,9 @@ export const LEAVE_MS = 1000;
  * Every instance of a deployment writes its {@link DeploymentSettings} to the Redis hash
  * `herald:deployment:{<name>}` (field: its instance id) every `heartbeatMs`, and `/readyz` compares its
  * own with the live others' (heard from within 3 heartbeats): a setting both record with different
- * values is a mismatch, which `/readyz` names (503) instead of the silent loss a mismatch causes (a
- * queue nobody consumes, tokens the realtime servers refuse, pushes on a channel nobody hears).
+ * values is a mismatch, which the `/readyz` of the one that joined later names (503) instead of the
+ * silent loss a mismatch causes (a queue nobody consumes, tokens the realtime servers refuse, pushes on
+ * a channel nobody hears).
  *
  * @example
  * ```ts
@@ -110,6 +116,8 @@ export class DeploymentFingerprint {
   readonly #clock: RedisClock;
   #timer: NodeJS.Timeout | undefined;
   #stopped = false;
+  /** When this instance joined (its first heartbeat, Redis's clock); undefined until then. */
+  #since: number | undefined;
 
   constructor(
     redis: Redis | Cluster,
@@ -137,7 +145,13 @@ export class DeploymentFingerprint {
         // A beat still reading the clock when the instance stopped would register it again.
         if (this.#stopped) return;
         const at = this.#clock.now();
-        const registration: Registration = { app: this.#app, settings: this.#settings, at };
+        this.#since ??= at;
+        const registration: Registration = {
+          app: this.#app,
+          settings: this.#settings,
+          at,
+          since: this.#since,
+        };
         return this.#redis
           .multi()
           .hset(this.key, this.#instanceId, JSON.stringify(registration))
@@ -168,9 +182,12 @@ export class DeploymentFingerprint {
   }
 
   /**
-   * The settings where this instance and a live other one disagree, one sentence each, e.g.
-   * `HERALD_QUEUE_NAME: this gateway (gw-1) has "notifications", worker w-2 has "jobs"`. Rejects when
-   * Redis does not answer.
+   * The settings where this instance and a live other one that joined the deployment before it disagree,
+   * one sentence each, e.g. `HERALD_QUEUE_NAME: this gateway (gw-1) has "notifications", worker w-2 has
+   * "jobs"`. Only the newer of two instances that disagree says so (its `/readyz` 503): one misconfigured
+   * instance started into a running deployment (a rolling update, a typo in one pod's environment) is
+   * kept out of its load balancer, and the instances already serving stay ready, where every instance
+   * had gone unready (an outage, for one pod's typo). Rejects when Redis does not answer.
    */
   async mismatches(): Promise<string[]> {
     const fields = await this.#redis.hgetall(this.key);
@@ -185,6 +202,7 @@ export class DeploymentFingerprint {
         continue;
       }
       if (typeof other?.at !== 'number' || now - other.at > this.#heartbeatMs * 3) continue;
+      if (!this.#joinedAfter(instance, other.since)) continue;
       for (const [name, mine] of Object.entries(this.#settings)) {
         const theirs = other.settings?.[name];
         if (theirs === undefined || theirs === mine) continue;
@@ -194,5 +212,12 @@ export class DeploymentFingerprint {
       }
     }
     return problems.sort();
+  }
+
+  /** Whether this instance joined after `instance` (joined at `since`; ties by instance id). */
+  #joinedAfter(instance: string, since: unknown): boolean {
+    const theirs = typeof since === 'number' ? since : 0;
+    const mine = this.#since ?? Number.POSITIVE_INFINITY;
+    return mine > theirs || (mine === theirs && this.#instanceId > instance);
   }
 }
