@@ -193,9 +193,17 @@ describe('docker-compose.yml against the apps', () => {
     expect(code).toBe(1);
   });
 
-  it('publishes only the balancer: Redis and the apps stay on the compose network', () => {
-    const published = all.filter(([, service]) => service.ports?.length).map(([name]) => name);
+  it('publishes only the balancer: Redis and the apps stay on the compose network (the cluster profile: its gateway and realtime server on this machine only)', () => {
+    const published = servicesOf(compose)
+      .filter(([, service]) => service.ports?.length)
+      .map(([name]) => name);
     expect(published).toEqual(['lb']);
+    const cluster = servicesOf(compose, 'cluster').filter(([, service]) => service.ports?.length);
+    expect(cluster.map(([name]) => name).sort()).toEqual(['gateway-cluster', 'lb', 'realtime-cluster']);
+    for (const [name, service] of cluster) {
+      if (name === 'lb') continue;
+      for (const port of service.ports ?? []) expect(String(port), name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    }
   });
 
   it('runs two workers and two realtime servers by default, and a 3+3 Redis Cluster in the cluster profile', () => {
@@ -207,8 +215,10 @@ describe('docker-compose.yml against the apps', () => {
     expect(nodes).toHaveLength(6);
     for (const [, node] of nodes) expect(node.command?.join(' ')).toContain('--cluster-enabled yes');
     expect(compose.services['redis-cluster-init']?.command?.join(' ')).toContain('--cluster-replicas 1');
-    for (const name of ['worker-cluster', 'realtime-cluster']) {
+    // A gateway on the Cluster too: without one nothing reached the Cluster's worker and realtime server.
+    for (const name of ['gateway-cluster', 'worker-cluster', 'realtime-cluster']) {
       const environment = compose.services[name]?.environment ?? {};
+      expect(environment.HERALD_DEPLOYMENT, name).toBe('herald-cluster');
       expect(environment.HERALD_PUBSUB_MODE, name).toBe('sharded');
       // The queue spread over the 3 masters: a multiple of them, the same in both apps.
       expect(Number(environment.HERALD_QUEUE_PARTITIONS) % 3, name).toBe(0);
@@ -218,6 +228,10 @@ describe('docker-compose.yml against the apps', () => {
       for (const node of (environment.HERALD_REDIS_CLUSTER_NODES ?? '').split(',')) {
         expect(compose.services[node.split(':')[0] as string], `${name}: ${node}`).toBeDefined();
       }
+    }
+    // Its masters have replicas: the gateway and the worker wait for one (README, HERALD_REDIS_WAIT_REPLICAS).
+    for (const name of ['gateway-cluster', 'worker-cluster']) {
+      expect(compose.services[name]?.environment?.HERALD_REDIS_WAIT_REPLICAS, name).toBe('1');
     }
   });
 });
