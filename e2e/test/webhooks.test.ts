@@ -1,6 +1,8 @@
 import { fileURLToPath } from 'node:url';
+import { queuePartitions } from '@herald/config';
 import { inboxKeys, tenantPrefix } from '@herald/inbox';
 import {
+  fanoutQueueName,
   NOTIFY_JOB_NAME,
   type NotificationJob,
   notificationJobOptions,
@@ -16,7 +18,7 @@ import {
   testRedis,
   waitFor,
 } from '@herald/testing';
-import { Queue } from 'bullmq';
+import { type Job, Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type CreatedKey, createKey, herald } from './support/cli.js';
@@ -59,6 +61,9 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   let receiver: AppProcess;
   let redis: Redis | Cluster;
   let queue: Queue<NotificationJob>;
+  let fanoutQueue: Queue;
+  /** Every partition of the notification queue (a delayed send waits in its user's). */
+  let partitions: Queue[];
   const keys = new Map<string, CreatedKey>();
   const tenants = ['acme', 'globex', 'retry', 'parked', 'slow', 'fast', 'topical', 'broken'] as const;
   type Tenant = (typeof tenants)[number];
@@ -66,6 +71,15 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   beforeAll(async () => {
     redis = testRedis();
     queue = new Queue(env.HERALD_QUEUE_NAME ?? '', { prefix: '{herald}', connection: queueConnection() });
+    fanoutQueue = new Queue(fanoutQueueName(env.HERALD_QUEUE_NAME ?? ''), {
+      prefix: '{herald}',
+      connection: queueConnection(),
+    });
+    partitions = queuePartitions({
+      name: env.HERALD_QUEUE_NAME ?? '',
+      prefix: '{herald}',
+      partitions: Number(env.HERALD_QUEUE_PARTITIONS ?? 1),
+    }).map(({ name, prefix }) => new Queue(name, { prefix, connection: queueConnection() }));
     const created = await Promise.all(tenants.map((tenant) => createKey(env, tenant)));
     for (const [index, tenant] of tenants.entries()) keys.set(tenant, created[index] as CreatedKey);
     [receiver, { gateway, realtime, worker }] = await Promise.all([
@@ -77,6 +91,8 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
   afterAll(async () => {
     await apps.stop();
     await queue.obliterate({ force: true }).catch(() => {});
+    await fanoutQueue.obliterate({ force: true }).catch(() => {});
+    await Promise.all([fanoutQueue, ...partitions].map((each) => each.close()));
     const webhookQueue = new Queue(`${env.HERALD_QUEUE_NAME}-webhooks`, {
       prefix: '{herald}',
       connection: queueConnection(),
@@ -118,6 +134,15 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect(answer.status, JSON.stringify(answer.body)).toBe(201);
     expect(answer.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
     await control(tenant, { secret: answer.body.secret, ...receiverSettings });
+  }
+
+  /** Sets the `ttlMs` of job `id` (in one of `targets`, still delayed) to `ttlMs`: a send whose ttl passes before its delay. */
+  async function shortenTtl(targets: readonly Queue[], id: string, ttlMs: number): Promise<void> {
+    let job: Job | undefined;
+    for (const target of targets) job ??= await target.getJob(id);
+    if (job === undefined) throw new Error(`no job ${id}`);
+    expect(await job.getState()).toBe('delayed');
+    await job.updateData({ ...job.data, ttlMs });
   }
 
   async function send(tenant: Tenant, userId: string, extra: Record<string, unknown> = {}): Promise<string> {
@@ -166,8 +191,10 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     expect(await client.command('read', { ids: [shown] })).toMatchObject({ ok: true, changed: 1 });
     // read through REST
     const [readByApi] = await readEvents('acme', 'bob', 1);
-    // expired: its ttl passes before its delay does
-    const expired = await send('acme', 'carol', { delayMs: 1500, ttlMs: 1000 });
+    // expired: its ttl passes before its delay does (a send can no longer ask for that: its ttl is
+    // shortened in its job while it waits, as if its worker had been that late)
+    const expired = await send('acme', 'carol', { delayMs: 1500, ttlMs: 60_000 });
+    await shortenTtl(partitions, expired, 1000);
     // failed for good: a job the worker can never store (an empty user id) fails without retries
     const broken = notificationJob('', { n: 1 }, { tenantId: 'acme' });
     await queue.add(NOTIFY_JOB_NAME, broken, notificationJobOptions(broken));
@@ -212,8 +239,10 @@ describe('delivery webhooks: gateway, worker, realtime and a receiver, each its 
     const sendTopic = async (extra: object) =>
       (await call(key, 'POST', '/notify', { topic: 'news', payload: { n: 1 }, ...extra })).body.id as string;
     const read = await sendTopic({});
-    // Its ttl passes before its delay does: every recipient is reached after it, recorded expired.
-    const expired = await sendTopic({ delayMs: 1500, ttlMs: 1000 });
+    // Its ttl passes before its delay does (shortened in its job while it waits, as in the test above):
+    // every recipient is reached after it, recorded expired.
+    const expired = await sendTopic({ delayMs: 1500, ttlMs: 60_000 });
+    await shortenTtl([fanoutQueue], expired, 1000);
     const sent = async (id: string) =>
       (await call(key, 'GET', `/notifications/${id}`)).body.status === 'sent';
     await waitFor(async () => (await sent(read)) && (await sent(expired)), { what: 'both fanned out' });
