@@ -5,7 +5,7 @@ import { waitFor } from '@herald/testing';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { MAX_PARAM_LENGTH } from '../src/plugins/app/http-layer.js';
 import { API_KEY, API_KEY_2, auth, postRaw, testAppForFile } from './helpers.js';
-import { exchange, floodBody, open, parseAnswer } from './raw-http.js';
+import { answerBeforeClose, exchange, floodBody, open, parseAnswer } from './raw-http.js';
 
 const app = await testAppForFile({
   HERALD_SENDER_RATE_LIMIT_BURST: '1',
@@ -84,18 +84,11 @@ describe("errors raised by Node's HTTP parser have Herald's shape", () => {
   });
 
   it('a badly percent-encoded path is a 400 saying so, and the connection is closed (as the README says)', async () => {
-    const socket = await open(port);
-    const received: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => received.push(chunk));
-    socket.on('error', () => {});
-    let closed = false;
-    socket.once('close', () => {
-      closed = true;
-    });
     // No half-close: the server closes it, having answered.
-    socket.write('GET /hea%zzlthz HTTP/1.1\r\nHost: x\r\n\r\n');
-    await waitFor(() => closed, { timeoutMs: 5000, what: 'the server to close the connection' });
-    const answer = parseAnswer(Buffer.concat(received).toString());
+    const answer = await answerBeforeClose(port, 'GET /hea%zzlthz HTTP/1.1\r\nHost: x\r\n\r\n', {
+      timeoutMs: 5000,
+      what: 'the server to close the connection',
+    });
     expect(answer?.status).toBe(400);
     expect(answer?.headers.connection).toBe('close');
     expectHeraldError(answer?.body ?? '', 'HERALD_ERR_BAD_REQUEST');
@@ -510,22 +503,11 @@ describe('slow and endless requests are cut off', () => {
       'a trickling body',
     ],
   ])('%s: a 408 in JSON and the connection is closed', async (_case, start, drop, what) => {
-    const socket = await open(port);
-    const received: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => received.push(chunk));
-    socket.on('error', () => {});
-    let closed = false;
-    socket.once('close', () => {
-      closed = true;
+    const answer = await answerBeforeClose(port, start, {
+      drip: drop,
+      timeoutMs: 30_000,
+      what: `the gateway to close ${what}`,
     });
-    socket.write(start);
-    const drip = setInterval(() => socket.writable && socket.write(drop), 500);
-    try {
-      await waitFor(() => closed, { timeoutMs: 30_000, what: `the gateway to close ${what}` });
-    } finally {
-      clearInterval(drip);
-    }
-    const answer = parseAnswer(Buffer.concat(received).toString());
     expect(answer?.status).toBe(408);
     expectHeraldError(answer?.body ?? '', 'HERALD_ERR_REQUEST_TIMEOUT');
   });

@@ -1,4 +1,5 @@
 import { connect, type Socket } from 'node:net';
+import { waitFor } from '@herald/testing';
 
 /** An HTTP/1.1 answer read off a raw socket. */
 export interface RawAnswer {
@@ -52,6 +53,35 @@ export async function exchange(
   const answer = parseAnswer(text);
   if (!answer) throw new Error(`no HTTP answer in ${JSON.stringify(text)}`);
   return { text, answer };
+}
+
+/**
+ * Sends `bytes` without half-closing (a client that would keep the connection) and, every 500 ms,
+ * `drip` when given; resolves with the answer once the server has closed the connection itself.
+ */
+export async function answerBeforeClose(
+  port: number,
+  bytes: string,
+  options: { drip?: string; timeoutMs: number; what: string },
+): Promise<RawAnswer | undefined> {
+  const socket = await open(port);
+  const received: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => received.push(chunk));
+  socket.on('error', () => {});
+  let closed = false;
+  socket.once('close', () => {
+    closed = true;
+  });
+  socket.write(bytes);
+  const { drip } = options;
+  const dripping =
+    drip === undefined ? undefined : setInterval(() => socket.writable && socket.write(drip), 500);
+  try {
+    await waitFor(() => closed, { timeoutMs: options.timeoutMs, what: options.what });
+  } finally {
+    clearInterval(dripping);
+  }
+  return parseAnswer(Buffer.concat(received).toString());
 }
 
 /**
