@@ -99,16 +99,21 @@ async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo)
       // Each job by itself, not BullMQ's retryJobs: that one puts every job back in the `wait` list,
       // which workers empty before any prioritized job, whatever its priority; `Job.retry` puts a job
       // back where its own priority says (every Herald job has one: DEFAULT_PRIORITY).
-      for (let page = await queue.getFailed(0, 99); page.length > 0; page = await queue.getFailed(0, 99)) {
-        const retried = await Promise.all(
-          page.map((job) =>
-            job.retry('failed').then(
+      // Oldest failed first (BullMQ lists the newest first): back in the queue in the order they failed,
+      // so that a user's notifications are stored in their send order again.
+      const oldest = () => queue.getJobs(['failed'], 0, 99, true);
+      for (let page = await oldest(); page.length > 0; page = await oldest()) {
+        // One after another: each one's place in the queue is the order of its retry.
+        const retried: number[] = [];
+        for (const job of page) {
+          retried.push(
+            await job.retry('failed').then(
               () => 1,
               // Retried (or removed) meanwhile by someone else: not ours to count.
               () => 0,
             ),
-          ),
-        );
+          );
+        }
         count += retried.reduce((sum: number, one: number) => sum + one, 0);
         // None could be moved: those left are not ours to move (their state changed under us).
         if (retried.every((one) => one === 0)) break;

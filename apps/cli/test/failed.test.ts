@@ -116,11 +116,18 @@ describe('herald failed list|retry', () => {
     const listed = capture();
     expect(await run(['list', '--limit', '2'], listed.io)).toBe(0);
     expect(listed.out[0]).toMatch(/^3 failed notification.*showing 2/);
+    // The order they failed in (oldest first): the order they must go back in, so that a user's
+    // notifications are stored in send order again.
+    const failedOrder = (await queue.getJobs(['failed'], 0, -1, true)).map((job) => job.id);
+    expect(new Set(failedOrder)).toEqual(new Set(ids));
     const result = capture();
     expect(await run(['retry', '--all'], result.io)).toBe(0);
     expect(result.out[0]).toMatch(/retried 3/);
     await waitFor(async () => (await queue.getFailedCount()) === 0, { what: 'failed set empty' });
     for (const id of ids) expect(await queue.getJobState(id)).toBe('prioritized');
+    // Taken by the workers oldest first (BullMQ's prioritized set, one priority: in the order retried).
+    const queued = await queue.getJobs(['prioritized'], 0, -1, true);
+    expect(queued.map((job) => job.id)).toEqual(failedOrder);
   });
 
   it('answers usage errors with 2 and an unreachable Redis with 1', async () => {
