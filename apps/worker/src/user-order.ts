@@ -1,5 +1,8 @@
-/** Where a job stands in its producer's send order: `createdAt` (ms), then the producer's `seq`. */
-export type SendOrder = readonly [createdAtMs: number, seq: number];
+/**
+ * Where a job stands in its producer's send order: `createdAt` (ms), then the producer's `seq`; with its
+ * BullMQ `priority` (1 the highest; absent: the lowest), which comes before both.
+ */
+export type SendOrder = readonly [createdAtMs: number, seq: number, priority?: number];
 
 interface Pending {
   order: SendOrder;
@@ -27,7 +30,8 @@ interface Lane {
   pending: Pending[];
 }
 
-const before = (a: SendOrder, b: SendOrder) => a[0] - b[0] || a[1] - b[1];
+const priorityOf = (order: SendOrder) => order[2] ?? Number.MAX_SAFE_INTEGER;
+const before = (a: SendOrder, b: SendOrder) => priorityOf(a) - priorityOf(b) || a[0] - b[0] || a[1] - b[1];
 
 /**
  * Runs the tasks of one key (a recipient) one at a time, in send order, while tasks of different keys run
@@ -35,8 +39,9 @@ const before = (a: SendOrder, b: SendOrder) => a[0] - b[0] || a[1] - b[1];
  * the processor in an order of its own (jobs fetched by a finishing job and by a new fetch race through
  * different promise chains): a batch of 50 to one user was stored out of send order in 3 of 5 runs. A
  * task waits one event-loop turn (`setImmediate`), so that the jobs one turn brought in are all there,
- * then a user's tasks run one after another, earliest send first (`createdAt`, then `seq`), each picked
- * when the one before has settled. Sends of one gateway process keep their order; sends in the same
+ * then a user's tasks run one after another, highest priority first (BullMQ's took it first from a
+ * backlog: the user's sends taken with it must not hold it back), then earliest send first (`createdAt`,
+ * then `seq`), each picked when the one before has settled. Sends of one gateway process keep their order; sends in the same
  * millisecond through two gateways have none to keep.
  *
  * A task that fails with an error `holds` says holds its lane (a store that failed for a moment and was

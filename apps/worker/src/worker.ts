@@ -21,6 +21,7 @@ import {
 } from '@herald/inbox';
 import { type LivePublisher, livePublisher } from '@herald/live';
 import {
+  DEFAULT_PRIORITY,
   DEFAULT_TENANT,
   envelopeIndexKey,
   NOTIFY_ENVELOPE_JOB_NAME,
@@ -259,7 +260,7 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
     try {
       result = await order.run(
         userKey(data.tenantId ?? DEFAULT_TENANT, data.userId),
-        [Date.parse(data.createdAt) || 0, data.seq ?? 0],
+        [Date.parse(data.createdAt) || 0, data.seq ?? 0, data.priority ?? DEFAULT_PRIORITY],
         () =>
           retryStore(() => processNotification(data, inbox, live, remember ? topics : undefined, durable), {
             signal: closing.signal,

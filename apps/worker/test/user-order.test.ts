@@ -34,6 +34,25 @@ describe('UserOrder', () => {
     expect(order.size).toBe(0);
   });
 
+  it('a higher priority (a smaller number) goes ahead of the key’s waiting tasks sent before it; send order within a priority', async () => {
+    const order = new UserOrder();
+    const started: string[] = [];
+    const task = (name: string) => async () => {
+      started.push(name);
+      await new Promise((resolve) => setImmediate(resolve));
+      return name;
+    };
+    // Taken together (a backlog): the envelopes' sends without priority, then a priority-1 send.
+    await Promise.all([
+      order.run('alice', [1000, 1], task('plain-1')),
+      order.run('alice', [1000, 2], task('plain-2')),
+      order.run('alice', [1005, 1, 5], task('p5')),
+      order.run('alice', [1010, 1, 1], task('p1-late')),
+      order.run('alice', [1001, 1, 1], task('p1-early')),
+    ]);
+    expect(started).toEqual(['p1-early', 'p1-late', 'p5', 'plain-1', 'plain-2']);
+  });
+
   it('runs different keys side by side, and a failed task does not hold back the next', async () => {
     const order = new UserOrder();
     let release: () => void = () => {};
