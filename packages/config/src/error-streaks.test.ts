@@ -32,5 +32,22 @@ describe('connectionErrorLog (a connection error listener that does not flood th
     now += 60_000;
     listener(refused);
     expect(lines[3]).toEqual({ fields: { prefix: 'q', err: refused }, message: 'redis connection error' });
+    // Another error in the streak (a listener naming what is wrong: a database Redis does not have) is
+    // logged at once, whole; the streak goes on from it.
+    now += 500;
+    const named = new Error('REDIS_URL selects database 99, which this Redis does not have');
+    listener(named);
+    expect(lines[4]).toEqual({ fields: { prefix: 'q', err: named }, message: 'redis connection error' });
+    now += 500;
+    listener(named);
+    expect(lines).toHaveLength(5);
+    // Two errors an outage alternates: each its own streak, not a line each time.
+    const closed = new Error('Connection is closed.');
+    for (let attempt = 0; attempt < 20; attempt++) {
+      listener(attempt % 2 === 0 ? refused : closed);
+      now += 500;
+    }
+    expect(lines).toHaveLength(6);
+    expect(lines[5]?.fields.err).toBe(closed);
   });
 });

@@ -5,7 +5,8 @@ export interface WarnLog {
 
 /**
  * An `error` listener for a Redis connection (ioredis, or a BullMQ queue or worker) that logs the first
- * error of a streak whole, then at most one line every `everyMs` (30 s) saying how many more came. A
+ * error of a streak (the same message again and again) whole, then at most one line every `everyMs`
+ * (30 s) saying how many more came; each message has its streak (another one is logged at once). A
  * connection that retries every 500 ms while Redis is down otherwise logged two stack traces a second,
  * each of a process's ~10 connections: ~20 lines a second from one worker, ~70,000 an hour of outage.
  *
@@ -22,14 +23,18 @@ export function connectionErrorLog(
 ): (error: Error) => void {
   const everyMs = options.everyMs ?? 30_000;
   const now = options.now ?? Date.now;
-  let lastLoggedAt: number | undefined;
-  let unlogged = 0;
+  // By message: when it was last logged, and how many came since. Another message (a refused password,
+  // a database Redis does not have, named by a listener of createRedis after the raw error; or two
+  // errors an outage alternates) has a streak of its own. At most 20 kept, the oldest forgotten.
+  const streaks = new Map<string, { loggedAt: number; unlogged: number }>();
   return (error: Error) => {
     const at = now();
-    if (lastLoggedAt !== undefined && at - lastLoggedAt < everyMs) {
-      unlogged++;
+    const streak = streaks.get(error.message);
+    if (streak !== undefined && at - streak.loggedAt < everyMs) {
+      streak.unlogged++;
       return;
     }
+    const unlogged = streak?.unlogged ?? 0;
     if (unlogged > 0) {
       log.warn(
         { ...fields, err: error, repeated: unlogged },
@@ -38,7 +43,8 @@ export function connectionErrorLog(
     } else {
       log.warn({ ...fields, err: error }, message);
     }
-    lastLoggedAt = at;
-    unlogged = 0;
+    streaks.delete(error.message);
+    streaks.set(error.message, { loggedAt: at, unlogged: 0 });
+    if (streaks.size > 20) streaks.delete(streaks.keys().next().value as string);
   };
 }
