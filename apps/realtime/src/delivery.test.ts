@@ -14,21 +14,23 @@ const event = (seq: number): NotificationEvent => ({
 });
 
 /** An in-memory inbox holding seq `from`..`to` (what `read` and `latestOffset` need). */
-function fakeInbox(state: { from: number; to: number; reads: number }): Inbox {
+function fakeInbox(state: { from: number; to: number; reads: number; pageCut?: number }): Inbox {
   return {
     async read(_user: string, options: { after?: string; limit?: number }): Promise<InboxPage> {
       state.reads++;
       const after = Number((options.after ?? '0-0').split('-')[1]);
       const start = Math.max(after + 1, state.from);
       const entries: NotificationEvent[] = [];
-      for (let seq = start; seq <= state.to && entries.length < (options.limit ?? 1000); seq++)
-        entries.push(event(seq));
+      // `pageCut`: pages cut shorter than their limit, as the inbox cuts one at PAGE_BYTES.
+      const most = Math.min(options.limit ?? 1000, state.pageCut ?? Number.POSITIVE_INFINITY);
+      for (let seq = start; seq <= state.to && entries.length < most; seq++) entries.push(event(seq));
       const trimmed = after > 0 && entries.length > 0 && start !== after + 1;
       return {
         entries,
         trimmed,
         unknownOffset: after > state.to,
         lastOffset: entries.at(-1)?.offset ?? options.after ?? '0-0',
+        more: entries.length === most,
       };
     },
     async latestOffset(): Promise<string> {
@@ -37,7 +39,7 @@ function fakeInbox(state: { from: number; to: number; reads: number }): Inbox {
   } as unknown as Inbox;
 }
 
-function setup(state: { from: number; to: number; reads: number }, gapWaitMs = 5) {
+function setup(state: { from: number; to: number; reads: number; pageCut?: number }, gapWaitMs = 5) {
   const sent: number[] = [];
   const synced: SyncedEvent[] = [];
   const resyncs: ResyncEvent[] = [];
@@ -70,6 +72,14 @@ describe('Delivery', () => {
     await started;
     expect(sent).toEqual([3, 4, 5, 6, 7, 8]);
     expect(synced[0]).toMatchObject({ replayed: 6, lastOffset: '1000-8' });
+  });
+
+  it('reads on while the inbox cuts its pages short of their limit (by size): every one replayed', async () => {
+    const state = { from: 1, to: 9, reads: 0, pageCut: 2 };
+    const { delivery, sent, synced } = setup(state);
+    await delivery.start('1000-1', unread);
+    expect(sent).toEqual([2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(synced[0]).toMatchObject({ replayed: 8, lastOffset: '1000-9' });
   });
 
   it('reorders live events published out of order, without reading the inbox', async () => {

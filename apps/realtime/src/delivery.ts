@@ -203,7 +203,8 @@ export class Delivery {
       }
       for (const event of page.entries) this.#send(event);
       sent += page.entries.length;
-      if (page.entries.length < this.#options.replayPage) return sent;
+      // Cut by its limit or its size (PAGE_BYTES): read on from its last offset.
+      if (!page.more) return sent;
     }
   }
 

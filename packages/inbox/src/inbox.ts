@@ -4,7 +4,7 @@ import { AppendBatcher } from './append-batch.js';
 import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
 import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
-import { entriesBefore, listingOf } from './listing.js';
+import { entriesBefore, listingOf, rangeWithin } from './listing.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
@@ -211,17 +211,20 @@ export class Inbox {
     const limit = checkLimit(options.limit ?? MAX_PAGE);
     const after = options.after ?? ZERO_OFFSET;
     const { ms: afterMs, seq: afterSeq } = parseOffset(after);
-    const raw = (await this.#redis.xrange(keys.stream, `(${after}`, '+', 'COUNT', limit)) as [
-      string,
-      string[],
-    ][];
+    const { raw, more } = await rangeWithin(this.#redis, keys.stream, `(${after}`, '+', limit);
     const entries = raw.map(([offset, fields]) => toEvent(offset, fields));
     const first = entries[0];
     // Only 0-0 means "everything kept". Another `<ms>-0` is no offset the inbox ever gave: checked like
     // any other, so one past the newest is unknown (resync) rather than a start after which every live
     // notification looks already sent.
     if (afterMs === 0 && afterSeq === 0) {
-      return { entries, trimmed: false, unknownOffset: false, lastOffset: entries.at(-1)?.offset ?? after };
+      return {
+        entries,
+        trimmed: false,
+        unknownOffset: false,
+        lastOffset: entries.at(-1)?.offset ?? after,
+        more,
+      };
     }
     if (first !== undefined) {
       return {
@@ -229,10 +232,17 @@ export class Inbox {
         trimmed: offsetSeq(first.offset) !== afterSeq + 1,
         unknownOffset: false,
         lastOffset: entries.at(-1)?.offset ?? after,
+        more,
       };
     }
     const top = await this.latestOffset(userId);
-    return { entries, trimmed: false, unknownOffset: compareOffsets(after, top) > 0, lastOffset: after };
+    return {
+      entries,
+      trimmed: false,
+      unknownOffset: compareOffsets(after, top) > 0,
+      lastOffset: after,
+      more: false,
+    };
   }
 
   /**
@@ -376,7 +386,7 @@ export class Inbox {
     const { after, before } = options;
     if (!options.newest && before === undefined) {
       const [page, unread] = await Promise.all([this.read(userId, { after, limit }), this.unread(userId)]);
-      return listingOf(this.#redis, this.keys(userId), page, limit, unread);
+      return listingOf(this.#redis, this.keys(userId), page, unread);
     }
     if (after !== undefined) {
       throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, 'after cannot be combined with before or newest');
@@ -393,7 +403,7 @@ export class Inbox {
       };
     }
     const keys = this.keys(userId);
-    const [entries, unread] = await Promise.all([
+    const [{ entries, more }, unread] = await Promise.all([
       entriesBefore(this.#redis, keys, before, limit),
       this.unread(userId),
     ]);
@@ -402,12 +412,13 @@ export class Inbox {
       trimmed: false,
       unknownOffset: false,
       lastOffset: entries.at(-1)?.offset ?? ZERO_OFFSET,
+      more,
     };
-    const listing = await listingOf(this.#redis, keys, page, limit, unread);
+    const listing = await listingOf(this.#redis, keys, page, unread);
     return {
       ...listing,
       nextAfter: null,
-      nextBefore: entries.length === limit ? (entries[0]?.offset ?? null) : null,
+      nextBefore: more ? (entries[0]?.offset ?? null) : null,
     };
   }
 

@@ -2,18 +2,63 @@ import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protoc
 import type { Cluster, Redis } from 'ioredis';
 import { toEvent } from './checks.js';
 import type { InboxKeys } from './keys.js';
-import type { InboxListing, InboxPage } from './types.js';
+import { type InboxListing, type InboxPage, PAGE_BYTES } from './types.js';
+
+/** Entries the first command of a page asks for: at most ~1 MB of the largest notifications. */
+const FIRST_CHUNK = 64;
+
+type RawEntry = [string, string[]];
+
+/** The bytes of an entry's fields as Redis stores them (its id and its JSON). */
+function sizeOf([, fields]: RawEntry): number {
+  let bytes = 0;
+  for (const field of fields) bytes += field.length;
+  return bytes;
+}
+
+/**
+ * Up to `limit` entries of `stream` from `start` towards `end` (XRANGE, or XREVRANGE `backwards`), in
+ * commands of a bounded size, stopping once they hold {@link PAGE_BYTES}: the first asks for
+ * {@link FIRST_CHUNK}, the next for what the average entry so far leaves room for. `more`: cut by the
+ * limit or the size (more may follow); false once the stream ended before either.
+ */
+export async function rangeWithin(
+  redis: Redis | Cluster,
+  stream: string,
+  start: string,
+  end: string,
+  limit: number,
+  backwards = false,
+): Promise<{ raw: RawEntry[]; more: boolean }> {
+  const raw: RawEntry[] = [];
+  let bytes = 0;
+  let from = start;
+  let ask = Math.min(limit, FIRST_CHUNK);
+  for (;;) {
+    const chunk = (await (backwards
+      ? redis.xrevrange(stream, from, end, 'COUNT', ask)
+      : redis.xrange(stream, from, end, 'COUNT', ask))) as RawEntry[];
+    for (const entry of chunk) {
+      raw.push(entry);
+      bytes += sizeOf(entry);
+    }
+    const last = chunk.at(-1);
+    if (last === undefined || chunk.length < ask) return { raw, more: false };
+    if (raw.length >= limit || bytes >= PAGE_BYTES) return { raw, more: true };
+    from = `(${last[0]}`;
+    ask = Math.min(limit - raw.length, Math.max(1, Math.floor((PAGE_BYTES - bytes) / (bytes / raw.length))));
+  }
+}
 
 /**
  * {@link Inbox.list}'s page: `page`'s entries with whether each is read (one `SMISMEMBER` of the unread
  * set) and when it was delivered (its marker's `deliveredAt`), in one round trip (a pipeline); `nextAfter` set when
- * the page is full (`limit`).
+ * the page was cut (by its limit or its size: `page.more`).
  */
 export async function listingOf(
   redis: Redis | Cluster,
   keys: InboxKeys,
   page: InboxPage,
-  limit: number,
   unread: UnreadEvent,
 ): Promise<InboxListing> {
   if (page.entries.length === 0) return { items: [], nextAfter: null, trimmed: page.trimmed, unread };
@@ -31,25 +76,27 @@ export async function listingOf(
       deliveredAt: deliveredAt ? new Date(Number(deliveredAt)).toISOString() : null,
     };
   });
-  return { items, nextAfter: items.length === limit ? page.lastOffset : null, trimmed: page.trimmed, unread };
+  return { items, nextAfter: page.more ? page.lastOffset : null, trimmed: page.trimmed, unread };
 }
 
 /**
  * The entries of a page read backwards ({@link Inbox.list} with `newest` or `before`): the `limit`
- * newest, or the `limit` just before `before` (exclusive), oldest first.
+ * newest, or the `limit` just before `before` (exclusive), at most {@link PAGE_BYTES} of them, oldest
+ * first; `more` when cut (more may come before the first).
  */
 export async function entriesBefore(
   redis: Redis | Cluster,
   keys: InboxKeys,
   before: InboxOffset | undefined,
   limit: number,
-): Promise<NotificationEvent[]> {
-  const raw = (await redis.xrevrange(
+): Promise<{ entries: NotificationEvent[]; more: boolean }> {
+  const { raw, more } = await rangeWithin(
+    redis,
     keys.stream,
     before === undefined ? '+' : `(${before}`,
     '-',
-    'COUNT',
     limit,
-  )) as [string, string[]][];
-  return raw.reverse().map(([offset, fields]) => toEvent(offset, fields));
+    true,
+  );
+  return { entries: raw.reverse().map(([offset, fields]) => toEvent(offset, fields)), more };
 }

@@ -11,6 +11,14 @@ export const DEFAULT_INBOX_RECORD_GRACE_MS = 24 * 3600 * 1000;
 /** Largest page `read`/`list` answer, and most ids per `ack`/`markRead` call. */
 export const MAX_PAGE = 1000;
 
+/**
+ * Most bytes of notifications (their stored JSON) one page holds, about: a page of 1,000 notifications
+ * of 16 KB each was 16 MB read by one Redis command and answered at once, which stalled Redis for every
+ * tenant (a tenant reading its own inbox within its limits). A page stops once it holds this much (at
+ * least one notification), and says there is more.
+ */
+export const PAGE_BYTES = 1_048_576;
+
 /** Settings of an {@link Inbox}; every process that touches one user's inbox must use the same ones. */
 export interface InboxOptions {
   /** Key prefix, without braces. Default {@link DEFAULT_INBOX_PREFIX}. */
@@ -60,6 +68,11 @@ export interface InboxPage {
   unknownOffset: boolean;
   /** Offset of the last entry of the page, or `after` when the page is empty. */
   lastOffset: InboxOffset;
+  /**
+   * The page was cut, by its `limit` or by its size ({@link PAGE_BYTES}): more may follow `lastOffset`
+   * (read on from it). False: nothing followed when it was read.
+   */
+  more: boolean;
 }
 
 /** One notification as the REST listing shows it. */

@@ -273,6 +273,48 @@ describe('inbox', () => {
     expect((await inbox.markRead(user, { ids: ['n-6'] })).unread.version).toBeGreaterThan(last);
   });
 
+  it('a page holds at most about 1 MiB of notifications whatever its limit, and says there is more (forwards, backwards, and a reader that pages on)', async () => {
+    const { inbox, user } = setup();
+    // 80 notifications of ~16 KB (the largest payload a send may carry): ~1.3 MB in all.
+    const big = 'x'.repeat(16_000);
+    for (let n = 1; n <= 80; n++) {
+      await inbox.append({
+        id: `n-${n}`,
+        userId: user,
+        payload: { n, big },
+        createdAt: new Date().toISOString(),
+      });
+    }
+    const first = await inbox.read(user, { limit: 1000 });
+    expect(first.entries.length).toBeGreaterThan(0);
+    expect(first.entries.length).toBeLessThan(80);
+    expect(JSON.stringify(first.entries).length).toBeLessThan(1_300_000);
+    expect(first.more).toBe(true);
+    // Paging on from each page's last offset reads every one once, in order.
+    const seen = [...first.entries];
+    for (let page = first; page.more; ) {
+      page = await inbox.read(user, { after: page.lastOffset, limit: 1000 });
+      seen.push(...page.entries);
+    }
+    expect(seen.map((entry) => (entry.payload as { n: number }).n)).toEqual(
+      Array.from({ length: 80 }, (_, i) => i + 1),
+    );
+    // The listing, forwards and backwards: cut likewise, with where to go on from.
+    const forwards = await inbox.list(user, { limit: 1000 });
+    expect(forwards.items.length).toBe(first.entries.length);
+    expect(forwards.nextAfter).toBe(first.lastOffset);
+    const backwards = await inbox.list(user, { newest: true, limit: 1000 });
+    expect(backwards.items.length).toBeLessThan(80);
+    expect(backwards.items.at(-1)?.id).toBe('n-80');
+    expect(backwards.nextBefore).toBe(backwards.items[0]?.offset);
+    // Small notifications: the limit is the bound, as before.
+    const small = setup();
+    for (let n = 1; n <= 5; n++) await small.inbox.append(notification(small.user, n));
+    const all = await small.inbox.read(small.user, { limit: 5 });
+    expect(all.entries).toHaveLength(5);
+    expect((await small.inbox.read(small.user, { limit: 10 })).more).toBe(false);
+  });
+
   it('marks read by id, up to an offset, and all, with an exact count and growing version', async () => {
     const { inbox, user } = setup();
     const offsets: string[] = [];
