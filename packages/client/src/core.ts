@@ -151,7 +151,7 @@ export class Core {
     return this._store.snapshot().items.find((item) => item.offset === offset);
   }
 
-  _emitNotification(item: HeraldItem, replayed: boolean, toast: boolean): void {
+  _emitNotification(item: HeraldItem, replayed: boolean, toast?: boolean): void {
     this._events.emit('notification', item, { replayed });
     if (toast) this._events.emit('toast', item);
   }

@@ -109,12 +109,18 @@ async function fill(c: Core, after: InboxOffset, before: InboxOffset): Promise<v
   if (c._fillLoading) return;
   c._fillLoading = true;
   try {
-    const listing = await listOn(c, c._socket, { after, limit: 1000 });
-    const missing = listing.items.filter((item) => compareOffsets(item.offset, before) < 0);
-    for (const item of c._store.merge(missing)) {
-      c._tabs?.post({ t: 'n', event: item, replayed: true });
-      c._emitNotification(item, true, false);
-    }
+    // Page after page while the server says there is more (it cuts a page at its limit or its size).
+    let from: InboxOffset | null | undefined = after;
+    do {
+      const listing = await listOn(c, c._socket, { after: from, limit: 1000 });
+      for (const item of c._store.merge(
+        listing.items.filter((item) => compareOffsets(item.offset, before) < 0),
+      )) {
+        c._tabs?.post({ t: 'n', event: item, replayed: true });
+        c._emitNotification(item, true);
+      }
+      from = listing.nextAfter as InboxOffset | null;
+    } while (from && compareOffsets(from, before) < 0);
     c._emitState();
   } catch (error) {
     c._events.emit('error', error);
@@ -134,7 +140,5 @@ async function listOn(
 
 /** Which tab shows a toast: the last one that got focus while visible, else the leader (undefined). */
 function toastTabOf(c: Core): string | undefined {
-  const focused = c._page?.document?.hasFocus?.() ?? false;
-  if (focused || !c._tabs) return undefined;
-  return c._focusedTab;
+  return c._page?.document?.hasFocus?.() || !c._tabs ? undefined : c._focusedTab;
 }

@@ -105,8 +105,7 @@ export class InboxStore {
       if (this.has(item.offset)) continue;
       this.#insert(item);
       added.push(this.#byOffset.get(item.offset) as HeraldItem);
-      if (this.#lastOffset === undefined || compareOffsets(item.offset, this.#lastOffset) > 0)
-        this.#lastOffset = item.offset;
+      this.advanceTo(item.offset);
     }
     return added;
   }
@@ -138,9 +137,10 @@ export class InboxStore {
   markRead(ids: readonly string[]): string[] {
     const changed: string[] = [];
     for (const id of ids) {
-      const offset = this.#offsetById.get(id);
-      const item = offset === undefined ? undefined : this.#byOffset.get(offset);
-      if (!item || item.read || offset === undefined) continue;
+      // An id it does not hold has no offset, and no item under that (undefined) offset.
+      const offset = this.#offsetById.get(id) as string;
+      const item = this.#byOffset.get(offset);
+      if (!item || item.read) continue;
       this.#byOffset.set(offset, { ...item, read: true });
       changed.push(id);
     }

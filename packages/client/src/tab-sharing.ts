@@ -109,8 +109,7 @@ function onLeaderMessage(c: Core, message: TabMessage): void {
       c._store.setUnread(state.unread);
       // Only what is newer than this tab had is news; the rest is history (a first state, a reload).
       for (const item of c._store.merge(state.items))
-        if (before !== undefined && compareOffsets(item.offset, before) > 0)
-          c._emitNotification(item, true, false);
+        if (before !== undefined && compareOffsets(item.offset, before) > 0) c._emitNotification(item, true);
       c._needSnapshot = false;
       c._store.advanceTo(state.lastOffset);
       c._lastResume = state.lastResume;

@@ -169,6 +169,40 @@ describe('createHeraldClient against real realtime servers, worker, gateway and 
     }
   });
 
+  it('fills a gap on the stream page after page while the server says there is more (pages cut by size)', async () => {
+    // A realtime stand-in over real HTTP and Socket.IO: notifications 1 and 5 live, 2 to 4 missed; the
+    // inbox answers the gap in two pages (as it cuts one at about 1 MiB).
+    const event = (seq: number) => ({ ...wellFormed(), id: `n-${seq}`, offset: `1-${seq}` });
+    const lists: unknown[] = [];
+    const http = createServer();
+    const io = new Server(http);
+    io.on('connection', (socket) => {
+      socket.on('list', (args: { after?: string; newest?: boolean }, reply: (answer: unknown) => void) => {
+        lists.push(args);
+        const unread = { count: 0, version: 1 };
+        if (args.newest) return reply({ ok: true, items: [], unread, nextBefore: null, nextAfter: null });
+        if (args.after === '1-1')
+          return reply({ ok: true, items: [event(2), event(3)], unread, nextAfter: '1-3', trimmed: false });
+        reply({ ok: true, items: [event(4)], unread, nextAfter: null, trimmed: false });
+      });
+      socket.emit('synced', { lastOffset: '0-0', replayed: 0, unread: { count: 0, version: 1 } });
+      socket.emit('notification', event(1));
+      setTimeout(() => socket.emit('notification', event(5)), 50);
+    });
+    await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+    try {
+      const url = `http://127.0.0.1:${(http.address() as AddressInfo).port}`;
+      const dana = client({ url, getToken: () => 'stand-in.token.x' });
+      await live(dana);
+      await waitFor(() => itemIds(dana).length === 5, { what: 'every notification, the gap filled' });
+      expect(itemIds(dana)).toEqual(['n-1', 'n-2', 'n-3', 'n-4', 'n-5']);
+      expect(lists).toEqual(expect.arrayContaining([expect.objectContaining({ after: '1-3' })]));
+    } finally {
+      io.close();
+      http.close();
+    }
+  });
+
   it('synced, unread and resync events not of Herald’s shape are dropped or taken in part, never thrown: the client goes live, keeps a sound offset and count, and shows what follows', async () => {
     // A realtime stand-in over real HTTP and Socket.IO (a proxy or a server of another version). Each
     // of these threw a TypeError in Socket.IO's handler (uncaught: the end of a Node process), or left
