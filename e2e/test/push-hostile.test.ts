@@ -17,6 +17,7 @@ import {
 import { Queue } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKey } from './support/cli.js';
 import { API_KEY, gatewayCall, stackEnv, startApps } from './support/stack.js';
 
 /**
@@ -54,6 +55,11 @@ describe('Web Push: a hostile push endpoint costs the worker one bounded request
       response.on('close', () => {
         record.closed = true;
       });
+      if (request.url?.startsWith('/hang')) return; // never answers: cut at HERALD_PUSH_TIMEOUT_MS
+      if (request.url === '/ok') {
+        response.writeHead(201).end();
+        return;
+      }
       if (request.url === '/flood') {
         // 201 and then 1 MiB after 1 MiB for as long as the worker reads (web-push kept it all in one string).
         response.writeHead(201);
@@ -97,15 +103,19 @@ describe('Web Push: a hostile push endpoint costs the worker one bounded request
   });
 
   /** Registers `path` of the stand-in as `userId`'s one browser and sends them a notification that escalates. */
-  async function escalateTo(userId: string, path: string): Promise<string> {
+  async function escalateTo(
+    userId: string,
+    path: string,
+    tenant = { id: 'default', key: API_KEY },
+  ): Promise<string> {
     const browser = createECDH('prime256v1');
     browser.generateKeys();
-    await new PushSubscriptions(redis, env.HERALD_INBOX_PREFIX ?? '').add('default', userId, {
+    await new PushSubscriptions(redis, env.HERALD_INBOX_PREFIX ?? '').add(tenant.id, userId, {
       endpoint: `https://127.0.0.1:${(server.address() as { port: number }).port}${path}`,
       expirationTime: null,
       keys: { p256dh: browser.getPublicKey('base64url'), auth: randomBytes(16).toString('base64url') },
     });
-    const answer = await gatewayCall(apps.gateway.url, API_KEY, 'POST', '/notify', {
+    const answer = await gatewayCall(apps.gateway.url, tenant.key, 'POST', '/notify', {
       body: { userId, payload: { title: 'hello' }, escalateAfterMs: 1000 },
     });
     expect(answer.status).toBe(202);
@@ -139,5 +149,22 @@ describe('Web Push: a hostile push endpoint costs the worker one bounded request
     });
     const metrics = await (await fetch(`${apps.worker.url}/metrics`)).text();
     expect(metrics).toMatch(/herald_worker_pushes_total\{outcome="retry"\} [1-9]/);
+  });
+
+  it("one tenant's push services that never answer hold a few of the worker's slots, not all: another tenant's escalation goes out meanwhile", async () => {
+    const other = await createKey(env, 'push-other');
+    // 30 escalations of one tenant to a push service that never answers (each cut at 1 s, then retried).
+    const hung = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => escalateTo(`hang-${i}-${Date.now()}`, `/hang/${i}`)),
+    );
+    expect(hung).toHaveLength(30);
+    await escalateTo(`ok-${Date.now()}`, '/ok', { id: 'push-other', key: other.key });
+    await waitFor(() => (seen.get('/ok') ?? []).length > 0, {
+      timeoutMs: 30_000,
+      what: "the other tenant's push",
+    });
+    // When it went out, the hung tenant had taken a few slots, never the worker's 20.
+    const hangsBefore = [...seen.keys()].filter((path) => path.startsWith('/hang/')).length;
+    expect(hangsBefore).toBeLessThan(20);
   });
 });

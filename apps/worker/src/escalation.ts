@@ -11,7 +11,7 @@ import {
   pushMessage,
   sendPush,
 } from '@herald/push';
-import { type Job, Queue, Worker } from 'bullmq';
+import { DelayedError, type Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { holdFor, untilDueMs } from './due.js';
@@ -26,6 +26,16 @@ const ESCALATE_ATTEMPTS = 6;
 const ESCALATE_BACKOFF_MS = 2000;
 /** Escalations sent at once per worker process (each is a few HTTPS requests). */
 const ESCALATE_CONCURRENCY = 20;
+/**
+ * Escalations of one tenant sent at once per worker process: a push endpoint is any URL a user token
+ * registers, and one that never answers holds a slot for `HERALD_PUSH_TIMEOUT_MS`; a tenant's others
+ * wait in the delayed set (not in a slot), as a webhook endpoint's do, so that its hung push services
+ * never take every slot from the other tenants.
+ */
+const ESCALATE_TENANT_CONCURRENCY = 4;
+
+/** How long an escalation of a tenant at its share waits before it is tried again, ms. */
+const busyDelayMs = () => 250 + Math.floor(Math.random() * 250);
 
 /** The worker's Web Push escalations: scheduling when a notification is stored, and sending when due. */
 export interface Escalations {
@@ -72,10 +82,30 @@ export async function startEscalations(options: {
   const markerOf = (data: Pick<EscalationJob, 'tenantId' | 'userId' | 'id'>) =>
     inbox.tenant(data.tenantId).keys(data.userId).marker(data.id);
 
+  /** Escalations in flight in this process, by tenant. */
+  const active = new Map<string, number>();
+
   async function fire(job: Job<EscalationJob>, token?: string): Promise<EscalationStatus> {
     // A retry's backoff is BullMQ's own; only the first run waits for the due time.
     if (job.attemptsMade === 0)
       await holdFor(job, token, untilDueMs(job.timestamp + (job.opts.delay ?? 0), options.now()));
+    const { tenantId } = job.data;
+    const busy = active.get(tenantId) ?? 0;
+    if (busy >= ESCALATE_TENANT_CONCURRENCY) {
+      await job.moveToDelayed(Date.now() + busyDelayMs(), token);
+      throw new DelayedError();
+    }
+    active.set(tenantId, busy + 1);
+    try {
+      return await escalate(job);
+    } finally {
+      const left = (active.get(tenantId) ?? 1) - 1;
+      if (left > 0) active.set(tenantId, left);
+      else active.delete(tenantId);
+    }
+  }
+
+  async function escalate(job: Job<EscalationJob>): Promise<EscalationStatus> {
     const marker = markerOf(job.data);
     const facts = await records.facts(marker);
     const now = () => new Date().toISOString();

@@ -191,7 +191,9 @@ describe('a change of HERALD_QUEUE_PARTITIONS', () => {
 
     const worker = await startWorker(config, pino({ level: 'silent' }));
     cleanups.push(() => worker.close());
+    // A generous deadline: on a Cluster of a loaded machine the worker's first look took over 10 s once.
     await waitFor(async () => worker.leftovers.draining.length === gone.length, {
+      timeoutMs: 30_000,
       what: 'a drain for each partition of the earlier count that holds jobs',
     });
     for (const job of sent) {
