@@ -1,20 +1,37 @@
-import { startRedisServer } from '@herald/testing';
+import { type AppProcess, startRedisServer } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { randomId, Stack, waitFor } from './support/stack.js';
+import { randomId, Stack, type TestClient, waitFor } from './support/stack.js';
 
-// A realtime server asked to stop while its Redis is frozen (SIGSTOP: a host paused, a failover that
-// hangs): its clients are told to go elsewhere, and it exits cleanly, whatever Redis does meanwhile.
+/**
+ * A realtime server of its own Redis, one client connected to it, then that Redis frozen (SIGSTOP: a host
+ * paused, a failover that hangs) while `test` runs; resumed and everything stopped after.
+ */
+async function withFrozenRedis(
+  name: string,
+  test: (realtime: AppProcess, client: TestClient) => Promise<void>,
+): Promise<void> {
+  const redis = await startRedisServer();
+  const stack = new Stack(redis.url);
+  let frozen = false;
+  try {
+    const realtime = await stack.start('realtime', name);
+    const client = stack.client(randomId('frozen'));
+    await client.connect(realtime.url);
+    redis.process.kill('SIGSTOP');
+    frozen = true;
+    await test(realtime, client);
+  } finally {
+    if (frozen) redis.process.kill('SIGCONT');
+    await stack.dispose();
+    await redis.dispose();
+  }
+}
+
+// A realtime server asked to stop while its Redis is frozen: its clients are told to go elsewhere, and
+// it exits cleanly, whatever Redis does meanwhile.
 describe('realtime SIGTERM while Redis is frozen', () => {
   it('says goodbye to every socket at once, and exits 0 (not killed by its grace timer)', async () => {
-    const redis = await startRedisServer();
-    const stack = new Stack(redis.url);
-    let frozen = false;
-    try {
-      const realtime = await stack.start('realtime', 'rt-frozen');
-      const client = stack.client(randomId('frozen'));
-      await client.connect(realtime.url);
-      redis.process.kill('SIGSTOP');
-      frozen = true;
+    await withFrozenRedis('rt-frozen', async (realtime, client) => {
       const exit = realtime.stop('SIGTERM');
       // Told while the server is still closing, not when it is killed.
       await waitFor(() => client.goodbyes.length > 0, { what: 'the goodbye' });
@@ -22,11 +39,7 @@ describe('realtime SIGTERM while Redis is frozen', () => {
         expect.objectContaining({ code: 'HERALD_SERVER_SHUTDOWN', reconnect: true }),
       ]);
       expect(await exit).toBe(0);
-    } finally {
-      if (frozen) redis.process.kill('SIGCONT');
-      await stack.dispose();
-      await redis.dispose();
-    }
+    });
   }, 60_000);
 });
 
@@ -35,15 +48,7 @@ describe('realtime SIGTERM while Redis is frozen', () => {
 // a timeout of its own would wait for ever).
 describe('realtime commands while Redis is frozen', () => {
   it('answers every command HERALD_ERR_UNAVAILABLE while Redis stays frozen', async () => {
-    const redis = await startRedisServer();
-    const stack = new Stack(redis.url);
-    let frozen = false;
-    try {
-      const realtime = await stack.start('realtime', 'rt-frozen-commands');
-      const client = stack.client(randomId('frozen'));
-      await client.connect(realtime.url);
-      redis.process.kill('SIGSTOP');
-      frozen = true;
+    await withFrozenRedis('rt-frozen-commands', async (_realtime, client) => {
       const answers: Record<string, unknown> = {};
       const commands: [string, unknown][] = [
         ['ack', { ids: ['x'] }],
@@ -67,10 +72,6 @@ describe('realtime commands while Redis is frozen', () => {
       for (const [event] of commands) {
         expect(answers[event], event).toMatchObject({ ok: false, code: 'HERALD_ERR_UNAVAILABLE' });
       }
-    } finally {
-      if (frozen) redis.process.kill('SIGCONT');
-      await stack.dispose();
-      await redis.dispose();
-    }
+    });
   }, 60_000);
 });

@@ -11,11 +11,12 @@ import {
   pushMessage,
   sendPush,
 } from '@herald/push';
-import { DelayedError, type Job, Queue, Worker } from 'bullmq';
+import { type Job, Queue, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { holdFor, untilDueMs } from './due.js';
 import type { WorkerMetrics } from './http.js';
+import { TenantShares } from './tenant-shares.js';
 
 /**
  * Attempts of an escalation whose push service answers 429/5xx or not at all, and the first backoff
@@ -33,9 +34,6 @@ const ESCALATE_CONCURRENCY = 20;
  * never take every slot from the other tenants.
  */
 const ESCALATE_TENANT_CONCURRENCY = 4;
-
-/** How long an escalation of a tenant at its share waits before it is tried again, ms. */
-const busyDelayMs = () => 250 + Math.floor(Math.random() * 250);
 
 /** The worker's Web Push escalations: scheduling when a notification is stored, and sending when due. */
 export interface Escalations {
@@ -82,27 +80,13 @@ export async function startEscalations(options: {
   const markerOf = (data: Pick<EscalationJob, 'tenantId' | 'userId' | 'id'>) =>
     inbox.tenant(data.tenantId).keys(data.userId).marker(data.id);
 
-  /** Escalations in flight in this process, by tenant. */
-  const active = new Map<string, number>();
+  const shares = new TenantShares(ESCALATE_TENANT_CONCURRENCY);
 
   async function fire(job: Job<EscalationJob>, token?: string): Promise<EscalationStatus> {
     // A retry's backoff is BullMQ's own; only the first run waits for the due time.
     if (job.attemptsMade === 0)
       await holdFor(job, token, untilDueMs(job.timestamp + (job.opts.delay ?? 0), options.now()));
-    const { tenantId } = job.data;
-    const busy = active.get(tenantId) ?? 0;
-    if (busy >= ESCALATE_TENANT_CONCURRENCY) {
-      await job.moveToDelayed(Date.now() + busyDelayMs(), token);
-      throw new DelayedError();
-    }
-    active.set(tenantId, busy + 1);
-    try {
-      return await escalate(job);
-    } finally {
-      const left = (active.get(tenantId) ?? 1) - 1;
-      if (left > 0) active.set(tenantId, left);
-      else active.delete(tenantId);
-    }
+    return shares.run(job, token, job.data.tenantId, () => escalate(job));
   }
 
   async function escalate(job: Job<EscalationJob>): Promise<EscalationStatus> {

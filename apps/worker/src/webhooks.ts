@@ -10,19 +10,13 @@ import {
 import { DelayedError, type Job, UnrecoverableError, Worker } from 'bullmq';
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { TenantShares } from './tenant-shares.js';
 
 /** A worker's delivery of webhooks: its own BullMQ worker on the webhook queue. */
 export interface WebhookWorker {
   worker: Worker<WebhookJob, DeliveryOutcome>;
   close(): Promise<void>;
 }
-
-/**
- * How long a message waits when its endpoint already has `endpointConcurrency` POSTs in flight on this
- * worker, ms (250-500, random so that waiting messages do not come back together): the slot goes to
- * another tenant's message meanwhile, which is what keeps a slow endpoint from delaying the others.
- */
-const busyDelayMs = () => 250 + Math.floor(Math.random() * 250);
 
 /**
  * Starts the webhook delivery worker: `concurrency` POSTs at once in all, at most `endpointConcurrency`
@@ -44,26 +38,18 @@ export async function startWebhookWorker(options: {
   count: (outcome: string) => void;
 }): Promise<WebhookWorker> {
   const { store, settings, log, count } = options;
-  const active = new Map<string, number>();
+  const shares = new TenantShares(settings.endpointConcurrency);
   const worker = new Worker<WebhookJob, DeliveryOutcome>(
     webhookQueueName(options.queue.name),
     async (job: Job<WebhookJob, DeliveryOutcome>, token?: string) => {
       const { tenantId } = job.data;
-      const busy = active.get(tenantId) ?? 0;
-      if (busy >= settings.endpointConcurrency) {
-        count('busy');
-        await job.moveToDelayed(Date.now() + busyDelayMs(), token);
-        throw new DelayedError();
-      }
-      active.set(tenantId, busy + 1);
-      let result: DeliveryOutcome;
-      try {
-        result = await deliverWebhook(job.data, store, settings, options.now);
-      } finally {
-        const left = (active.get(tenantId) ?? 1) - 1;
-        if (left > 0) active.set(tenantId, left);
-        else active.delete(tenantId);
-      }
+      const result = await shares.run(
+        job,
+        token,
+        tenantId,
+        () => deliverWebhook(job.data, store, settings, options.now),
+        () => count('busy'),
+      );
       const context = { tenantId, webhookId: job.data.id, type: job.data.payload.type };
       count(
         result.outcome === 'no-webhook' || result.outcome === 'not-subscribed' ? 'dropped' : result.outcome,
