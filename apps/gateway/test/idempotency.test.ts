@@ -209,7 +209,8 @@ describe('Idempotency-Key after HERALD_IDEMPOTENCY_TTL_SECONDS', () => {
     const first = await sendLater();
     expect(first.statusCode).toBe(202);
     const firstId = first.json<{ id: string }>().id;
-    const scope = (await shortLived.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
+    const scope =
+      (await shortLived.apiKeys.authenticate(auth.authorization.slice('Bearer '.length)))?.id ?? '';
     const hash = createHash('sha256').update(key).digest('hex');
     const record = `${shortLived.config.keyPrefix}idem:{${scope}}:${hash}`;
     const epochKey = `${shortLived.config.keyPrefix}idem:{${scope}}:e:${hash}`;
@@ -227,7 +228,10 @@ describe('Idempotency-Key after HERALD_IDEMPOTENCY_TTL_SECONDS', () => {
     expect(epoch).toBeGreaterThan(0);
     expect(await redis.set(epochKey, String(epoch - 60_000), 'KEEPTTL')).toBe('OK');
     expect(await redis.pexpire(record, 1)).toBe(1);
-    await waitFor(async () => (await redis.exists(record)) === 0, { timeoutMs: 5000, what: 'the record to expire' });
+    await waitFor(async () => (await redis.exists(record)) === 0, {
+      timeoutMs: 5000,
+      what: 'the record to expire',
+    });
 
     const later = await sendLater();
     expect(later.statusCode).toBe(202);
