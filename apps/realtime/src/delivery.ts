@@ -7,6 +7,11 @@ export interface DeliveryTarget {
   notification(event: NotificationEvent): void;
   synced(event: SyncedEvent): void;
   resync(event: ResyncEvent): void;
+  /**
+   * Resolves when the socket can take another page (its client read what it was sent, see backlog.ts)
+   * or is closed; absent: always.
+   */
+  room?(): Promise<void>;
 }
 
 /** Settings of a {@link Delivery}. */
@@ -189,6 +194,10 @@ export class Delivery {
   async #readInbox(): Promise<number> {
     let sent = 0;
     for (;;) {
+      // A page only once the socket has room for it: a replay of a large inbox to a client that does not
+      // read held the whole inbox in memory.
+      await this.#target.room?.();
+      if (this.#closed) return sent;
       const page = await this.#inbox.read(this.#userId, {
         after: this.#lastOffset,
         limit: this.#options.replayPage,

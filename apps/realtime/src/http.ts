@@ -12,10 +12,15 @@ export interface RealtimeMetrics {
   handshakesRefused: Counter<'code'>;
   /** `herald_realtime_notifications_delivered_total`: `notification` events sent to sockets. */
   delivered: Counter;
+  /** `herald_realtime_slow_clients_disconnected_total`: sockets dropped with too much waiting for their client. */
+  slowClients: Counter;
 }
 
-/** Creates the metrics; `sockets` is read on every scrape for `herald_realtime_sockets`. */
-export function createMetrics(sockets: () => number): RealtimeMetrics {
+/**
+ * Creates the metrics; `sockets` is read on every scrape for `herald_realtime_sockets`, `backlogBytes` for
+ * `herald_realtime_socket_backlog_bytes`.
+ */
+export function createMetrics(sockets: () => number, backlogBytes: () => number = () => 0): RealtimeMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'herald_realtime_' });
   new Gauge({
@@ -24,6 +29,14 @@ export function createMetrics(sockets: () => number): RealtimeMetrics {
     registers: [registry],
     collect() {
       this.set(sockets());
+    },
+  });
+  new Gauge({
+    name: 'herald_realtime_socket_backlog_bytes',
+    help: 'Bytes sent to sockets that their clients have not read yet (all sockets of this instance)',
+    registers: [registry],
+    collect() {
+      this.set(backlogBytes());
     },
   });
   return {
@@ -37,6 +50,11 @@ export function createMetrics(sockets: () => number): RealtimeMetrics {
     delivered: new Counter({
       name: 'herald_realtime_notifications_delivered_total',
       help: 'notification events sent to sockets (replayed and live)',
+      registers: [registry],
+    }),
+    slowClients: new Counter({
+      name: 'herald_realtime_slow_clients_disconnected_total',
+      help: 'Sockets disconnected because their client did not read what it was sent (over 8 MiB waiting)',
       registers: [registry],
     }),
   };

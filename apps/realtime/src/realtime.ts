@@ -27,6 +27,7 @@ import {
 import type { Logger } from 'pino';
 import { Server, type Socket } from 'socket.io';
 import { AbuseLimits, RATE_LIMITED } from './abuse.js';
+import { SLOW_CLIENT_BYTES, SocketBacklog } from './backlog.js';
 import {
   answerCommand,
   answerUnknownEvents,
@@ -113,7 +114,16 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
   const abuse = new AbuseLimits(config, config.abuse, log);
   const revokedKeys = revokedApiKeysKey(config.keyPrefix);
 
-  const metrics = createMetrics(() => io.engine.clientsCount);
+  // What each socket was sent and its client has not read yet (see backlog.ts).
+  const backlogs = new Set<SocketBacklog>();
+  const metrics = createMetrics(
+    () => io.engine.clientsCount,
+    () => {
+      let bytes = 0;
+      for (const backlog of backlogs) bytes += backlog.bytes;
+      return bytes;
+    },
+  );
   const fingerprint = new DeploymentFingerprint(pub, {
     deployment: config.deployment.name,
     app: 'realtime',
@@ -259,6 +269,21 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     }
     socket.use(abuse.events(userKey, socket.id));
     socket.use(refuseExtraArguments);
+    // A client that does not read what it is sent (a frozen tab, a dead network, or on purpose) holds it
+    // in this process's memory: past SLOW_CLIENT_BYTES it is disconnected, and it resumes from its
+    // lastOffset when it reconnects. Pages are read for it only while it has room (backlog.room()).
+    let dropping = false;
+    const backlog = new SocketBacklog(socket, (self) => {
+      if (dropping || self.bytes <= SLOW_CLIENT_BYTES) return;
+      dropping = true;
+      log.warn(
+        { userId, tenantId, socketId: socket.id, backlogBytes: self.bytes },
+        'slow client disconnected: it did not read what it was sent',
+      );
+      metrics.slowClients.inc();
+      setImmediate(() => self.drop());
+    });
+    backlogs.add(backlog);
     const lastOffset = (socket.handshake.auth as { lastOffset?: string }).lastOffset;
     const seen = stats.connection(lastOffset);
     const delivery = new Delivery(
@@ -278,6 +303,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
           seen.resync();
           socket.emit(SocketEvent.RESYNC, event);
         },
+        room: () => backlog.room(),
       },
       { gapWaitMs: config.gapWaitMs, replayPage: config.replayPage },
       log,
@@ -294,6 +320,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
       subscription.close();
       delivery.close();
       deliveries.delete(socket.id);
+      backlogs.delete(backlog);
       clearTimeout(expiry.timer);
       slots.release(userKey, socket.id);
       log.debug({ userId, tenantId, socketId: socket.id, reason }, 'disconnected');
@@ -327,8 +354,11 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     push.attach(socket);
     socket.on(SocketEvent.LIST, (...args) => {
       const [body, reply] = commandArgs(args);
+      // One page at a time per socket, each once the socket has room for it (see backlog.ts).
       if (typeof reply === 'function')
-        listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void);
+        void backlog.turn(() =>
+          listPage(userInbox, userId, body, log).then(reply as (page: ListReply) => void),
+        );
     });
 
     listenToPreferences(socket, preferences.tenant(tenantId), userId, log);

@@ -254,7 +254,8 @@ export class Stack {
     for (;;) {
       const page = await this.inbox.read(userId, { ...(after ? { after } : {}), limit: 1000 });
       ids.push(...page.entries.map((entry) => entry.id));
-      if (page.entries.length < 1000) return ids;
+      // A page stops at 1,000 entries or about 1 MiB (`more`: read on).
+      if (!page.more) return ids;
       after = page.lastOffset;
     }
   }
