@@ -4,7 +4,16 @@ import type { PreparedCall } from './call.js';
 import type { ResolvedOptions } from './options.js';
 import { replyLength } from './reply.js';
 import type { ScriptCall } from './scripts.js';
-import { corkUntilNextTick, nowArg, pushBucketArgs, scriptArgs, withTimeout } from './transport.js';
+import {
+  corkUntilNextTick,
+  nowArg,
+  pushBucketArgs,
+  scriptArgs,
+  TIMEOUT,
+  TimedOut,
+  withLateTimeout,
+  withTimeout,
+} from './transport.js';
 
 /** Most calls in one batch script call. */
 export const MAX_BATCH_CALLS = 100;
@@ -128,7 +137,10 @@ export class Batcher {
     const slots = call.keys.length;
     const args = scriptArgs(call, now, this.#options.ttlMarginMs, this.#options.policies);
     const run = slots === 1 ? this.#scripts.one : this.#scripts.n;
-    return withTimeout(run(slots, ...args), this.#options.timeoutMs).then(pending.resolve, pending.reject);
+    return withLateTimeout(run(slots, ...args), this.#options.timeoutMs).then(
+      pending.resolve,
+      pending.reject,
+    );
   }
 
   /** One batch script call for `batch` (`keys` buckets in all); one timeout for the whole batch. */
@@ -142,7 +154,8 @@ export class Batcher {
       args.push(call.keys.length);
       pushBucketArgs(args, call, policies);
     }
-    return withTimeout(this.#scripts.batch(keys, ...args), timeoutMs).then(
+    const call = this.#scripts.batch(keys, ...args);
+    return withTimeout(call, timeoutMs).then(
       (reply) => {
         // Per call, in order: the N-key script's reply for that call.
         let at = 0;
@@ -153,7 +166,18 @@ export class Batcher {
         }
       },
       (error: unknown) => {
-        for (const pending of batch) pending.reject(error);
+        if (error !== TIMEOUT) {
+          for (const pending of batch) pending.reject(error);
+          return;
+        }
+        // Timed out: each call's own part of the reply, whenever it comes (see RateLimiter's refunds).
+        let at = 0;
+        for (const pending of batch) {
+          const from = at;
+          const end = at + replyLength(pending.call.keys.length);
+          pending.reject(new TimedOut(call.then((reply) => reply.slice(from, end))));
+          at = end;
+        }
       },
     );
   }

@@ -1,4 +1,4 @@
-import { CallPreparer, type RateLimitCost, type RateLimitKey } from './call.js';
+import { CallPreparer, type PreparedCall, type RateLimitCost, type RateLimitKey } from './call.js';
 import { DenyCache } from './deny-cache.js';
 import { RateLimiterError, RateLimiterErrorCode, RateLimiterUnavailableError } from './errors.js';
 import { Fallback } from './fallback.js';
@@ -7,7 +7,7 @@ import { type Policy, type RateLimiterOptions, type ResolvedOptions, resolveOpti
 import { checkReplyCode, deniedSlot, toResult } from './reply.js';
 import type { PolicyCounters, RateLimitResult } from './result.js';
 import { ScriptRunner } from './script-runner.js';
-import type { Algorithm } from './scripts.js';
+import { type Algorithm, LuaCode } from './scripts.js';
 import { failureReason, Unavailable } from './transport.js';
 
 export type { RateLimitCost, RateLimitKey } from './call.js';
@@ -121,7 +121,15 @@ export class RateLimiter {
 
     const reply = await this.#runner.send(call);
     if (reply instanceof Unavailable) {
-      const result = this.#fallback.decide(call, reply);
+      let result: RateLimitResult;
+      try {
+        result = this.#fallback.decide(call, reply);
+      } catch (error) {
+        this.#refundLate(call, reply);
+        throw error;
+      }
+      // Refused by the failure mode: whatever the late script takes is given back.
+      if (!result.allowed) this.#refundLate(call, reply);
       for (const counters of this.#counters) counters.fallback++;
       return this.#emit(result);
     }
@@ -211,6 +219,24 @@ export class RateLimiter {
       snapshot[policy.name] = { ...this.#counters[index]! };
     });
     return snapshot;
+  }
+
+  /**
+   * A call that timed out may still run once Redis answers, and take its cost for a request the failure
+   * mode refused (nothing accepted): a 0.6 s stall took a user's whole burst for the 100 s its refill
+   * lasts. When its late reply says it took (allowed), the cost is given back (token bucket, GCRA).
+   */
+  #refundLate(call: PreparedCall, unavailable: Unavailable): void {
+    const late = unavailable.late;
+    if (late === undefined || call.costs.every((cost) => cost === 0)) return;
+    late
+      .then((reply) => (reply[0] === LuaCode.Allowed ? this.#runner.refund(call) : false))
+      .catch((error: unknown) => {
+        this.#options.logger?.warn(
+          { err: error, keys: call.keys.length },
+          'rate limiter: could not give back what a timed-out call took',
+        );
+      });
   }
 
   #emit(result: RateLimitResult): RateLimitResult {

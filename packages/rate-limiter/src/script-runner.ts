@@ -3,15 +3,20 @@ import type { Redis } from 'ioredis';
 import { Batcher } from './batcher.js';
 import type { PreparedCall } from './call.js';
 import type { ResolvedOptions } from './options.js';
-import { defineBatchScript, defineScript, type ScriptCall } from './scripts.js';
+import { defineBatchScript, defineRefundScript, defineScript, type ScriptCall } from './scripts.js';
 import {
   corkUntilNextTick,
   failureReason,
   nowArg,
   scriptArgs,
+  TimedOut,
   Unavailable,
+  withLateTimeout,
   withTimeout,
 } from './transport.js';
+
+/** The least time a refund is given to answer, ms (it runs once Redis answers again). */
+const REFUND_TIMEOUT_MS = 2000;
 
 const ACCEPTABLE_STATUSES_TO_WAIT = new Set(['wait', 'connecting', 'connect']);
 
@@ -26,6 +31,8 @@ export class ScriptRunner {
   readonly #run1: ScriptCall;
   /** Set when `batchCalls` applies (an algorithm with a batch script). */
   readonly #batcher: Batcher | undefined;
+  /** The algorithm's refund script, if it has one. */
+  readonly #refund: ScriptCall | undefined;
   #healthy = true;
 
   constructor(options: ResolvedOptions) {
@@ -35,6 +42,7 @@ export class ScriptRunner {
     const batch = options.batchCalls ? defineBatchScript(options.redis, options.algorithm) : undefined;
     this.#batcher =
       batch === undefined ? undefined : new Batcher(options, { batch, one: this.#run1, n: this.#run });
+    this.#refund = defineRefundScript(options.redis, options.algorithm);
   }
 
   /** The script's reply (its code not yet checked), or why Redis did not give one. */
@@ -58,16 +66,29 @@ export class ScriptRunner {
         const { clock, ttlMarginMs, policies, timeoutMs } = this.#options;
         const args = scriptArgs(call, nowArg(clock), ttlMarginMs, policies);
         if (this.#options.coalesceWrites) corkUntilNextTick((redis as Redis).stream);
-        reply = await withTimeout((slots === 1 ? this.#run1 : this.#run)(slots, ...args), timeoutMs);
+        reply = await withLateTimeout((slots === 1 ? this.#run1 : this.#run)(slots, ...args), timeoutMs);
       }
     } catch (error) {
-      return this.#unhealthy(new Unavailable(failureReason(error), error));
+      const late = error instanceof TimedOut ? error.late : undefined;
+      return this.#unhealthy(new Unavailable(failureReason(error), error, late));
     }
     if (!this.#healthy) {
       this.#healthy = true;
       this.#options.logger?.warn({}, 'rate limiter: Redis answers again; decisions are shared again');
     }
     return reply;
+  }
+
+  /**
+   * Gives back what `call` took (its costs, to each of its buckets), for a call whose reply came too late
+   * to be used; false when the algorithm has no refund (the window algorithms).
+   */
+  async refund(call: PreparedCall): Promise<boolean> {
+    if (this.#refund === undefined) return false;
+    const { clock, ttlMarginMs, policies, timeoutMs } = this.#options;
+    const args = scriptArgs(call, nowArg(clock), ttlMarginMs, policies);
+    await withTimeout(this.#refund(call.keys.length, ...args), Math.max(REFUND_TIMEOUT_MS, timeoutMs));
+    return true;
   }
 
   /** Deletes `keys` (one DEL each: on Cluster they may sit in different slots). */

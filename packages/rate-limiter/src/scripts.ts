@@ -40,16 +40,20 @@ interface ScriptFile {
  * Lua file and ioredis command name of each algorithm: the N-key script, and where it exists a
  * single-key variant (same semantics and reply, no loops or tables) for calls with one bucket.
  */
-const SCRIPTS: Readonly<Record<Algorithm, { n: ScriptFile; one?: ScriptFile; many?: ScriptFile }>> = {
+const SCRIPTS: Readonly<
+  Record<Algorithm, { n: ScriptFile; one?: ScriptFile; many?: ScriptFile; refund?: ScriptFile }>
+> = {
   'token-bucket': {
     n: { command: 'heraldTokenBucket', file: 'token-bucket-n.lua' },
     one: { command: 'heraldTokenBucket1', file: 'token-bucket-1.lua' },
     many: { command: 'heraldTokenBucketM', file: 'token-bucket-m.lua' },
+    refund: { command: 'heraldTokenBucketRefund', file: 'token-bucket-refund.lua' },
   },
   gcra: {
     n: { command: 'heraldGcra', file: 'gcra-n.lua' },
     one: { command: 'heraldGcra1', file: 'gcra-1.lua' },
     many: { command: 'heraldGcraM', file: 'gcra-m.lua' },
+    refund: { command: 'heraldGcraRefund', file: 'gcra-refund.lua' },
   },
   'fixed-window': { n: { command: 'heraldFixedWindow', file: 'fixed-window-n.lua' } },
   'sliding-window': { n: { command: 'heraldSlidingWindow', file: 'sliding-window-n.lua' } },
@@ -85,6 +89,19 @@ export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm):
   if (!(many.command in redis)) redis.defineCommand(many.command, { lua: loadScript(many.file) });
   const run = (redis as unknown as Record<string, ScriptCall>)[many.command];
   if (typeof run !== 'function') throw new Error(`ioredis did not define ${many.command}`);
+  return run.bind(redis);
+}
+
+/**
+ * Registers `algorithm`'s refund script (gives back what a call took: token-bucket-refund.lua,
+ * gcra-refund.lua; the -n script's layout), if it has one (the window algorithms have none).
+ */
+export function defineRefundScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall | undefined {
+  const refund = SCRIPTS[algorithm].refund;
+  if (refund === undefined) return undefined;
+  if (!(refund.command in redis)) redis.defineCommand(refund.command, { lua: loadScript(refund.file) });
+  const run = (redis as unknown as Record<string, ScriptCall>)[refund.command];
+  if (typeof run !== 'function') throw new Error(`ioredis did not define ${refund.command}`);
   return run.bind(redis);
 }
 

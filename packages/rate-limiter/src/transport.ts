@@ -11,7 +11,14 @@ export class Unavailable {
   constructor(
     readonly reason: FailureReason,
     readonly cause?: unknown,
+    /** On a timeout after the script was sent: its reply, whenever Redis gives it (it may still run). */
+    readonly late?: Promise<number[]>,
   ) {}
+}
+
+/** What {@link withLateTimeout} rejects with: the time is up, and the script's reply may still come. */
+export class TimedOut {
+  constructor(readonly late: Promise<number[]>) {}
 }
 
 /** What {@link withTimeout} rejects with when the time is up. */
@@ -19,7 +26,14 @@ export const TIMEOUT = Symbol('timeout');
 
 /** The failure reason of an error thrown while waiting for Redis. */
 export function failureReason(error: unknown): FailureReason {
-  return error === TIMEOUT ? 'timeout' : 'error';
+  return error === TIMEOUT || error instanceof TimedOut ? 'timeout' : 'error';
+}
+
+/** `withTimeout` for a script call: its rejection on timeout is a {@link TimedOut} carrying the call. */
+export function withLateTimeout(call: Promise<number[]>, ms: number): Promise<number[]> {
+  return withTimeout(call, ms).catch((error: unknown) => {
+    throw error === TIMEOUT ? new TimedOut(call) : error;
+  });
 }
 
 /** `promise`, or a rejection with {@link TIMEOUT} after `ms`. */

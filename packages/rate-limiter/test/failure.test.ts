@@ -206,6 +206,44 @@ describe('Redis too slow', () => {
   });
 });
 
+describe('a call that times out and runs later', () => {
+  // Redis stops serving clients for 600 ms (CLIENT PAUSE): the calls sent meanwhile time out, are decided
+  // by the failure mode, then run when Redis resumes and take their tokens. Those the failure mode refused
+  // (nothing accepted for them) are given back; those it accepted stay taken.
+  const cases = [
+    { mode: 'closed', algorithm: 'token-bucket', batchCalls: true, expected: 10 },
+    { mode: 'closed', algorithm: 'token-bucket', batchCalls: false, expected: 10 },
+    { mode: 'closed', algorithm: 'gcra', batchCalls: true, expected: 10 },
+    { mode: 'throw', algorithm: 'token-bucket', batchCalls: true, expected: 10 },
+    // 8 calls: the local share (10 / 2) allows 5, refuses 3: Redis keeps the 5 accepted.
+    { mode: 'local', algorithm: 'token-bucket', batchCalls: true, expected: 5 },
+    { mode: 'open', algorithm: 'token-bucket', batchCalls: true, expected: 2 },
+  ] as const;
+  for (const { mode, algorithm, batchCalls, expected } of cases) {
+    it(`${mode}, ${algorithm}${batchCalls ? '' : ', unbatched'}: the bucket keeps ${expected} of 10 after 8 timed-out calls`, async () => {
+      const { limiter, admin } = await limiterAndAdmin({
+        policies: [{ name: 'p', capacity: 10, ratePerSecond: 0.001 }],
+        algorithm,
+        batchCalls,
+        failure: { mode, timeoutMs: 100, expectedInstances: 2 },
+      });
+      expect((await limiter.peek('u')).remaining).toBe(10);
+      await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+      const results = await Promise.all(
+        Array.from({ length: 8 }, () => limiter.consume('u').catch((error: unknown) => error)),
+      );
+      for (const result of results) {
+        if (mode === 'throw') expect(result).toBeInstanceOf(RateLimiterUnavailableError);
+        else expect(result).toMatchObject({ source: 'fallback' });
+      }
+      await waitFor(async () => (await limiter.peek('u').catch(() => undefined))?.remaining === expected, {
+        timeoutMs: 10_000,
+        what: `the bucket at ${expected}`,
+      });
+    });
+  }
+});
+
 describe('local deny cache', () => {
   it('while a key is denied, 1,000 further calls make 0 Redis commands', async () => {
     const { limiter, admin } = await limiterAndAdmin({
