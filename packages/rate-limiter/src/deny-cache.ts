@@ -3,9 +3,18 @@ import type { Policy } from './options.js';
 import { slotAllowed, slotResetAfterMs, slotRetryAfterMs } from './reply.js';
 import type { PolicyCounters, RateLimitResult } from './result.js';
 
+/**
+ * How long an entry answers at most, ms, whatever its `retryAfterMs`: a bucket refilled elsewhere (an
+ * operator's `herald limits reset` runs in another process) is asked again within this, at the cost of
+ * one Redis call per denied bucket per second under a flood.
+ */
+export const DENY_CACHE_MAX_MS = 1000;
+
 interface DenyEntry {
-  /** Local clock (ms) until which calls with at least `cost` are denied. */
+  /** Local clock (ms) until which calls with at least `cost` are denied (what Redis said). */
   until: number;
+  /** Local clock (ms) after which the entry is not used (at most DENY_CACHE_MAX_MS after it was made). */
+  expires: number;
   cost: number;
   retryAfterMs: number;
   resetAfterMs: number;
@@ -24,11 +33,17 @@ export class DenyCache {
   readonly #policies: readonly Policy[];
   /** The limiter's counters: a hit counts as denied locally on the denying policy. */
   readonly #counters: PolicyCounters[];
+  /**
+   * Whether a bucket refills linearly (token bucket, GCRA): a call dearer than the denied one is then
+   * denied for longer, by its extra cost over the rate. Else (windows) only the same cost is answered.
+   */
+  readonly #linear: boolean;
 
-  constructor(max: number, policies: readonly Policy[], counters: PolicyCounters[]) {
+  constructor(max: number, policies: readonly Policy[], counters: PolicyCounters[], linear = true) {
     this.#max = Math.max(1, max);
     this.#policies = policies;
     this.#counters = counters;
+    this.#linear = linear;
   }
 
   /** A denied result (`source: 'deny-cache'`) when one of the call's buckets is still denied for its cost. */
@@ -36,18 +51,21 @@ export class DenyCache {
     for (let s = 0; s < call.keys.length; s++) {
       const entry = this.#entries.get(call.keys[s]!);
       if (entry === undefined) continue;
-      if (now >= entry.until) {
+      if (now >= entry.until || now >= entry.expires) {
         this.#entries.delete(call.keys[s]!);
         continue;
       }
-      if (call.costs[s]! < entry.cost) continue;
+      const cost = call.costs[s]!;
+      if (cost < entry.cost || (cost > entry.cost && !this.#linear)) continue;
       const p = call.slotPolicy[s]!;
       const policy = this.#policies[p]!;
       this.#counters[p]!.deniedLocally++;
-      const retryAfterMs = Math.max(1, Math.ceil(entry.until - now));
+      // The bucket has the denied call's cost at `until`; a dearer call waits for its extra cost too.
+      const extraMs = ((cost - entry.cost) * 1000) / policy.ratePerSecond;
+      const retryAfterMs = Math.max(1, Math.ceil(entry.until - now + extraMs));
       const resetAfterMs = Math.max(
         retryAfterMs,
-        Math.ceil(entry.resetAfterMs - (entry.retryAfterMs - retryAfterMs)),
+        Math.ceil(entry.resetAfterMs - (entry.retryAfterMs - (entry.until - now))),
       );
       const id = call.ids[s]!;
       return {
@@ -83,6 +101,7 @@ export class DenyCache {
       if (slotAllowed(reply, s)) continue;
       this.#set(call.keys[s]!, {
         until: started + slotRetryAfterMs(reply, s),
+        expires: started + DENY_CACHE_MAX_MS,
         cost: call.costs[s]!,
         retryAfterMs: slotRetryAfterMs(reply, s),
         resetAfterMs: slotResetAfterMs(reply, s),

@@ -71,7 +71,12 @@ export class RateLimiter {
     this.#denyCache =
       resolved.denyCacheMax === undefined
         ? undefined
-        : new DenyCache(resolved.denyCacheMax, resolved.policies, this.#counters);
+        : new DenyCache(
+            resolved.denyCacheMax,
+            resolved.policies,
+            this.#counters,
+            resolved.algorithm === 'token-bucket' || resolved.algorithm === 'gcra',
+          );
     this.#fallback = new Fallback(resolved);
   }
 

@@ -360,6 +360,55 @@ describe('local deny cache', () => {
     expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'deny-cache' });
     expect(await rl.consume('u', 2)).toMatchObject({ allowed: true, source: 'redis' });
   });
+
+  it('a dearer call than the one Redis denied waits for its extra cost too (before: the cheaper call’s Retry-After)', async () => {
+    let now = START_MS;
+    const rl = limiter({ policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }], clock: () => now });
+    await rl.consume('u', 8);
+    expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'redis', retryAfterMs: 3000 });
+    now += 10;
+    // 2 tokens now, 5 at +3 s: 7 at +5 s.
+    expect(await rl.consume('u', 7)).toMatchObject({
+      allowed: false,
+      source: 'deny-cache',
+      retryAfterMs: 4990,
+    });
+    now += 4990;
+    expect(await rl.consume('u', 7)).toMatchObject({ allowed: true, source: 'redis' });
+  });
+
+  it('a window algorithm answers a dearer call from Redis, not from the entry', async () => {
+    let now = START_MS;
+    const rl = limiter({
+      algorithm: 'fixed-window',
+      policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }],
+      clock: () => now,
+    });
+    await rl.consume('u', 8);
+    expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'redis' });
+    now += 10;
+    expect(await rl.consume('u', 5)).toMatchObject({ allowed: false, source: 'deny-cache' });
+    expect(await rl.consume('u', 7)).toMatchObject({ allowed: false, source: 'redis' });
+  });
+
+  it('an entry answers for 1 s at most: a bucket refilled by another process (herald limits reset) is asked again', async () => {
+    let now = START_MS;
+    const keyPrefix = randomPrefix();
+    const policies = [{ name: 'p', capacity: 2, ratePerSecond: 0.01 }];
+    const rl = new RateLimiter({ redis, keyPrefix, policies, clock: () => now });
+    const operator = new RateLimiter({ redis, keyPrefix, policies, clock: () => now });
+    await rl.consume('u', 2);
+    expect(await rl.consume('u')).toMatchObject({ allowed: false, source: 'redis', retryAfterMs: 100_000 });
+    await operator.reset('u');
+    now += 999;
+    expect(await rl.consume('u')).toMatchObject({
+      allowed: false,
+      source: 'deny-cache',
+      retryAfterMs: 99_001,
+    });
+    now += 1;
+    expect(await rl.consume('u')).toMatchObject({ allowed: true, source: 'redis' });
+  });
 });
 
 describe('observability', () => {
