@@ -313,6 +313,11 @@ describe('web server', () => {
       '/api/metrics?x=1',
       '/api/%6detrics',
       '/api/%6D%65trics/',
+      // Dot segments, which the proxy's URL resolves before it sends on.
+      '/api/./metrics',
+      '/api/%2e/metrics',
+      '/api/%2E/./metrics/',
+      '/api/metrics/.',
     ]) {
       const answer = await rawExchange(
         port,

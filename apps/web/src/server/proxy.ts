@@ -33,7 +33,8 @@ function endToEnd(headers: IncomingHttpHeaders): IncomingHttpHeaders {
 
 /**
  * Whether `url` (under `/api`, as sent) is the gateway's `/metrics` as the gateway's router would read it
- * (%-decoded, with a trailing slash too, as the shipped nginx matches it).
+ * (%-decoded, its dot segments resolved as the proxy's URL resolves them before sending on, with a
+ * trailing slash too, as the shipped nginx matches it).
  */
 function isGatewayMetrics(url: string): boolean {
   const path = url.slice('/api'.length).split('?')[0] ?? '';
@@ -43,7 +44,24 @@ function isGatewayMetrics(url: string): boolean {
   } catch {
     return false; // the gateway refuses a malformed path itself
   }
-  return decoded === '/metrics' || decoded === '/metrics/';
+  const resolved = withoutDotSegments(decoded);
+  return resolved === '/metrics' || resolved === '/metrics/';
+}
+
+/** `path` with its `.` and `..` segments resolved (RFC 3986 §5.2.4, as WHATWG URL does). */
+function withoutDotSegments(path: string): string {
+  const segments: string[] = [];
+  const parts = path.split('/');
+  parts.forEach((segment, index) => {
+    const last = index === parts.length - 1;
+    if (segment === '.' || segment === '..') {
+      if (segment === '..' && segments.length > 1) segments.pop();
+      if (last) segments.push('');
+    } else {
+      segments.push(segment);
+    }
+  });
+  return segments.join('/');
 }
 
 /**
