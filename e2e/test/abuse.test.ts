@@ -184,6 +184,44 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
     expect((await stack.inbox.unread(user)).count).toBe(1);
   });
 
+  it('a read-all body with another key than upTo (ids: a read; a typo of upTo), or binary, marks nothing; read and ack take ids alone', async () => {
+    // Each on a socket of its own user: the socket and user bursts here are 5 and 8.
+    const attempt = async (event: string, body: unknown) => {
+      const user = randomId('keys');
+      await stack.inbox.append({
+        id: randomId('n'),
+        userId: user,
+        payload: {},
+        createdAt: new Date().toISOString(),
+      });
+      const socket = await connected(direct.url, user);
+      const answer = await socket.timeout(10_000).emitWithAck(event, body);
+      expect((await stack.inbox.unread(user)).count, `${event} ${JSON.stringify(body)}`).toBe(1);
+      return answer;
+    };
+    // Each of these used to mark the whole inbox read.
+    expect(await attempt('read-all', { ids: ['an-id'] })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+      error: expect.stringContaining('"ids"'),
+    });
+    expect(await attempt('read-all', { uptTo: '1-1' })).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+      error: expect.stringContaining('"uptTo"'),
+    });
+    expect(await attempt('read-all', Buffer.from('x'))).toMatchObject({
+      ok: false,
+      code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+    });
+    for (const event of ['read', 'ack'])
+      expect(await attempt(event, { ids: [], upTo: '1-1' })).toMatchObject({
+        ok: false,
+        code: 'HERALD_ERR_INBOX_INVALID_ARGUMENT',
+        error: expect.stringContaining('"upTo"'),
+      });
+  });
+
   it('a command with more than a body before its callback, and an event named "error", are answered, not left waiting', async () => {
     const socket = await connected(direct.url, randomId('extra'));
     for (const [event, ...args] of [

@@ -135,13 +135,43 @@ const RESERVED: ReadonlySet<string> = new Set([
  */
 export function upToOf(body: unknown): InboxOffset | undefined {
   if (body === undefined || body === null) return undefined;
-  if (typeof body !== 'object' || Array.isArray(body))
+  if (!isPlainBody(body))
     throw new InboxError(
       ErrorCode.INBOX_INVALID_ARGUMENT,
       'Expected { upTo?: offset } (read-all), or no body',
     );
+  // Another key is a mistake that would mark everything read: `ids` (a read sent as read-all), a typo.
+  refuseOtherKeys(body, 'read-all', ['upTo']);
   const upTo = (body as { upTo?: unknown }).upTo;
   if (upTo !== undefined && !isOffset(upTo))
     throw new InboxError(ErrorCode.INBOX_INVALID_OFFSET, 'upTo is not an offset');
   return upTo;
+}
+
+/** A body that is a plain object: not an array, not a binary attachment (a Buffer or an ArrayBuffer). */
+export function isPlainBody(body: unknown): body is Record<string, unknown> {
+  return (
+    typeof body === 'object' &&
+    body !== null &&
+    !Array.isArray(body) &&
+    !ArrayBuffer.isView(body) &&
+    !(body instanceof ArrayBuffer)
+  );
+}
+
+/** Refuses a key of `body` other than `allowed`, naming it (a typo would silently change the command). */
+export function refuseOtherKeys(
+  body: Record<string, unknown>,
+  event: string,
+  allowed: readonly string[],
+): void {
+  const other = Object.keys(body).filter((key) => !allowed.includes(key));
+  if (other.length === 0) return;
+  throw new InboxError(
+    ErrorCode.INBOX_INVALID_ARGUMENT,
+    `${event} takes ${allowed.join(', ')} only, not ${other
+      .slice(0, 5)
+      .map((key) => JSON.stringify(key.slice(0, 64)))
+      .join(', ')}`,
+  );
 }

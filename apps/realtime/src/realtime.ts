@@ -32,7 +32,9 @@ import {
   answerCommand,
   answerUnknownEvents,
   commandArgs,
+  isPlainBody,
   refuseExtraArguments,
+  refuseOtherKeys,
   upToOf,
 } from './command-args.js';
 import type { RealtimeConfig } from './config.js';
@@ -329,7 +331,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     socket.on(SocketEvent.ACK, (...args) => {
       const [body, reply] = commandArgs(args);
       command(reply, async () => {
-        const acked = await userInbox.acknowledge(userId, idsOf(body), config.instanceId);
+        const acked = await userInbox.acknowledge(userId, idsOf(body, SocketEvent.ACK), config.instanceId);
         // Only the acks the inbox recorded (this user's notifications, first acks): a sample is never
         // taken by another user's ack of an id they saw.
         stats.acked(acked.ids, acked.deliveredAtMs);
@@ -340,7 +342,7 @@ export function buildRealtime(config: RealtimeConfig, log: Logger): RealtimeServ
     });
     socket.on(SocketEvent.READ, (...args) => {
       const [body, reply] = commandArgs(args);
-      command(reply, async () => markRead(userInbox, userId, { ids: idsOf(body) }));
+      command(reply, async () => markRead(userInbox, userId, { ids: idsOf(body, SocketEvent.READ) }));
     });
     socket.on(SocketEvent.READ_ALL, (...args) => {
       const [body, reply] = commandArgs(args);
@@ -478,9 +480,10 @@ function tooManyConnections(max: number): string {
   return `This user already has ${max} connections to this server (the limit): close one, then retry.`;
 }
 
-function idsOf(body: unknown): string[] {
+function idsOf(body: unknown, event: string): string[] {
   const ids = (body as { ids?: unknown } | undefined)?.ids;
-  if (!Array.isArray(ids))
+  if (!isPlainBody(body) || !Array.isArray(ids))
     throw new InboxError(ErrorCode.INBOX_INVALID_ARGUMENT, 'Expected { ids: string[] }');
+  refuseOtherKeys(body, event, ['ids']);
   return ids as string[];
 }
