@@ -9,8 +9,8 @@ const USAGE = `usage: herald limits <command>
 With --key, the key's own limits (herald keys create --sender-burst …), else the gateway's defaults;
 reads REDIS_URL and the HERALD_* settings like the gateway.`;
 
-/** The ids the gateway gives the keys of `HERALD_API_KEYS` (tenant `default`, default limits; not stored). */
-const ENV_KEY_ID = /^env-\d+$/;
+/** The ids the gateway gives the keys of `HERALD_API_KEYS` (tenant `default`, default limits; not stored): envKeyId. */
+const ENV_KEY_ID = /^env-[0-9a-f]{16}$/;
 const USER_ID = new RegExp(USER_ID_PATTERN);
 
 const quietLog = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} };

@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import { buildApp } from '@herald/gateway';
-import { loadConfig } from '@herald/gateway/operator';
+import { envKeyId, loadConfig } from '@herald/gateway/operator';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as keys } from '../src/keys.js';
 import { run } from '../src/limits.js';
-import { auth, dropQueue, testEnv } from './helpers.js';
+import { API_KEY, auth, dropQueue, testEnv } from './helpers.js';
 
 describe('herald limits peek|reset', () => {
   const env = testEnv({
@@ -34,10 +34,10 @@ describe('herald limits peek|reset', () => {
 
   it('shows a recipient’s and a sender’s tokens without taking any, and refills them', async () => {
     for (let i = 0; i < 3; i++) expect((await notify('ops-user')).statusCode).toBe(202);
-    const peek = await cli(['peek', '--user', 'ops-user', '--key', 'env-1']);
+    const peek = await cli(['peek', '--user', 'ops-user', '--key', envKeyId(API_KEY)]);
     expect(peek.code).toBe(0);
     expect(peek.out).toContain('recipient ops-user: 7 of 10 tokens');
-    expect(peek.out).toContain('sender env-1: 197 of 200 tokens');
+    expect(peek.out).toContain(`sender ${envKeyId(API_KEY)}: 197 of 200 tokens`);
     // Peeking took nothing.
     expect((await cli(['peek', '--user', 'ops-user'])).out).toContain('7 of 10');
 

@@ -40,6 +40,15 @@ export interface ApiKeyRecord extends ApiKeyIdentity {
 const LIMIT_FIELDS = ['recipientPerSecond', 'recipientBurst', 'senderPerSecond', 'senderBurst'] as const;
 const INBOX_FIELDS = { maxLength: 'inboxMaxLength', maxAgeMs: 'inboxMaxAgeMs' } as const;
 
+/**
+ * The id of a `HERALD_API_KEYS` key: `env-` and the first 16 hex digits of SHA-256(`herald-api-key:` +
+ * key). The same on every gateway whatever the key's place in the list; an operator computes it with
+ * `printf 'herald-api-key:%s' "$KEY" | sha256sum | cut -c1-16`.
+ */
+export function envKeyId(key: string): string {
+  return `env-${createHash('sha256').update(`herald-api-key:${key}`).digest('hex').slice(0, 16)}`;
+}
+
 /** SHA-256 of `value`: one-shot `crypto.hash` where Node has it (20.12+), about twice as fast. */
 export const sha256Buffer: (value: string) => Buffer =
   typeof (crypto as { hash?: unknown }).hash === 'function'
@@ -78,7 +87,10 @@ export class ApiKeyStore {
     this.#envKeys = options.envKeys.map((key, index) => ({
       digest: sha256Buffer(key),
       identity: {
-        id: `env-${index + 1}`,
+        // From the key itself, not its place in the list: during a rotation rolled out one gateway at a
+        // time (OLD,NEW here, NEW alone there), NEW took OLD's id on one side, and with it OLD's
+        // idempotency records and sender bucket. Domain-separated, and 64 bits only (it is in tokens).
+        id: envKeyId(key),
         name: `HERALD_API_KEYS #${index + 1}`,
         tenantId: DEFAULT_TENANT,
         limits: {},

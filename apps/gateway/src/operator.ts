@@ -9,6 +9,7 @@ export {
   type ApiKeyIdentity,
   type ApiKeyRecord,
   ApiKeyStore,
+  envKeyId,
   type KeyInboxBounds,
   type KeyLimits,
 } from './api-keys.js';

@@ -1,4 +1,5 @@
 import { writeFileSync } from 'node:fs';
+import { envKeyId } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, userKey } from '@herald/protocol';
 import { bucketKey } from '@herald/rate-limiter';
 import { Redis } from 'ioredis';
@@ -75,8 +76,8 @@ const REDIS_DOWN_MS = 500;
  * the gateways up (its own buckets) before the run.
  */
 const API_KEYS = Array.from({ length: 10 }, (_, i) => `fleet-key-${i + 1}-0123456789abcdef0123456789abcdef`);
-/** `HERALD_API_KEYS` keys are `env-<n>`, in order. */
-const HOT_KEY_ID = 'env-1';
+/** The id the gateways give the hot key (of `HERALD_API_KEYS`: derived from the key). */
+const HOT_KEY_ID = envKeyId(API_KEYS[0] as string);
 const HOT_USER = 'hot-user';
 const COLD_USERS = 1000;
 
