@@ -1,4 +1,11 @@
-import { ApiKeyStore, type KeyInboxBounds, type KeyLimits, loadConfig } from '@herald/gateway/operator';
+import {
+  ApiKeyStore,
+  type KeyInboxBounds,
+  type KeyLimits,
+  loadConfig,
+  MAX_LIMIT,
+  MIN_RATE,
+} from '@herald/gateway/operator';
 import { isTenantId } from '@herald/protocol';
 import {
   type CliIo,
@@ -132,8 +139,18 @@ async function create(store: ApiKeyStore, args: string[], io: CliIo): Promise<nu
     const raw = values[flag];
     if (raw === undefined) continue;
     const value = Number(raw);
-    if (!Number.isFinite(value) || value <= 0 || (flag.endsWith('burst') && !Number.isInteger(value))) {
-      io.err(`--${flag} must be a positive ${flag.endsWith('burst') ? 'integer' : 'number'}, got "${raw}"`);
+    const burst = flag.endsWith('burst');
+    // The bounds of the gateway's own settings: what the buckets count exactly, and expire.
+    const least = burst ? 1 : MIN_RATE;
+    if (
+      !Number.isFinite(value) ||
+      value < least ||
+      value > MAX_LIMIT ||
+      (burst && !Number.isInteger(value))
+    ) {
+      io.err(
+        `--${flag} must be ${burst ? 'an integer' : 'a number'} from ${least} to ${MAX_LIMIT} (as the gateway's own limit settings), got "${raw}"`,
+      );
       return 2;
     }
     limits[field] = value;

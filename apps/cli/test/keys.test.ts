@@ -78,6 +78,18 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
     expect(
       (await cli(['create', '--name', 'x', '--tenant', 't', '--sender-burst', '1.5'])).err.join(),
     ).toContain('--sender-burst');
+    // Limits beyond what the gateway's own settings take (rates and bursts up to 10^9, rates from 10^-6):
+    // a rate of 1e-300 made every decision fail (503), a burst of 1e20 lifted the limit.
+    for (const [flag, value] of [
+      ['--recipient-rate', '1e-300'],
+      ['--sender-burst', '100000000000000000000'],
+      ['--recipient-burst', '2000000000'],
+      ['--sender-rate', '1e300'],
+    ] as const) {
+      const refused = await cli(['create', '--name', 'x', '--tenant', 't', flag, value]);
+      expect(refused.code, `${flag} ${value}`).toBe(2);
+      expect(refused.err.join(), `${flag} ${value}`).toContain(flag);
+    }
     expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
     expect((await cli(['frobnicate'])).code).toBe(2);
     // What a command does not take is refused, never ignored: `revoke a b` revoked a alone, exit 0.

@@ -126,7 +126,7 @@ describe('gateway configuration', () => {
       'PORT must be <= 65535',
       'HERALD_RATE_LIMIT_PER_SECOND must be a finite decimal number (got "Infinity")',
       'HERALD_RATE_LIMIT_BURST must be a finite decimal number',
-      'HERALD_SENDER_RATE_LIMIT_PER_SECOND must be > 0',
+      'HERALD_SENDER_RATE_LIMIT_PER_SECOND must be >= 0.000001',
       'HERALD_DURABILITY must be one of: redis, aof',
       'REDIS_URL must be a redis:// or rediss:// URL with a host',
     ]);
@@ -141,6 +141,8 @@ describe('gateway configuration', () => {
       HERALD_SENDER_RATE_LIMIT_BURST: '2000000000',
       HERALD_TOKEN_RATE_LIMIT_PER_SECOND: '1e10',
       HERALD_INBOX_RATE_LIMIT_BURST: '1e12',
+      // A bucket refilled that slowly outlives what Redis takes as an expiry: every decision failed.
+      HERALD_INBOX_RATE_LIMIT_PER_SECOND: '1e-300',
       HERALD_EXPECTED_GATEWAYS: '1000000',
       HERALD_IDEMPOTENCY_TTL_SECONDS: '100000000000000',
       HERALD_INBOX_MAX_AGE_MS: '1e20',
@@ -148,8 +150,9 @@ describe('gateway configuration', () => {
       HERALD_RATE_LIMIT_PREFIX: 'rl{x}:',
     });
     expectEach(message, [
-      /\(10 problems\)/,
+      /\(11 problems\)/,
       'HERALD_RATE_LIMIT_PER_SECOND must be <= 1000000000',
+      'HERALD_INBOX_RATE_LIMIT_PER_SECOND must be >= 0.000001',
       'HERALD_RATE_LIMIT_BURST must be <= 1000000000',
       'HERALD_SENDER_RATE_LIMIT_BURST must be <= 1000000000',
       'HERALD_TOKEN_RATE_LIMIT_PER_SECOND must be <= 1000000000',

@@ -9,7 +9,13 @@ import { ENVELOPE_TARGET_ITEMS, ENVELOPE_WINDOW_MS } from './envelopes.js';
  * Largest rate (tokens per second) and burst a limiter setting takes: the buckets count microtokens in
  * doubles, exact up to 2^53, so 10^9 tokens (10^15 microtokens) keeps every decision exact.
  */
-const MAX_LIMIT = 1_000_000_000;
+export const MAX_LIMIT = 1_000_000_000;
+/**
+ * Smallest rate a limiter setting takes, tokens per second (one token in ~11.6 days): a bucket refills
+ * fully in burst / rate, which its key's expiry must hold (10^9 / 10^-6 s fits Redis's; 1e-300 did not,
+ * and every decision failed).
+ */
+export const MIN_RATE = 0.000001;
 
 /** Most time a limiter decision may take by default, ms (`HERALD_RATE_LIMIT_TIMEOUT_MS`). */
 const LIMITER_TIMEOUT_MS = 150;
@@ -26,15 +32,15 @@ export const EnvSchema = Type.Object({
   HERALD_ADMIN_KEY: Type.Optional(Type.String()),
   HERALD_JWT_SECRET: Type.Optional(Type.String()),
   HERALD_TOKEN_TTL_SECONDS: Type.Integer({ minimum: 1, maximum: 2_592_000, default: 3600 }),
-  HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 10 }),
+  HERALD_RATE_LIMIT_PER_SECOND: Type.Number({ minimum: MIN_RATE, maximum: MAX_LIMIT, default: 10 }),
   HERALD_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 10 }),
   // No braces: the prefix would become every tenant's hash tag (one slot for them all on a Cluster).
   HERALD_RATE_LIMIT_PREFIX: Type.String({ pattern: '^[^{}]*$', default: 'ratelimit:' }),
-  HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 100 }),
+  HERALD_SENDER_RATE_LIMIT_PER_SECOND: Type.Number({ minimum: MIN_RATE, maximum: MAX_LIMIT, default: 100 }),
   HERALD_SENDER_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 200 }),
-  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 50 }),
+  HERALD_TOKEN_RATE_LIMIT_PER_SECOND: Type.Number({ minimum: MIN_RATE, maximum: MAX_LIMIT, default: 50 }),
   HERALD_TOKEN_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 100 }),
-  HERALD_INBOX_RATE_LIMIT_PER_SECOND: Type.Number({ exclusiveMinimum: 0, maximum: MAX_LIMIT, default: 100 }),
+  HERALD_INBOX_RATE_LIMIT_PER_SECOND: Type.Number({ minimum: MIN_RATE, maximum: MAX_LIMIT, default: 100 }),
   HERALD_INBOX_RATE_LIMIT_BURST: Type.Integer({ minimum: 1, maximum: MAX_LIMIT, default: 200 }),
   HERALD_RATE_LIMIT_FAILURE: Type.Union(
     [Type.Literal('closed'), Type.Literal('open'), Type.Literal('local')],

@@ -13,5 +13,5 @@ export {
   type KeyInboxBounds,
   type KeyLimits,
 } from './api-keys.js';
-export { type GatewayConfig, loadConfig } from './config.js';
+export { type GatewayConfig, loadConfig, MAX_LIMIT, MIN_RATE } from './config.js';
 export { Limits } from './limits.js';
