@@ -46,6 +46,11 @@ export function redisTarget(config: {
   return { url: config.redisUrl, clusterNodes: config.redisClusterNodes };
 }
 
+/** How long connecting (TCP connection and ready check) may take before the CLI says so, ms. */
+const CONNECT_DEADLINE_MS = 5000;
+/** How long one command may go unanswered before it fails (exit 1, saying so), ms. */
+export const COMMAND_TIMEOUT_MS = 15_000;
+
 /** Why a Cluster connection ended before it was ready: the Cluster answers, but is down. */
 const CLUSTER_DOWN = new Error(
   'it answers but does not serve every slot (CLUSTER INFO: cluster_state is not ok: is a master down?).',
@@ -57,10 +62,12 @@ const CLUSTER_DOWN = new Error(
  * disconnects.
  */
 export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Redis | Cluster | undefined> {
+  // A command that gets no answer (a frozen Redis) fails after COMMAND_TIMEOUT_MS instead of holding
+  // the CLI for good; connectTimeout covers only the TCP connection, not the ready check after it.
   const redis = createRedis(
     target,
     'plain',
-    { maxRetriesPerRequest: 1, connectTimeout: 3000, lazyConnect: true },
+    { maxRetriesPerRequest: 1, connectTimeout: 3000, lazyConnect: true, commandTimeout: COMMAND_TIMEOUT_MS },
     { clusterRetryStrategy: () => null, lazyConnect: true },
   );
   // Redis's own refusal (WRONGPASS, NOAUTH, a DB index it does not have), which `connect()` reports
@@ -72,6 +79,18 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
   try {
     await new Promise<void>((resolve, reject) => {
       redis.connect().then(resolve, reject);
+      // Connected but never ready (it accepted the connection and does not answer): said, not waited for.
+      const deadline = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `it accepted the connection but did not answer within ${CONNECT_DEADLINE_MS / 1000} s (frozen or overloaded?)`,
+            ),
+          ),
+        CONNECT_DEADLINE_MS,
+      );
+      redis.once('ready', () => clearTimeout(deadline));
+      redis.once('end', () => clearTimeout(deadline));
       // A Cluster that answers but does not serve every slot (a master down) fails ioredis's ready check
       // after the slot table was read: the connection ends, and `connect()` says only "Connection is
       // closed." (ioredis's own never settled: the CLI exited 13 without a word). Unreachable nodes end

@@ -1,3 +1,5 @@
+import type { AddressInfo } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { startRedisServer } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { run as failed } from '../src/failed.js';
@@ -61,6 +63,34 @@ describe('every command reads its settings as the apps do', () => {
       await redis.dispose();
     }
   });
+
+  // Every command connects through connectForCli: one of them (its deadline is 5 s; all six passed).
+  it.each(commands.slice(0, 1))(
+    '%s: a Redis that accepts the connection and never answers (frozen) is exit 1 with a line saying so, not a hang',
+    async (_name, command, args) => {
+      const sockets: Socket[] = [];
+      const silent = createServer((socket) => {
+        sockets.push(socket);
+        socket.on('error', () => {});
+      });
+      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = silent.address() as AddressInfo;
+        const answer = await cli(command, args, {
+          ...testEnv(),
+          HERALD_REDIS_CLUSTER_NODES: undefined,
+          REDIS_URL: `redis://127.0.0.1:${port}`,
+        });
+        expect(answer.code).toBe(1);
+        expect(answer.err).toMatch(/did not answer within \d+ s/);
+        expect(answer.err).not.toMatch(/^\s+at /m);
+      } finally {
+        for (const socket of sockets) socket.destroy();
+        silent.close();
+      }
+    },
+    30_000,
+  );
 
   it('warns of a HERALD_ variable that is no setting (a typo), naming the nearest, as the apps do', async () => {
     const answer = await cli(keys, ['list'], { ...testEnv(), HERALD_KEY_PREFX: 'x:' });
