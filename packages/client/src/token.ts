@@ -31,7 +31,7 @@ export function tokenClaims(token: string): TokenClaims {
 
 /**
  * When to fetch the next token (ms from `now`): at 80 % of its remaining life, and at least 5 s before
- * `exp`; undefined without an `exp`. With an `iat`, the life is the token's own (`exp` − `iat`, both the
+ * `exp`, but never before half of it; undefined without an `exp`. With an `iat`, the life is the token's own (`exp` − `iat`, both the
  * server's clock) counted from `receivedAt` (when `getToken()` answered it, this clock), so a client
  * clock that is off does not matter (an hour ahead, every token looked expired on arrival and was
  * replaced at once, in a loop); without one, `exp` by this clock.
@@ -40,5 +40,6 @@ export function refreshDelay(claims: TokenClaims, now = Date.now(), receivedAt =
   const { exp, iat } = claims;
   if (typeof exp !== 'number') return undefined;
   const left = typeof iat === 'number' ? (exp - iat) * 1000 - now + receivedAt : exp * 1000 - now;
-  return Math.max(0, Math.min(left * 0.8, left - 5000));
+  // Half the life at least: a token of 5 s or less was replaced at once, in a loop (~50 a second).
+  return Math.max(0, left / 2, Math.min(left * 0.8, left - 5000));
 }
