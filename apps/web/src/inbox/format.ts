@@ -26,6 +26,18 @@ const UNITS: [Intl.RelativeTimeFormatUnit, number][] = [
 ];
 
 /**
+ * The relative-time format of `locale` (the element's `lang`), or of the browser's language when
+ * `locale` is no language tag (`en_US`): `Intl` throws on one, and the element rendered nothing.
+ */
+export function relativeFormat(locale: string | undefined): Intl.RelativeTimeFormat {
+  try {
+    return new Intl.RelativeTimeFormat(locale || undefined, { numeric: 'auto' });
+  } catch {
+    return new Intl.RelativeTimeFormat(undefined, { numeric: 'auto' });
+  }
+}
+
+/**
  * "now", "5 minutes ago", "yesterday": `Intl.RelativeTimeFormat` in the page's language (no date library,
  * no locale data shipped). Under 45 s is "now", as a clock that ticks every 30 s can say honestly.
  */

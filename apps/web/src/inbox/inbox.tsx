@@ -2,6 +2,7 @@ import type { HeraldClient } from '@herald/client';
 import { useMemo, useRef, useState } from 'preact/hooks';
 import { ConnectionStatus } from './connection.js';
 import { Feed } from './feed.js';
+import { relativeFormat } from './format.js';
 import { useHeraldState, useNow } from './hooks.js';
 import { MutedList, useMutes } from './mutes.js';
 import { Toasts } from './toasts.js';
@@ -26,7 +27,7 @@ export interface InboxProps {
 export function Inbox({ client, open: openAtFirst = false, inline = false, locale }: InboxProps) {
   const state = useHeraldState(client);
   const now = useNow(30_000);
-  const format = useMemo(() => new Intl.RelativeTimeFormat(locale, { numeric: 'auto' }), [locale]);
+  const format = useMemo(() => relativeFormat(locale), [locale]);
   const [open, setOpen] = useState(openAtFirst);
   const bell = useRef<HTMLButtonElement>(null);
   const count = state.unread?.count;
