@@ -57,6 +57,34 @@ describe('HERALD_RATE_LIMIT_TIMEOUT_MS: how long a limiter decision may wait for
     expect(jobs.map((job) => job.data.userId)).toEqual(['warm']);
   });
 
+  it('local: a refusal by the gateway’s own share of the bucket is a 429 naming the policy, not a 503 "unavailable" (the limiter did decide)', async () => {
+    const local = await buildTestApp({
+      REDIS_URL: redis.url,
+      HERALD_REDIS_TIMEOUT_MS: '5000',
+      HERALD_RATE_LIMIT_FAILURE: 'local',
+      HERALD_EXPECTED_GATEWAYS: '2',
+      HERALD_RATE_LIMIT_BURST: '4',
+      HERALD_RATE_LIMIT_PER_SECOND: '0.01',
+    });
+    try {
+      expect((await notify(local, 'warm')).statusCode).toBe(202);
+      redis.process.kill('SIGSTOP');
+      const resume = setTimeout(() => redis.process.kill('SIGCONT'), 600);
+      // This gateway's share of the recipient's 4: 2.
+      const answers = await Promise.all(Array.from({ length: 4 }, () => notify(local, 'local-user')));
+      clearTimeout(resume);
+      redis.process.kill('SIGCONT');
+      expect(answers.map((answer) => answer.statusCode).sort()).toEqual([202, 202, 429, 429]);
+      for (const answer of answers.filter((answer) => answer.statusCode === 429)) {
+        expect(answer.json()).toMatchObject({ code: 'HERALD_ERR_RATE_LIMITED', policy: 'recipient' });
+        expect(Number(answer.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+      }
+    } finally {
+      redis.process.kill('SIGCONT');
+      await disposeTestApp(local);
+    }
+  });
+
   it('is at most HERALD_REDIS_TIMEOUT_MS, and says so', () => {
     expect(() => loadConfig(testEnv({ HERALD_RATE_LIMIT_TIMEOUT_MS: '900' }))).toThrow(
       'HERALD_RATE_LIMIT_TIMEOUT_MS (900) must be at most HERALD_REDIS_TIMEOUT_MS (800)',

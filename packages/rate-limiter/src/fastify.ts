@@ -108,9 +108,12 @@ export class RateLimitedError extends Error {
   /** `Retry-After`: whole seconds, rounded up, at least 1. */
   readonly retryAfterSeconds: number;
   private constructor(result: RateLimitResult) {
-    super(result.source === 'fallback' ? ERRORS.UNAVAILABLE.message : ERRORS.RATE_LIMITED.message);
+    // A refusal of the failure mode (`closed`) is "unavailable"; one of `local`'s own bucket is a limit
+    // reached, decided in this process (its policy named), as Redis's would be.
+    const unavailable = result.source === 'fallback' && result.fallback?.mode !== 'local';
+    super(unavailable ? ERRORS.UNAVAILABLE.message : ERRORS.RATE_LIMITED.message);
     this.name = 'RateLimitedError';
-    this.statusCode = result.source === 'fallback' ? 503 : 429;
+    this.statusCode = unavailable ? 503 : 429;
     this.result = result;
     this.retryAfterSeconds = retryAfterSeconds(result);
   }
