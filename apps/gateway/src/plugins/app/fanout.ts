@@ -96,7 +96,9 @@ export default fp(
         checkJobs(queue, [{ name: FANOUT_JOB_NAME, data, opts }]);
         return queue.add(FANOUT_JOB_NAME, data, opts);
       });
-      request.log.info({ notificationId: id, tenant: identity.tenantId, ...audience }, 'fan-out queued');
+      // On the request's one line (`request completed`), as a send to one user.
+      request.notificationIds = [id];
+      request.log.debug({ notificationId: id, tenant: identity.tenantId, ...audience }, 'fan-out queued');
       return id;
     }
     app.decorate('fanouts', { enqueue });
