@@ -70,6 +70,8 @@ describe('POST /notify escalateAfterMs', () => {
       code: ErrorCode.PUSH_NOT_CONFIGURED,
       details: [{ field: 'body.escalateAfterMs' }],
     });
+    // Where the key goes, as the README says: the worker refuses a partial set (before: "gateway, realtime").
+    expect(response.json().error).toContain('HERALD_VAPID_PUBLIC_KEY (gateway, worker, realtime)');
     const batch = await notify(
       off,
       {

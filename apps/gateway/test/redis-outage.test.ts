@@ -1,6 +1,7 @@
+import { fileURLToPath } from 'node:url';
 import { randomId, redisUrl, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
-import { auth, buildTestApp, disposeTestApp, gatewayOnOwnRedis } from './helpers.js';
+import { auth, buildTestApp, disposeTestApp, gatewayOnOwnRedis, testEnv } from './helpers.js';
 
 describe('Redis stopped: 503 fast, never a 202 that is not in Redis; recovers by itself', () => {
   const own = gatewayOnOwnRedis({ HERALD_RATE_LIMIT_BURST: '1000' });
@@ -93,5 +94,17 @@ describe('HERALD_DURABILITY=aof', () => {
     await expect(buildTestApp({ HERALD_DURABILITY: 'aof' })).rejects.toThrow(
       /WAITAOF \(Redis 7\.2 or newer\)/,
     );
+    // The process: exit 1 and that one message, as for any setting refused at start (before: an
+    // uncaught exception and its stack trace).
+    const { spawnSync } = await import('node:child_process');
+    const entry = fileURLToPath(new URL('../dist/server.js', import.meta.url));
+    const run = spawnSync(process.execPath, [entry], {
+      env: { ...process.env, ...testEnv({ HERALD_DURABILITY: 'aof', PORT: '0' }) },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+    expect(run.status).toBe(1);
+    expect(run.stderr).toContain('HERALD_DURABILITY=aof needs WAITAOF');
+    expect(run.stderr).not.toMatch(/^\s+at /m);
   });
 });

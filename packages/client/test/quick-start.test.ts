@@ -87,7 +87,7 @@ describe("the README's Quick start, saved where it says", () => {
     }
   });
 
-  it('says why it does not connect: a wrong API key, a realtime server not started', async () => {
+  it('says why it does not connect: a wrong API key, Herald not started, a realtime server not started', async () => {
     const gateway = await stack.start('gateway', 'gateway-2');
     for (const [what, source, expected] of [
       [
@@ -95,6 +95,14 @@ describe("the README's Quick start, saved where it says", () => {
         quickStart()
           .replace('http://localhost:3000', gateway.url)
           .replace("apiKey: 'dev-key'", "apiKey: 'wrong-key'"),
+        /^connecting \(HERALD_ERR_TOKEN_UNAVAILABLE: .+\)$/,
+      ],
+      [
+        // What the README says it prints when Herald is not started.
+        'Herald not started',
+        quickStart()
+          .replace('http://localhost:3000', 'http://127.0.0.1:9')
+          .replace('http://localhost:3001', 'http://127.0.0.1:9'),
         /^connecting \(HERALD_ERR_TOKEN_UNAVAILABLE: .+\)$/,
       ],
       [

@@ -1,4 +1,4 @@
-import { connectionErrorLog, createRedis, RedisClock } from '@herald/config';
+import { ConfigError, connectionErrorLog, createRedis, RedisClock } from '@herald/config';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from 'ioredis';
@@ -124,7 +124,7 @@ export function producerConnection(
 async function assertWaitAofSupported(redis: Redis | Cluster): Promise<void> {
   const info = (await redis.call('COMMAND', 'INFO', 'WAITAOF')) as unknown[];
   if (!Array.isArray(info) || info[0] === null || info[0] === undefined) {
-    throw new Error(
+    throw new ConfigError(
       'HERALD_DURABILITY=aof needs WAITAOF (Redis 7.2 or newer) and this Redis lacks it: upgrade Redis or set HERALD_DURABILITY=redis.',
     );
   }

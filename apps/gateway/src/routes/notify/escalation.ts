@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { ErrorCode, HttpError } from '../../errors.js';
 
 const NOT_CONFIGURED =
-  'escalateAfterMs needs Web Push, which this deployment has not configured: the operator sets HERALD_VAPID_PUBLIC_KEY (gateway, realtime) and HERALD_VAPID_PRIVATE_KEY, HERALD_VAPID_SUBJECT (worker); or send without escalateAfterMs';
+  'escalateAfterMs needs Web Push, which this deployment has not configured: the operator sets HERALD_VAPID_PUBLIC_KEY (gateway, worker, realtime) and HERALD_VAPID_PRIVATE_KEY, HERALD_VAPID_SUBJECT (worker); or send without escalateAfterMs';
 
 /**
  * Why `item` cannot be taken as it is: `escalateAfterMs` on a deployment without Web Push (a notification
