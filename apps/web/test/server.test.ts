@@ -357,6 +357,15 @@ describe('web server', () => {
       expect(answer.body.code, path).toBe('HERALD_ERR_BAD_REQUEST');
       expect(answer.body.error, path).toMatch(/'\.\.' segment.*send the gateway's path as it is/);
     }
+    // What else the proxy refuses is named as it is, for the upstream of its prefix (before: "a '..'
+    // segment" and "the gateway's path" for all of them).
+    const empty = await get('/api//healthz');
+    expect(empty.status).toBe(400);
+    expect(empty.body.error).toMatch(/empty segment.*send the gateway's path as it is/);
+    expect(empty.body.error).not.toContain("'..'");
+    const realtime = await get('/socket.io/../x');
+    expect(realtime.status).toBe(400);
+    expect(realtime.body.error).toMatch(/'\.\.' segment.*the realtime server's path as it is/);
   });
 
   it('pages and files say nosniff, and no other site may frame them (the dashboard takes the admin key)', async () => {

@@ -17,6 +17,34 @@ import { proxies } from './proxy.js';
 /** @fastify/http-proxy's error for a path that would leave its prefix. */
 const PROXY_REFUSED_PATH = 'source/request contain invalid characters';
 
+/**
+ * Why @fastify/http-proxy refused `url` (a `..` segment, `%2e%2e` too; an empty segment right after the
+ * prefix, which would make the rest a host; or no plain path at all), and which upstream's path to send.
+ */
+function refusedPathMessage(url: string): string {
+  const path = url.split('?')[0] ?? '';
+  const realtime = path.startsWith('/socket.io');
+  const rest = path.slice(realtime ? '/socket.io'.length : '/api'.length);
+  let decoded: string | undefined;
+  try {
+    decoded = decodeURIComponent(rest).replaceAll('\\', '/');
+  } catch {
+    decoded = undefined;
+  }
+  const what =
+    decoded === undefined
+      ? 'a malformed %-escape'
+      : decoded.split('/').includes('..')
+        ? "a '..' segment"
+        : decoded.startsWith('//')
+          ? `an empty segment after ${realtime ? '/socket.io' : '/api'}`
+          : 'what is no plain path (a scheme, a backslash)';
+  const upstream = realtime
+    ? "the realtime server's path as it is, e.g. /socket.io/?EIO=4&transport=websocket"
+    : "the gateway's path as it is, e.g. /api/notify";
+  return `The path ${JSON.stringify(path.slice(0, 200))} has ${what}: send ${upstream}.`;
+}
+
 import { readiness } from './readiness.js';
 
 /**
@@ -142,11 +170,8 @@ export async function buildWebServer(config: WebConfig): Promise<FastifyInstance
       });
     }
     if (error.message === PROXY_REFUSED_PATH) {
-      // @fastify/http-proxy's own refusal of a path that would leave /api (`..`, `%2e%2e`).
-      return reply.status(400).send({
-        error: `The path ${JSON.stringify(request.url.split('?')[0]?.slice(0, 200))} has a '..' segment: send the gateway's path as it is, e.g. /api/notify.`,
-        code: ErrorCode.BAD_REQUEST,
-      });
+      // @fastify/http-proxy's own refusal of a path that would leave its prefix: named as it is.
+      return reply.status(400).send({ error: refusedPathMessage(request.url), code: ErrorCode.BAD_REQUEST });
     }
     return reply.status(status).send({ error: error.message, code: ErrorCode.BAD_REQUEST });
   });
