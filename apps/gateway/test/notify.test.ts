@@ -87,6 +87,10 @@ describe('POST /notify', () => {
     ['payload is not an object', { userId: 'a', payload: 'text' }, 'body.payload'],
     ['userId is empty', { userId: '', payload: {} }, 'body.userId'],
     ['userId is a number', { userId: 42, payload: {} }, 'body.userId'],
+    // No URL can name them: every WHATWG client (browsers, Node's fetch) resolves "." and ".." segments,
+    // %2E too, so their inbox routes could never be reached.
+    ['userId is "."', { userId: '.', payload: {} }, 'body.userId'],
+    ['userId is ".."', { userId: '..', payload: {} }, 'body.userId'],
     ['an unknown field is sent', { userId: 'a', payload: {}, priorty: 1 }, 'body.priorty'],
   ])('answers 400 naming the field when %s', async (_case, payload, field) => {
     const response = await post('/notify', payload);

@@ -55,6 +55,18 @@ describe('@herald/client/server against a real gateway, worker and Redis', () =>
     expect(await herald.status('no-such-notification')).toBeUndefined();
   });
 
+  it('users "." and ".." are refused by name: no URL could reach their inbox (fetch resolves them as dot segments)', async () => {
+    const herald = createHeraldServer({ url, apiKey: API_KEY });
+    for (const user of ['.', '..']) {
+      expect(
+        await herald.notify({ userId: user, payload: {} }).catch((error: unknown) => error),
+      ).toMatchObject({
+        status: 400,
+        code: 'HERALD_ERR_VALIDATION',
+      });
+    }
+  });
+
   it('honours Retry-After on a 429 (the recipient allows 1/s): the retry passes', async () => {
     const herald = createHeraldServer({ url, apiKey: API_KEY, retries: 2 });
     const user = randomId('bob');

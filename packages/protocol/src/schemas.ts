@@ -4,8 +4,12 @@ import { EscalateAfterMs, EscalationStatus } from './push.js';
 /** Largest `userId` accepted, in characters. */
 export const USER_ID_MAX_LENGTH = 256;
 
-/** Characters a `userId` may contain: letters, digits and `_ . : @ + = | / ~ -`. */
-export const USER_ID_PATTERN = '^[A-Za-z0-9_.:@+=|/~-]+$';
+/**
+ * Characters a `userId` may contain: letters, digits and `_ . : @ + = | / ~ -`; not `.` or `..` alone,
+ * which no URL can name (WHATWG URL resolves those path segments, `%2E` too: the user's inbox routes
+ * could never be reached from a browser or `fetch`).
+ */
+export const USER_ID_PATTERN = '^(?!\\.\\.?$)[A-Za-z0-9_.:@+=|/~-]+$';
 /** Largest `payload`, in bytes of its JSON. */
 export const PAYLOAD_MAX_BYTES = 16 * 1024;
 /**
