@@ -169,12 +169,19 @@ export class Limits {
       limiter = this.#limiter(
         [
           sender,
-          // ratelimit:{<userId>}: the walking skeleton's key, unchanged.
+          // ratelimit:{<userId>}: the walking skeleton's key, unchanged, for the deployment's recipient
+          // limits. A key with limits of its own has buckets of its own, one per user and limit set
+          // (ratelimit:recipient-<burst>-<rate>:{…}), shared by the tenant's keys with the same limits:
+          // one bucket taken with each key's burst and rate in turn let a stricter key (burst 3) leave
+          // every other key of the tenant 3 tokens, then 0, for that user.
           {
             name: RECIPIENT_POLICY,
             capacity: recipientBurst,
             ratePerSecond: recipientRate,
-            keyPrefix: defaults.keyPrefix,
+            keyPrefix:
+              recipientBurst === defaults.burst && recipientRate === defaults.perSecond
+                ? defaults.keyPrefix
+                : `${defaults.keyPrefix}recipient-${recipientBurst}-${recipientRate}:`,
           },
         ],
         tenant,

@@ -86,3 +86,31 @@ describe('POST /tokens and the inbox routes: limited per API key', () => {
     for (let n = 0; n < BURST; n++) expect((await list(app)).statusCode).toBe(200);
   });
 });
+
+describe('a key’s own recipient limits', () => {
+  it('apply to buckets of their own: a stricter key never shrinks another key’s budget for a user (before: the tenant’s one bucket per user took each key’s burst and rate in turn)', async () => {
+    app = await buildTestApp({ HERALD_RATE_LIMIT_BURST: '10', HERALD_RATE_LIMIT_PER_SECOND: '0.01' });
+    const tenantId = 'acme-limits';
+    const strict = await app.apiKeys.create({
+      name: 'strict',
+      tenantId,
+      limits: { recipientBurst: 3, recipientPerSecond: 0.01 },
+    });
+    const normal = await app.apiKeys.create({ name: 'normal', tenantId });
+    const send = (key: string) =>
+      app?.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { authorization: `Bearer ${key}` },
+        payload: { userId: 'shared-user', payload: {} },
+      }) as Promise<LightMyRequestResponse>;
+    // The strict key: 3 for this user, then refused.
+    for (let n = 0; n < 3; n++) expect((await send(strict.key)).statusCode).toBe(202);
+    expect((await send(strict.key)).statusCode).toBe(429);
+    // The other key still has the user's whole default burst (before: 0 left, the strict key's bucket).
+    const statuses: number[] = [];
+    for (let n = 0; n < 11; n++) statuses.push((await send(normal.key)).statusCode);
+    expect(statuses.filter((status) => status === 202).length).toBe(10);
+    expect(statuses.at(-1)).toBe(429);
+  });
+});
