@@ -300,6 +300,18 @@ describe('web server', () => {
     expect(answer.headers['retry-after']).toBe('1');
   });
 
+  it('a WebSocket upgrade while the realtime server does not answer is a JSON 503 with Retry-After, not an upgrade accepted then closed (clients waited out their 10 s connect timeout each time)', async () => {
+    const port = await listening(await build({}));
+    const answer = await rawExchange(
+      port,
+      'GET /socket.io/?EIO=4&transport=websocket HTTP/1.1\r\nHost: web\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n' +
+        'Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
+    expect(answer).toMatch(/^HTTP\/1\.1 503/);
+    expect(answer).toMatch(/\r\nretry-after: 1\r\n/i);
+    expect(bodyOf(answer)).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
+  });
+
   it('the gateway’s /metrics (every tenant’s traffic) is a 404 at /api/metrics, however it is spelled, never sent on', async () => {
     let reached = 0;
     const gatewayUrl = await standIn((_request, response) => {

@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect } from 'node:net';
 import proxy from '@fastify/http-proxy';
 import { ONCE_HEADERS, repeatedHeader, unsupportedTransferCoding } from '@herald/config';
 import { ErrorCode } from '@herald/protocol';
@@ -146,18 +147,70 @@ export async function proxies(app: FastifyInstance, config: WebConfig): Promise<
       },
     });
   });
-  await app.register(proxy, {
-    upstream: config.realtimeUrl,
-    prefix: '/socket.io',
-    rewritePrefix: '/socket.io',
-    websocket: true,
-    // Typed without it, but documented and read: the headers of the upstream WebSocket's handshake.
-    wsClientOptions: {
-      rewriteRequestHeaders: (headers: IncomingHttpHeaders, request: FastifyRequest) => ({
-        ...headers,
-        'x-forwarded-for': forwardedFor(request, request.headers),
-      }),
-    } as object,
-    replyOptions: unavailable('realtime server'),
+  await app.register(async (realtime) => {
+    realtime.addHook('onRequest', realtimeUpgradeCheck(config.realtimeUrl));
+    await realtime.register(proxy, {
+      upstream: config.realtimeUrl,
+      prefix: '/socket.io',
+      rewritePrefix: '/socket.io',
+      websocket: true,
+      // Typed without it, but documented and read: the headers of the upstream WebSocket's handshake.
+      wsClientOptions: {
+        rewriteRequestHeaders: (headers: IncomingHttpHeaders, request: FastifyRequest) => ({
+          ...headers,
+          'x-forwarded-for': forwardedFor(request, request.headers),
+        }),
+      } as object,
+      replyOptions: unavailable('realtime server'),
+    });
   });
+}
+
+/** How long a WebSocket upgrade waits for the realtime server to take a TCP connection, ms. */
+const UPSTREAM_CONNECT_MS = 2000;
+/** How long a realtime server that took one is trusted to take the next without asking again, ms. */
+const UPSTREAM_TRUSTED_MS = 1000;
+
+/**
+ * `onRequest` of `/socket.io/*`: a WebSocket upgrade is accepted only once the realtime server takes a
+ * TCP connection (asked at most once a second while it does), else answered `503` with `Retry-After`.
+ * @fastify/http-proxy accepts the upgrade before it connects upstream and closes the socket (1011) when
+ * that fails, which socket.io-client does not take for a failed attempt: each attempt waited out its
+ * connect timeout (the SDK's 10 s) while the realtime servers were down behind this server.
+ */
+function realtimeUpgradeCheck(realtimeUrl: string) {
+  const target = new URL(realtimeUrl);
+  const port = Number(target.port || (target.protocol === 'https:' ? 443 : 80));
+  const host = target.hostname.replace(/^\[|\]$/g, '');
+  let reachedAt = Number.NEGATIVE_INFINITY;
+  const reachable = () =>
+    new Promise<string | undefined>((resolve) => {
+      const socket = connect({ host, port, timeout: UPSTREAM_CONNECT_MS });
+      socket.once('connect', () => {
+        socket.destroy();
+        resolve(undefined);
+      });
+      socket.once('timeout', () => {
+        socket.destroy();
+        resolve(`no connection within ${UPSTREAM_CONNECT_MS} ms`);
+      });
+      socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+    });
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<void> => {
+    if (!(request.raw as { upgrade?: boolean }).upgrade) return;
+    if (performance.now() - reachedAt < UPSTREAM_TRUSTED_MS) return;
+    const problem = await reachable();
+    if (problem === undefined) {
+      reachedAt = performance.now();
+      return;
+    }
+    return reply
+      .status(503)
+      .header('retry-after', '1')
+      .header('connection', 'close')
+      .send({
+        error: `The realtime server does not answer (${problem}); retry shortly.`,
+        code: ErrorCode.UNAVAILABLE,
+      });
+  };
 }
