@@ -28,8 +28,17 @@ export function tokenFrom(
     if (status > 399 && status < 500 && status !== 408 && status !== 429)
       throw new HeraldUnauthorizedError(`no token: ${endpoint} answered ${status}`);
     if (!response.ok) throw new Error(`${endpoint} answered ${response.status}`);
-    const body = (await response.json()) as { token: string };
-    onAnswer?.(body);
+    // A 2xx without a token (a sign-in page the session's expiry redirected to) is signed out too: retried,
+    // it was "Unexpected token '<'" and another try every few seconds, for good.
+    const type = response.headers.get('content-type') ?? '';
+    const body = (type.includes('json') ? await response.json().catch(() => undefined) : undefined) as
+      | { token?: unknown }
+      | undefined;
+    if (typeof body?.token !== 'string')
+      throw new HeraldUnauthorizedError(
+        `no token: ${endpoint} answered ${status} without a token (${type || 'no content type'}: a sign-in page?)`,
+      );
+    onAnswer?.(body as { token: string });
     return body.token;
   };
 }

@@ -251,6 +251,31 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('<herald-inbox> whose token-url answers a page (a sign-in page after a redirect) is signed out, saying so, and stops asking', async () => {
+    const context = await env.browser.newContext();
+    const page = await context.newPage();
+    let asked = 0;
+    await page.route('**/session-token', (route) => {
+      asked++;
+      return route.fulfill({
+        status: 200,
+        contentType: 'text/html',
+        body: '<!doctype html><title>Sign in</title>',
+      });
+    });
+    await page.goto(`${env.stack.url}/healthz`);
+    await embed(page, env.stack.url, '<herald-inbox token-url="/session-token" open></herald-inbox>');
+    const inbox = new InboxPage(page);
+    // Before: "Unexpected token '<'" and a retry every few seconds, for good.
+    await inbox.waitForState('unauthorized');
+    expect(await page.locator('herald-inbox .inbox').textContent()).toContain(
+      '/session-token answered 200 without a token',
+    );
+    const after = asked;
+    expect(after).toBe(1);
+    await context.close();
+  });
+
   it('<herald-inbox> follows a change of its user (a sign-out then sign-in in a single-page app): the new user’s inbox, none of the old one’s', async () => {
     const [alice, bob] = [randomId('spa-a'), randomId('spa-b')];
     const context = await env.browser.newContext();
