@@ -112,6 +112,8 @@ export const QUEUE_OPTIONS = Object.freeze({ skipVersionCheck: true } as const);
  */
 export class SettlingCluster extends Cluster {
   readonly #startupNodes: ConstructorParameters<typeof Cluster>[0];
+  /** A READONLY reply's slot-table refresh is under way (one at a time). */
+  #refreshing = false;
 
   constructor(startupNodes: ConstructorParameters<typeof Cluster>[0], options: ClusterOptions = {}) {
     super(startupNodes, options);
@@ -133,6 +135,30 @@ export class SettlingCluster extends Cluster {
       this.once('ready', onReady);
       this.once('end', onEnd);
       connecting.then(() => settle(), settle);
+    });
+  }
+
+  /**
+   * Every command, as ioredis sends it; a READONLY reply (a write, such as a script that writes, that
+   * reached a node which is a replica now, on a connection in READONLY mode) refreshes the slot table
+   * and puts every master connection back in READWRITE mode. ioredis refreshes only on MOVED, which such
+   * a replica does not answer: after a failover one worker's fan-out queue got READONLY every few seconds
+   * for 4 minutes, until it was restarted (an audit); go-redis and redis-rs refresh on READONLY too.
+   */
+  override sendCommand(...args: Parameters<Cluster['sendCommand']>): ReturnType<Cluster['sendCommand']> {
+    const command = args[0] as { promise?: Promise<unknown> };
+    command.promise?.catch((error: unknown) => {
+      if (error instanceof Error && error.message.startsWith('READONLY')) this.#afterReadonly();
+    });
+    return super.sendCommand(...args);
+  }
+
+  #afterReadonly(): void {
+    if (this.#refreshing) return;
+    this.#refreshing = true;
+    for (const node of this.nodes('master')) node.readwrite().catch(() => {});
+    this.refreshSlotsCache(() => {
+      this.#refreshing = false;
     });
   }
 
