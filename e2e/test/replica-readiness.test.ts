@@ -22,6 +22,22 @@ describe('HERALD_REDIS_WAIT_REPLICAS with fewer replicas than asked', () => {
           /0 of the 1 replica\(s\) asked for \(HERALD_REDIS_WAIT_REPLICAS\)/,
         );
       }
+      // A send is answered 503 (on one Redis the job is added, then WAIT times out: maybe accepted), and the
+      // gateway says why in its log, naming the setting, once for the three (before: a line per request,
+      // each saying only "Redis did not answer within 800 ms").
+      const refusedSend = () =>
+        fetch(`${gateway.url}/notify`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ userId: randomId('refused'), payload: {} }),
+        });
+      for (let n = 0; n < 3; n++) expect((await refusedSend()).status).toBe(503);
+      const warnings = () =>
+        gateway.lines.filter(
+          (line) => line.includes('"level":40') && line.includes('HERALD_REDIS_WAIT_REPLICAS'),
+        );
+      await waitFor(() => warnings().length > 0, { what: 'a warning naming the setting' });
+      expect(warnings().length).toBe(1);
       replica = await startRedisServer({ args: ['--replicaof', '127.0.0.1', String(primary.port)] });
       for (const app of [gateway, worker])
         await waitFor(async () => (await fetch(`${app.url}/readyz`)).status === 200, {

@@ -274,7 +274,7 @@ export class ReplicaWaitError extends Error {
     super(
       timeoutMs === 0
         ? `The Redis master has ${acknowledged} of the ${wanted} replica(s) asked for (HERALD_REDIS_WAIT_REPLICAS) in sync and acknowledging: a write there would be on the primary only.`
-        : `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms: it is on the primary only, and a failover could lose it.`,
+        : `${acknowledged} of ${wanted} Redis replica(s) acknowledged the write within ${timeoutMs} ms (HERALD_REDIS_WAIT_REPLICAS): it is on the primary only, and a failover could lose it.`,
     );
     this.name = 'ReplicaWaitError';
   }
@@ -392,11 +392,11 @@ export class ReplicaWaiter {
     if (next === undefined) {
       next = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
         this.#next.delete(connection);
-        const acknowledged = Number(
-          await connection.call('WAIT', String(this.#replicas), String(this.#timeoutMs)),
-        );
-        if (acknowledged < this.#replicas)
-          throw new ReplicaWaitError(this.#replicas, acknowledged, this.#timeoutMs);
+        // A little under the caller's own timeout (the same setting): WAIT answers its count first, and
+        // the error names HERALD_REDIS_WAIT_REPLICAS, not "Redis did not answer within 800 ms".
+        const waitMs = Math.max(1, Math.floor(this.#timeoutMs * 0.8));
+        const acknowledged = Number(await connection.call('WAIT', String(this.#replicas), String(waitMs)));
+        if (acknowledged < this.#replicas) throw new ReplicaWaitError(this.#replicas, acknowledged, waitMs);
       });
       this.#next.set(connection, next);
     }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { isOutOfMemory, OUT_OF_MEMORY_ADVICE } from '@herald/config';
+import { connectionErrorLog, isOutOfMemory, OUT_OF_MEMORY_ADVICE } from '@herald/config';
 import {
   NOTIFY_JOB_NAME,
   type NotificationJob,
@@ -233,6 +233,7 @@ export default fp(
           refusal ??= error;
         }
       }
+      replicaRefusal(app, refusal);
       done(unavailable('The queue (its Redis replicas)', refusal));
     };
     app.decorate('notifications', { enqueue, refuseUndurable, track, gathering, waiting });
@@ -243,6 +244,42 @@ export default fp(
     fastify: '5.x',
   },
 );
+
+/** Per gateway: "enqueue not confirmed" warnings, one per cause and 30 s. */
+const unsureLogs = new WeakMap<FastifyInstance, (error: Error, reqId: string) => void>();
+
+function unsureLog(app: FastifyInstance): (error: Error, reqId: string) => void {
+  let log = unsureLogs.get(app);
+  if (log === undefined) {
+    const streaks = connectionErrorLog(
+      app.log,
+      'enqueue not confirmed: the notification may or may not be in Redis (503, maybeAccepted)',
+    );
+    log = (error, reqId) => streaks(Object.assign(error, { reqId }));
+    unsureLogs.set(app, log);
+  }
+  return log;
+}
+
+/** Per gateway: a warning when sends start being refused for want of replicas, then one per 30 s. */
+const replicaRefusalLogs = new WeakMap<FastifyInstance, (error: Error) => void>();
+
+/**
+ * Tells the operator why sends are refused while a partition's master lacks the replicas
+ * `HERALD_REDIS_WAIT_REPLICAS` asks for (its 503s were only request lines at info: a third of the
+ * traffic refused for 35 s after a Cluster failover, and no cause in the gateway's log).
+ */
+function replicaRefusal(app: FastifyInstance, error: unknown): void {
+  let log = replicaRefusalLogs.get(app);
+  if (log === undefined) {
+    log = connectionErrorLog(
+      app.log,
+      'sends refused, nothing accepted: a queue master has fewer replicas in sync than HERALD_REDIS_WAIT_REPLICAS asks for',
+    );
+    replicaRefusalLogs.set(app, log);
+  }
+  log(error instanceof Error ? error : new Error(String(error)));
+}
 
 /**
  * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) for `request`
@@ -266,6 +303,7 @@ export async function addDurably(
   try {
     app.checkDurable(partitions);
   } catch (error) {
+    replicaRefusal(app, error);
     throw unavailable('The queue (its Redis replicas)', error);
   }
   const started = process.hrtime.bigint();
@@ -290,7 +328,9 @@ export async function addDurably(
       request.log.warn({ err: error }, `enqueue refused, nothing accepted: ${OUT_OF_MEMORY_ADVICE}`);
       throw outOfMemory(error);
     }
-    request.log.warn({ err: error }, 'enqueue not confirmed: the notification may or may not be in Redis');
+    // One line per cause and 30 s (with the count since), not one per request: every send of a gateway
+    // whose Redis lacks its replicas failed so, each with its line.
+    unsureLog(app)(error instanceof Error ? error : new Error(String(error)), request.id);
     throw enqueueUnsure(error, request.idempotency?.derivedId !== undefined);
   }
   app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
