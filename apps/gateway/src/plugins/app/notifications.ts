@@ -245,17 +245,22 @@ export default fp(
   },
 );
 
-/** Per gateway: "enqueue not confirmed" warnings, one per cause and 30 s. */
-const unsureLogs = new WeakMap<FastifyInstance, (error: Error, reqId: string) => void>();
+/** Per gateway: "enqueue not confirmed" warnings, one per cause and 30 s, on the log of the request. */
+const unsureLogs = new WeakMap<FastifyInstance, (error: Error, request: FastifyRequest) => void>();
 
-function unsureLog(app: FastifyInstance): (error: Error, reqId: string) => void {
+function unsureLog(app: FastifyInstance): (error: Error, request: FastifyRequest) => void {
   let log = unsureLogs.get(app);
   if (log === undefined) {
+    let current: FastifyRequest['log'] = app.log;
     const streaks = connectionErrorLog(
-      app.log,
+      { warn: (fields, message) => current.warn(fields, message) },
       'enqueue not confirmed: the notification may or may not be in Redis (503, maybeAccepted)',
     );
-    log = (error, reqId) => streaks(Object.assign(error, { reqId }));
+    log = (error, request) => {
+      current = request.log;
+      streaks(error);
+      current = app.log;
+    };
     unsureLogs.set(app, log);
   }
   return log;
@@ -330,7 +335,7 @@ export async function addDurably(
     }
     // One line per cause and 30 s (with the count since), not one per request: every send of a gateway
     // whose Redis lacks its replicas failed so, each with its line.
-    unsureLog(app)(error instanceof Error ? error : new Error(String(error)), request.id);
+    unsureLog(app)(error instanceof Error ? error : new Error(String(error)), request);
     throw enqueueUnsure(error, request.idempotency?.derivedId !== undefined);
   }
   app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
