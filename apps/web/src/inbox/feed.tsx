@@ -1,5 +1,6 @@
 import { compareOffsets, type HeraldClient, type HeraldItem } from '@herald/client';
 import { useEffect, useRef, useState } from 'preact/hooks';
+import type { Actions } from './actions.js';
 import { describe, relativeTime } from './format.js';
 import { MuteButton, type Mutes } from './mutes.js';
 
@@ -15,6 +16,7 @@ interface FeedProps {
   now: number;
   format: Intl.RelativeTimeFormat;
   mutes: Mutes;
+  actions: Actions;
 }
 
 /**
@@ -23,7 +25,7 @@ interface FeedProps {
  * they read out of place; at the top they appear at once. Articles seen at least half for a moment are
  * acked (`shown`), which feeds delivery status and latency.
  */
-export function Feed({ client, items, busy, now, format, mutes }: FeedProps) {
+export function Feed({ client, items, busy, now, format, mutes, actions }: FeedProps) {
   const list = useRef<HTMLDivElement>(null);
   const [scrolled, setScrolled] = useState(false);
   const [focusInside, setFocusInside] = useState(false);
@@ -93,6 +95,7 @@ export function Feed({ client, items, busy, now, format, mutes }: FeedProps) {
                 now={now}
                 format={format}
                 mutes={mutes}
+                actions={actions}
               />
             ))}
           </div>
@@ -113,8 +116,9 @@ function Entry(props: {
   now: number;
   format: Intl.RelativeTimeFormat;
   mutes: Mutes;
+  actions: Actions;
 }) {
-  const { client, item, index, size, now, format, mutes } = props;
+  const { client, item, index, size, now, format, mutes, actions } = props;
   const { title, body } = describe(item);
   const key = item.offset.replace(/[^0-9a-z]/gi, '-');
   return (
@@ -153,7 +157,7 @@ function Entry(props: {
               // pointer, detail 0), the focus stays in the feed, on its article, rather than falling to
               // the page. A pointer's click leaves the focus where the pointer puts it.
               if (event.detail === 0) (event.currentTarget.closest('article') as HTMLElement | null)?.focus();
-              void client.markRead([item.id]).catch(() => undefined);
+              actions.run('mark read', () => client.markRead([item.id]));
             }}
           >
             Mark read

@@ -1,5 +1,6 @@
 import type { HeraldClient } from '@herald/client';
 import { useMemo, useRef, useState } from 'preact/hooks';
+import { useActions } from './actions.js';
 import { ConnectionStatus } from './connection.js';
 import { Feed } from './feed.js';
 import { relativeFormat } from './format.js';
@@ -32,7 +33,8 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
   const bell = useRef<HTMLButtonElement>(null);
   const count = state.unread?.count;
   const busy = state.connection === 'connecting' && state.items.length === 0;
-  const mutes = useMutes(client, state.connection);
+  const actions = useActions(state.connection);
+  const mutes = useMutes(client, state.connection, actions);
 
   const onKeyDown = (event: KeyboardEvent) => {
     if (event.key !== 'Escape' || inline || !open) return;
@@ -75,7 +77,7 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
             // aria-disabled, not disabled: the button keeps the focus once everything is read.
             aria-disabled={count ? undefined : 'true'}
             onClick={() => {
-              if (count) void client.markAllRead().catch(() => undefined);
+              if (count) actions.run('mark all read', () => client.markAllRead());
             }}
           >
             Mark all read
@@ -94,9 +96,22 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
             Not connected: {state.error.message} (trying again)
           </p>
         ) : null}
-        <TopicChoices client={client} connection={state.connection} />
+        {actions.problem ? (
+          <p class="problem" role="alert">
+            {actions.problem}
+          </p>
+        ) : null}
+        <TopicChoices client={client} connection={state.connection} actions={actions} />
         <MutedList mutes={mutes} />
-        <Feed client={client} items={state.items} busy={busy} now={now} format={format} mutes={mutes} />
+        <Feed
+          client={client}
+          items={state.items}
+          busy={busy}
+          now={now}
+          format={format}
+          mutes={mutes}
+          actions={actions}
+        />
       </section>
       <Toasts client={client} />
     </div>

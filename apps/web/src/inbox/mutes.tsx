@@ -5,7 +5,8 @@ import type {
   HeraldPreferences,
   MuteTarget,
 } from '@herald/client';
-import { useCallback, useEffect, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
+import type { Actions } from './actions.js';
 
 /** The user's mutes as the page knows them, and the calls that change them. */
 export interface Mutes {
@@ -15,29 +16,31 @@ export interface Mutes {
   unmute(target: MuteTarget): void;
 }
 
-/** Loads the user's mutes once live, and keeps what each mute / unmute answers. */
-export function useMutes(client: HeraldClient, connection: ConnectionState): Mutes {
+/**
+ * Loads the user's mutes each time the inbox goes live and each time the page is shown again (another
+ * tab, or another device, may have changed them), and keeps what each mute / unmute answers.
+ */
+export function useMutes(client: HeraldClient, connection: ConnectionState, actions: Actions): Mutes {
   const [muted, setMuted] = useState<HeraldPreferences['muted'] | undefined>(undefined);
   const live = connection === 'live';
   useEffect(() => {
-    if (!live || muted !== undefined) return;
-    client.preferences().then(
-      (preferences) => setMuted(preferences.muted),
-      () => undefined,
-    );
-  }, [client, live, muted]);
-  const apply = useCallback(
-    (change: Promise<HeraldPreferences>) =>
-      change.then(
-        (preferences) => setMuted(preferences.muted),
-        () => undefined,
-      ),
-    [],
-  );
+    if (!live) return;
+    const load = () => {
+      if (document.visibilityState === 'visible')
+        client.preferences().then(
+          (preferences) => setMuted(preferences.muted),
+          () => undefined,
+        );
+    };
+    load();
+    document.addEventListener('visibilitychange', load);
+    return () => document.removeEventListener('visibilitychange', load);
+  }, [client, live]);
+  const keep = (preferences: HeraldPreferences) => setMuted(preferences.muted);
   return {
     muted,
-    mute: (target) => void apply(client.mute(target)),
-    unmute: (target) => void apply(client.unmute(target)),
+    mute: (target) => actions.run('mute', () => client.mute(target), keep),
+    unmute: (target) => actions.run('unmute', () => client.unmute(target), keep),
   };
 }
 

@@ -276,6 +276,33 @@ describe('the inbox page, in Chromium, against the stack as processes', () => {
     await context.close();
   });
 
+  it('an action pressed while not live says it could not be done (before: dropped without a word, the button as usable as ever); live again, it works', async () => {
+    const user = randomId('offline-actions');
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    await env.stack.notify(user, { title: 'to read' });
+    await waitFor(async () => (await inbox.unread()) === 1, { what: 'the badge at 1' });
+    await context.setOffline(true);
+    await inbox.waitForState('offline');
+    const problem = inbox.page.getByRole('alert');
+    for (const name of [/^Mark read: to read/, /^Mark all read$/]) {
+      await inbox.page.getByRole('button', { name }).click();
+      await waitFor(
+        async () => /Could not mark (all )?read: not connected/.test((await problem.textContent()) ?? ''),
+        {
+          what: `the problem of ${name}`,
+        },
+      );
+    }
+    expect(await inbox.unread()).toBe(1);
+    await context.setOffline(false);
+    await inbox.waitForState('live', 60_000);
+    expect(await problem.count()).toBe(0);
+    await inbox.page.getByRole('button', { name: /^Mark read: to read/ }).click();
+    await waitFor(async () => (await inbox.unread()) === 0, { what: 'read once live' });
+    await context.close();
+  });
+
   it('<herald-inbox> follows a change of its user (a sign-out then sign-in in a single-page app): the new user’s inbox, none of the old one’s', async () => {
     const [alice, bob] = [randomId('spa-a'), randomId('spa-b')];
     const context = await env.browser.newContext();
