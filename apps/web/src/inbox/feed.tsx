@@ -7,6 +7,8 @@ import { MuteButton, type Mutes } from './mutes.js';
 /** Keys that move between articles (the ARIA feed pattern's Page Down / Page Up, and the arrows). */
 const NEXT = new Set(['PageDown', 'ArrowDown']);
 const PREVIOUS = new Set(['PageUp', 'ArrowUp']);
+/** Older notifications listed per "Show older". */
+const OLDER_PAGE = 50;
 
 interface FeedProps {
   client: HeraldClient;
@@ -41,6 +43,30 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
   const waiting = items.length - visible.length;
 
   useShownAcks(client, list, visible);
+
+  // Older notifications than the client keeps (its newest `maxItems`, 200 by default), listed on demand,
+  // 50 at a time, newest first: the badge counts them, so the feed must reach them. `end`: the oldest
+  // the inbox keeps is shown.
+  const [older, setOlder] = useState<HeraldItem[]>([]);
+  const [end, setEnd] = useState(false);
+  const showOlder = () => {
+    const before = older.at(-1)?.offset ?? items[0]?.offset;
+    if (before === undefined) return;
+    actions.run(
+      'show older notifications',
+      () => client.list({ before, limit: OLDER_PAGE }),
+      (page) => {
+        const fresh = (page.items as HeraldItem[])
+          .filter((item) => compareOffsets(item.offset, before) < 0)
+          .reverse();
+        setOlder((shown) => [...shown, ...fresh]);
+        if (page.nextBefore === null || fresh.length === 0) setEnd(true);
+      },
+    );
+  };
+  const readOlder = (id: string) =>
+    setOlder((shown) => shown.map((item) => (item.id === id ? { ...item, read: true } : item)));
+  const size = end ? visible.length + older.length : -1;
 
   const showNew = () => {
     shownUpTo.current = newest;
@@ -91,11 +117,25 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
                 client={client}
                 item={item}
                 index={index}
-                size={visible.length}
+                size={size}
                 now={now}
                 format={format}
                 mutes={mutes}
                 actions={actions}
+              />
+            ))}
+            {older.map((item, index) => (
+              <Entry
+                key={item.offset}
+                client={client}
+                item={item}
+                index={visible.length + index}
+                size={size}
+                now={now}
+                format={format}
+                mutes={mutes}
+                actions={actions}
+                onRead={readOlder}
               />
             ))}
           </div>
@@ -103,6 +143,11 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
           // A feed must contain articles: until the first arrives, a note instead.
           <p class="empty">{busy ? 'Loading…' : 'No notifications yet.'}</p>
         )}
+        {visible.length > 0 && !end ? (
+          <button type="button" class="link-button older-button" onClick={showOlder}>
+            Show older
+          </button>
+        ) : null}
       </div>
     </div>
   );
@@ -117,8 +162,10 @@ function Entry(props: {
   format: Intl.RelativeTimeFormat;
   mutes: Mutes;
   actions: Actions;
+  /** Told when it was marked read (an older notification, which the client's store does not hold). */
+  onRead?: (id: string) => void;
 }) {
-  const { client, item, index, size, now, format, mutes, actions } = props;
+  const { client, item, index, size, now, format, mutes, actions, onRead } = props;
   const { title, body } = describe(item);
   const key = item.offset.replace(/[^0-9a-z]/gi, '-');
   return (
@@ -157,7 +204,11 @@ function Entry(props: {
               // pointer, detail 0), the focus stays in the feed, on its article, rather than falling to
               // the page. A pointer's click leaves the focus where the pointer puts it.
               if (event.detail === 0) (event.currentTarget.closest('article') as HTMLElement | null)?.focus();
-              actions.run('mark read', () => client.markRead([item.id]));
+              actions.run(
+                'mark read',
+                () => client.markRead([item.id]),
+                () => onRead?.(item.id),
+              );
             }}
           >
             Mark read
