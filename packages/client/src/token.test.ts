@@ -15,11 +15,15 @@ describe('token: claims read without verifying, refresh before exp', () => {
     expect(tokenClaims('a.%%%.c')).toEqual({});
   });
 
-  it('refreshes at 80 % of the remaining life, at least 5 s before exp, never negative', () => {
+  it('refreshes at 80 % of the remaining life, at least 5 s before exp, never before half of it, never negative', () => {
     const now = 1_000_000_000_000;
     expect(refreshDelay({ exp: now / 1000 + 3600 }, now)).toBe(2_880_000);
+    expect(refreshDelay({ exp: now / 1000 + 20 }, now)).toBe(15_000);
     expect(refreshDelay({ exp: now / 1000 + 10 }, now)).toBe(5000);
-    expect(refreshDelay({ exp: now / 1000 + 2 }, now)).toBe(0);
+    // A token of 5 s or less: at half its life (before: at once, ~50 refreshes and sockets a second per tab).
+    expect(refreshDelay({ exp: now / 1000 + 5 }, now)).toBe(2500);
+    expect(refreshDelay({ exp: now / 1000 + 2 }, now)).toBe(1000);
+    expect(refreshDelay({ exp: now / 1000 - 1 }, now)).toBe(0);
     expect(refreshDelay({}, now)).toBeUndefined();
   });
 
@@ -30,5 +34,7 @@ describe('token: claims read without verifying, refresh before exp', () => {
     expect(refreshDelay(behind, now, now)).toBe(2_880_000);
     expect(refreshDelay(behind, now + 60_000, now)).toBe(2_832_000);
     expect(refreshDelay(behind, now + 3_600_000, now)).toBe(0);
+    // A 3 s token received 1 s ago: half of what is left.
+    expect(refreshDelay({ iat: 0, exp: 3 }, 1000, 0)).toBe(1000);
   });
 });
