@@ -108,3 +108,22 @@ describe('HERALD_DURABILITY=aof', () => {
     expect(run.stderr).not.toMatch(/^\s+at /m);
   });
 });
+
+describe('HERALD_REDIS_TIMEOUT_MS on a busy event loop', () => {
+  it('an answer Redis gave in time is the answer, though the timer is due when the loop gets to it (before: a 503 for a write that was done)', async () => {
+    const app = await buildTestApp({ HERALD_REDIS_TIMEOUT_MS: '100' });
+    try {
+      await app.redis.ping();
+      const answer = app.withRedisTimeout(app.redis.ping());
+      await new Promise((resolve) => setImmediate(resolve));
+      // The process busy for 300 ms: Redis answers meanwhile, its reply waits in the socket.
+      const until = Date.now() + 300;
+      while (Date.now() < until) {
+        // busy
+      }
+      expect(await answer).toBe('PONG');
+    } finally {
+      await disposeTestApp(app);
+    }
+  });
+});

@@ -36,11 +36,17 @@ export function withLateTimeout(call: Promise<number[]>, ms: number): Promise<nu
   });
 }
 
-/** `promise`, or a rejection with {@link TIMEOUT} after `ms`. */
+/**
+ * `promise`, or a rejection with {@link TIMEOUT} after `ms`. The rejection waits for the I/O already
+ * there (one `setImmediate`: after the loop's poll phase): a process busy for longer than `ms` (CPU-bound
+ * requests, a GC pause) finds the timer due and Redis's reply waiting in the socket at once, and timers
+ * run first. The reply, which came in time, decides; before, the failure mode did (a flood of one
+ * tenant's requests turned other tenants' sends into 503s "Rate limiter unavailable").
+ */
 export function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   // One promise and one timer per call (Promise.race plus finally cost two more promises).
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(reject, ms, TIMEOUT);
+    const timer = setTimeout(() => setImmediate(reject, TIMEOUT), ms);
     promise.then(
       (value) => {
         clearTimeout(timer);

@@ -206,6 +206,28 @@ describe('Redis too slow', () => {
   });
 });
 
+describe('a busy event loop', () => {
+  it('a reply that came before the timeout is the decision, though the timer is due when the loop gets to it (before: the fallback decided: a flood of one tenant turned the others’ sends into 503s)', async () => {
+    for (const batchCalls of [true, false]) {
+      const { limiter: each } = await limiterAndAdmin({
+        policies: [{ name: 'p', capacity: 10, ratePerSecond: 1 }],
+        failure: { mode: 'closed', timeoutMs: 100 },
+        batchCalls,
+      });
+      expect((await each.consume('warm')).source).toBe('redis');
+      const deciding = each.consume('u');
+      // The process busy for 300 ms (CPU-bound requests of another tenant): Redis answers meanwhile, and
+      // its reply waits in the socket while the 100 ms timer is overdue.
+      await new Promise((resolve) => setImmediate(resolve));
+      const until = Date.now() + 300;
+      while (Date.now() < until) {
+        // busy
+      }
+      expect(await deciding, `batchCalls ${batchCalls}`).toMatchObject({ source: 'redis', allowed: true });
+    }
+  });
+});
+
 describe('a call that times out and runs later', () => {
   // Redis stops serving clients for 600 ms (CLIENT PAUSE): the calls sent meanwhile time out, are decided
   // by the failure mode, then run when Redis resumes and take their tokens. Those the failure mode refused

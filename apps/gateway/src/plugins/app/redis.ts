@@ -44,8 +44,11 @@ export default fp(
       return Promise.race([
         promise,
         new Promise<never>((_, reject) => {
+          // After the I/O already there (one setImmediate): a process busy longer than the timeout finds
+          // the timer due and Redis's answer waiting in the socket at once, and timers run first; the
+          // answer, which came in time, is the answer (it was a 503 for a write that was done).
           timer = setTimeout(
-            () => reject(new RedisTimeoutError(config.redisTimeoutMs)),
+            () => setImmediate(() => reject(new RedisTimeoutError(config.redisTimeoutMs))),
             config.redisTimeoutMs,
           );
         }),
