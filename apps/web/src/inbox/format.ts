@@ -51,3 +51,21 @@ export function relativeTime(iso: string, now: number, format: Intl.RelativeTime
   }
   return format.format(Math.round(seconds / 60), 'minute');
 }
+
+/**
+ * What the inbox says of a connection problem: the server's messages for these codes are written for
+ * developers ("Token expired: get a new one from POST /tokens, then reconnect with your lastOffset."),
+ * so the reader gets plain words; any other problem is said as the client put it (a token route that
+ * answered 500, a server out of reach), which is what whoever runs the page needs.
+ */
+export function problemText(error: { code: string; message: string }): string {
+  return PLAIN[error.code] ?? error.message;
+}
+
+const PLAIN: Record<string, string> = {
+  HERALD_ERR_TOKEN_EXPIRED: 'your session expired; renewing it',
+  HERALD_ERR_TOKEN_REVOKED: 'access to notifications was withdrawn',
+  HERALD_ERR_TOKEN_INVALID: 'this session is not valid for notifications',
+  HERALD_SERVER_SHUTDOWN: 'the notification server is restarting',
+  HERALD_ERR_TOO_MANY_CONNECTIONS: 'too many tabs or devices are open for this account',
+};

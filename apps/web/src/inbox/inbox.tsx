@@ -3,7 +3,7 @@ import { useMemo, useRef, useState } from 'preact/hooks';
 import { useActions } from './actions.js';
 import { ConnectionStatus } from './connection.js';
 import { Feed } from './feed.js';
-import { relativeFormat } from './format.js';
+import { problemText, relativeFormat } from './format.js';
 import { useHeraldState, useNow } from './hooks.js';
 import { MutedList, useMutes } from './mutes.js';
 import { Toasts } from './toasts.js';
@@ -85,7 +85,7 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
         </header>
         {state.connection === 'unauthorized' ? (
           <p class="problem">
-            Signed out{state.error ? `: ${state.error.message}` : ''}{' '}
+            Signed out{state.error ? `: ${problemText(state.error)}` : ''}{' '}
             <button type="button" class="link-button" onClick={() => client.reconnect()}>
               Retry
             </button>
@@ -93,7 +93,7 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
         ) : (state.connection === 'connecting' || state.connection === 'reconnecting') && state.error ? (
           // Why it is not live yet (a token route failing, the server out of reach): it keeps trying.
           <p class="problem" role="status">
-            Not connected: {state.error.message} (trying again)
+            Not connected: {problemText(state.error)} (trying again)
           </p>
         ) : null}
         {actions.problem ? (
