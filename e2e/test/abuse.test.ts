@@ -82,6 +82,18 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
     return result.socket;
   }
 
+  /** A new user whose inbox holds one unread notification. */
+  async function userWithOneUnread(prefix: string): Promise<string> {
+    const user = randomId(prefix);
+    await stack.inbox.append({
+      id: randomId('n'),
+      userId: user,
+      payload: {},
+      createdAt: new Date().toISOString(),
+    });
+    return user;
+  }
+
   async function acks(socket: Socket, count: number): Promise<CommandReply[]> {
     const replies: CommandReply[] = [];
     for (let n = 0; n < count; n++)
@@ -159,13 +171,7 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
   });
 
   it('an unknown event is answered with an error naming it; a read-all body that is no object marks nothing', async () => {
-    const user = randomId('typo');
-    await stack.inbox.append({
-      id: randomId('n'),
-      userId: user,
-      payload: {},
-      createdAt: new Date().toISOString(),
-    });
+    const user = await userWithOneUnread('typo');
     const socket = await connected(direct.url, user);
     // A typo used to get no answer at all: the caller waited out its own timeout.
     expect(await socket.timeout(10_000).emitWithAck('mark-read', { ids: ['x'] })).toEqual({
@@ -187,13 +193,7 @@ describe('abuse limits: events per socket and per user, refused handshakes per c
   it('a read-all body with another key than upTo (ids: a read; a typo of upTo), or binary, marks nothing; read and ack take ids alone', async () => {
     // Each on a socket of its own user: the socket and user bursts here are 5 and 8.
     const attempt = async (event: string, body: unknown) => {
-      const user = randomId('keys');
-      await stack.inbox.append({
-        id: randomId('n'),
-        userId: user,
-        payload: {},
-        createdAt: new Date().toISOString(),
-      });
+      const user = await userWithOneUnread('keys');
       const socket = await connected(direct.url, user);
       const answer = await socket.timeout(10_000).emitWithAck(event, body);
       expect((await stack.inbox.unread(user)).count, `${event} ${JSON.stringify(body)}`).toBe(1);

@@ -37,6 +37,33 @@ async function connected(socket: Socket): Promise<void> {
   });
 }
 
+/**
+ * A socket.io-client of `userId` on `realtime`, from `lastOffset` when given, connected; the
+ * notifications it receives go to `received`, and `state.synced` says when its replay is done.
+ */
+async function openSocket(
+  stack: Stack,
+  realtime: AppProcess,
+  userId: string,
+  received: NotificationEvent[] = [],
+  lastOffset?: string,
+): Promise<{ socket: Socket; state: { synced: boolean } }> {
+  const socket = io(realtime.url, {
+    auth: { token: await stack.token(userId), ...(lastOffset ? { lastOffset } : {}) },
+    transports: ['websocket'],
+    reconnection: false,
+    forceNew: true,
+  });
+  stack.clients.push({ disconnect: () => socket.disconnect() } as never);
+  const state = { synced: false };
+  socket.on('notification', (event: NotificationEvent) => received.push(event));
+  socket.on('synced', () => {
+    state.synced = true;
+  });
+  await connected(socket);
+  return { socket, state };
+}
+
 // One realtime process; a user's inbox of ~1,200 notifications of 14 KB (~17 MB) written to Redis
 // directly. What the server holds for a client that does not read is bounded: pages are read from the
 // inbox only while the socket has room (about 1 MiB waiting), and a socket with over 8 MiB waiting is
@@ -72,14 +99,7 @@ describe('a client that stops reading', () => {
   });
 
   it('asks for 50 pages of ~1 MiB (a page of 1,000 costs 20 events: the burst of a socket) without reading: the server reads a page only once the last ones were read; every answer arrives once it reads again', async () => {
-    const socket = io(realtime.url, {
-      auth: { token: await stack.token(user) },
-      transports: ['websocket'],
-      reconnection: false,
-      forceNew: true,
-    });
-    stack.clients.push({ disconnect: () => socket.disconnect() } as never);
-    await connected(socket);
+    const { socket } = await openSocket(stack, realtime, user);
     const rssBefore = (await health(realtime)).rssBytes;
     const resume = pause(socket);
     const answers: ListReply[] = [];
@@ -108,19 +128,7 @@ describe('a client that stops reading', () => {
 
   it('a replay of ~17 MB to a client that does not read: read page by page as the client reads; every notification once, in order', async () => {
     const received: NotificationEvent[] = [];
-    const socket = io(realtime.url, {
-      auth: { token: await stack.token(user), lastOffset: offsets[0] },
-      transports: ['websocket'],
-      reconnection: false,
-      forceNew: true,
-    });
-    stack.clients.push({ disconnect: () => socket.disconnect() } as never);
-    let synced = false;
-    socket.on('notification', (event: NotificationEvent) => received.push(event));
-    socket.on('synced', () => {
-      synced = true;
-    });
-    await connected(socket);
+    const { socket, state } = await openSocket(stack, realtime, user, received, offsets[0]);
     const dropped = await metric(realtime, 'herald_realtime_slow_clients_disconnected_total');
     const resume = pause(socket);
     const deadline = Date.now() + 3000;
@@ -130,7 +138,7 @@ describe('a client that stops reading', () => {
     }
     expect(await metric(realtime, 'herald_realtime_slow_clients_disconnected_total')).toBe(dropped);
     resume();
-    await waitFor(() => synced, { timeoutMs: 60_000, what: 'synced' });
+    await waitFor(() => state.synced, { timeoutMs: 60_000, what: 'synced' });
     expect(received.map((event) => event.id)).toEqual(ids.slice(1));
     socket.disconnect();
   }, 120_000);
@@ -140,20 +148,8 @@ describe('a client that stops reading', () => {
     const liveUser = randomId('slow-live');
     const received: NotificationEvent[] = [];
     const open = async (lastOffset?: string) => {
-      const socket = io(realtime.url, {
-        auth: { token: await stack.token(liveUser), ...(lastOffset ? { lastOffset } : {}) },
-        transports: ['websocket'],
-        reconnection: false,
-        forceNew: true,
-      });
-      stack.clients.push({ disconnect: () => socket.disconnect() } as never);
-      let synced = false;
-      socket.on('notification', (event: NotificationEvent) => received.push(event));
-      socket.on('synced', () => {
-        synced = true;
-      });
-      await connected(socket);
-      await waitFor(() => synced, { timeoutMs: 30_000, what: 'synced' });
+      const { socket, state } = await openSocket(stack, realtime, liveUser, received, lastOffset);
+      await waitFor(() => state.synced, { timeoutMs: 30_000, what: 'synced' });
       return socket;
     };
     const first = await open();

@@ -85,10 +85,14 @@ export function scriptSource(algorithm: Algorithm, keys?: number): string {
  */
 export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall | undefined {
   const many = SCRIPTS[algorithm].many;
-  if (many === undefined) return undefined;
-  if (!(many.command in redis)) redis.defineCommand(many.command, { lua: loadScript(many.file) });
-  const run = (redis as unknown as Record<string, ScriptCall>)[many.command];
-  if (typeof run !== 'function') throw new Error(`ioredis did not define ${many.command}`);
+  return many === undefined ? undefined : defineFile(redis, many);
+}
+
+/** Registers `script`'s file on `redis` with `defineCommand` (once per client); the function that runs it. */
+function defineFile(redis: Redis | Cluster, script: ScriptFile): ScriptCall {
+  if (!(script.command in redis)) redis.defineCommand(script.command, { lua: loadScript(script.file) });
+  const run = (redis as unknown as Record<string, ScriptCall>)[script.command];
+  if (typeof run !== 'function') throw new Error(`ioredis did not define ${script.command}`);
   return run.bind(redis);
 }
 
@@ -98,11 +102,7 @@ export function defineBatchScript(redis: Redis | Cluster, algorithm: Algorithm):
  */
 export function defineRefundScript(redis: Redis | Cluster, algorithm: Algorithm): ScriptCall | undefined {
   const refund = SCRIPTS[algorithm].refund;
-  if (refund === undefined) return undefined;
-  if (!(refund.command in redis)) redis.defineCommand(refund.command, { lua: loadScript(refund.file) });
-  const run = (redis as unknown as Record<string, ScriptCall>)[refund.command];
-  if (typeof run !== 'function') throw new Error(`ioredis did not define ${refund.command}`);
-  return run.bind(redis);
+  return refund === undefined ? undefined : defineFile(redis, refund);
 }
 
 /**

@@ -111,7 +111,7 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
             }
             onKeyDown={onKeyDown}
           >
-            {visible.map((item, index) => (
+            {[...visible, ...older].map((item, index) => (
               <Entry
                 key={item.offset}
                 client={client}
@@ -122,20 +122,8 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
                 format={format}
                 mutes={mutes}
                 actions={actions}
-              />
-            ))}
-            {older.map((item, index) => (
-              <Entry
-                key={item.offset}
-                client={client}
-                item={item}
-                index={visible.length + index}
-                size={size}
-                now={now}
-                format={format}
-                mutes={mutes}
-                actions={actions}
-                onRead={readOlder}
+                // The older ones are the feed's own: the client's store does not hold them.
+                {...(index >= visible.length ? { onRead: readOlder } : {})}
               />
             ))}
           </div>
