@@ -59,6 +59,12 @@ export interface WebhookJob {
   payload: WebhookPayload;
   /** Attempts made so far (the worker counts them; absent = none). */
   attempts?: number;
+  /**
+   * The creation time of the webhook it was produced for: a message of a webhook deleted since (another
+   * created in its place has another) is dropped, never sent to the new URL. Absent: produced before this
+   * field existed, delivered to whatever webhook there is.
+   */
+  webhook?: string;
 }
 
 const WebhookEvent = Type.Union(

@@ -49,7 +49,9 @@ export async function deliverWebhook(
   now: () => number = Date.now,
 ): Promise<DeliveryOutcome> {
   const record = await store.record(job.tenantId);
-  if (record === undefined) return { outcome: 'no-webhook' };
+  // No webhook, or not the one it was produced for (deleted since, another set in its place): dropped.
+  if (record === undefined || (job.webhook !== undefined && job.webhook !== record.createdAt))
+    return { outcome: 'no-webhook' };
   if (!record.events.includes(job.payload.type)) return { outcome: 'not-subscribed' };
   if (record.state === 'parked') {
     const held = await store.hold(job);

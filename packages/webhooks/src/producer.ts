@@ -58,7 +58,10 @@ export function messageId(
 export class WebhookEvents {
   readonly queue: Queue<WebhookJob>;
   readonly #store: WebhookStore;
-  readonly #subscriptions = new Map<string, { events: ReadonlySet<string>; until: number }>();
+  readonly #subscriptions = new Map<
+    string,
+    { events: ReadonlySet<string>; webhook: string | undefined; until: number }
+  >();
   /** The clock of the events' `timestamp` and `read`'s `at`: Herald's apps pass Redis's. */
   readonly #now: () => number;
 
@@ -89,20 +92,26 @@ export class WebhookEvents {
   }
 
   /** The events `tenantId`'s webhook receives (none without a webhook), cached {@link SUBSCRIPTION_CACHE_MS}. */
-  async #subscribed(tenantId: string): Promise<ReadonlySet<string>> {
+  async #subscribed(tenantId: string): Promise<{ events: ReadonlySet<string>; webhook: string | undefined }> {
     const now = Date.now();
     const cached = this.#subscriptions.get(tenantId);
-    if (cached !== undefined && cached.until > now) return cached.events;
+    if (cached !== undefined && cached.until > now) return cached;
     const record = await this.#store.record(tenantId, now);
-    const events = new Set<string>(record?.events ?? []);
+    const subscription = {
+      events: new Set<string>(record?.events ?? []),
+      webhook: record?.createdAt || undefined,
+      until: now + SUBSCRIPTION_CACHE_MS,
+    };
     if (this.#subscriptions.size > 10_000) this.#subscriptions.clear();
-    this.#subscriptions.set(tenantId, { events, until: now + SUBSCRIPTION_CACHE_MS });
-    return events;
+    this.#subscriptions.set(tenantId, subscription);
+    return subscription;
   }
 
   /** Enqueues `type` for each of `facts` when `tenantId`'s webhook receives it; answers how many. */
   async emit(tenantId: string, type: WebhookEventType, facts: readonly WebhookEventData[]): Promise<number> {
-    if (facts.length === 0 || !(await this.#subscribed(tenantId)).has(type)) return 0;
+    if (facts.length === 0) return 0;
+    const subscription = await this.#subscribed(tenantId);
+    if (!subscription.events.has(type)) return 0;
     // Produced never before it happened: `at` may come from another reading of Redis's clock (a
     // script's TIME) a little ahead of this process's estimate of it.
     const latest = facts.reduce((max, fact) => Math.max(max, Date.parse(fact.at) || 0), 0);
@@ -113,6 +122,7 @@ export class WebhookEvents {
           id: messageId(tenantId, type, data.notificationId, data.userId),
           tenantId,
           payload: { type, timestamp, data },
+          ...(subscription.webhook === undefined ? {} : { webhook: subscription.webhook }),
         };
         return {
           name: WEBHOOK_JOB_NAME,

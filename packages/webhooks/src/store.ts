@@ -23,6 +23,8 @@ export interface WebhookRecord {
   /** The secrets that sign now: the current one, and the previous one within a day of a rotation. */
   secrets: string[];
   state: 'active' | 'parked';
+  /** When it was created (kept by updates; a webhook deleted and set again is another, with another). */
+  createdAt: string;
 }
 
 /** What `resume` answers: the webhook, active again, and how many held messages were queued again. */
@@ -102,6 +104,7 @@ export class WebhookStore {
         ...(fields.previousSecret && previousUntil > now ? [fields.previousSecret] : []),
       ],
       state: fields.state === 'parked' ? 'parked' : 'active',
+      createdAt: fields.createdAt ?? '',
     };
   }
 

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { WebhookJob } from '@herald/protocol';
-import { randomId, testRedis } from '@herald/testing';
+import { randomId, testRedis, waitFor } from '@herald/testing';
 import type { Cluster, Redis } from 'ioredis';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +65,24 @@ function setup() {
 }
 
 describe('one delivery attempt (real Redis, real HTTP)', () => {
+  it('a message of a webhook deleted since is dropped, not sent to a webhook created after it (before: its events went to the new URL, signed with the new secret)', async () => {
+    const { store, tenantId, job } = setup();
+    await store.set(tenantId, { url: `${base}/old` });
+    const produced = { ...job(1), webhook: (await store.record(tenantId))?.createdAt as string };
+    await store.delete(tenantId);
+    const deletedAt = Date.now();
+    await waitFor(() => Date.now() > deletedAt, { what: 'another millisecond' });
+    await store.set(tenantId, { url: `${base}/new` });
+    status = 204;
+    const before = got.length;
+    expect(await deliverWebhook(produced, store, settings)).toEqual({ outcome: 'no-webhook' });
+    expect(got.length).toBe(before);
+    // The new webhook's own messages go out; so does one from before this field existed.
+    const current = { ...job(2), webhook: (await store.record(tenantId))?.createdAt as string };
+    expect(await deliverWebhook(current, store, settings)).toEqual({ outcome: 'delivered', status: 204 });
+    expect(await deliverWebhook(job(3), store, settings)).toEqual({ outcome: 'delivered', status: 204 });
+  });
+
   it('POSTs the event signed; a 2xx is delivered and resets the failures', async () => {
     const { store, tenantId, job } = setup();
     const { webhook } = await store.set(tenantId, { url: `${base}/hook` });

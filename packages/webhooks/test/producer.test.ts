@@ -34,6 +34,13 @@ describe('WebhookEvents (the webhook queue)', () => {
       ).toBe(1);
       const jobs = await events.queue.getJobs(['wait']);
       expect(jobs).toHaveLength(2);
+      // Each message names the webhook it was produced for (its creation time): one deleted since is
+      // dropped, never sent to a webhook created after it.
+      const createdAt = (await store.record(tenantId))?.createdAt;
+      expect(createdAt).toBeTruthy();
+      expect(jobs.find((job) => job.data.payload.data.notificationId === 'n-1')?.data.webhook).toBe(
+        createdAt,
+      );
       // The read's own time (Redis's, from the read script), not when it was enqueued.
       expect(jobs.find((job) => job.data.payload.data.notificationId === 'n-1')?.data.payload.data.at).toBe(
         '2026-12-07T04:00:00.000Z',
