@@ -77,10 +77,11 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
     if (/^(WRONGPASS|NOAUTH|ERR)\b/.test(error.message)) refusal ??= error.message;
   });
   try {
+    let deadline: NodeJS.Timeout | undefined;
     await new Promise<void>((resolve, reject) => {
       redis.connect().then(resolve, reject);
       // Connected but never ready (it accepted the connection and does not answer): said, not waited for.
-      const deadline = setTimeout(
+      deadline = setTimeout(
         () =>
           reject(
             new Error(
@@ -89,8 +90,8 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
           ),
         CONNECT_DEADLINE_MS,
       );
-      redis.once('ready', () => clearTimeout(deadline));
-      redis.once('end', () => clearTimeout(deadline));
+      // Never what keeps the CLI running: a refused connection exits at once (it waited out the 5 s).
+      deadline.unref();
       // A Cluster that answers but does not serve every slot (a master down) fails ioredis's ready check
       // after the slot table was read: the connection ends, and `connect()` says only "Connection is
       // closed." (ioredis's own never settled: the CLI exited 13 without a word). Unreachable nodes end
@@ -106,7 +107,7 @@ export async function connectForCli(target: RedisTarget, io: CliIo): Promise<Red
             : setImmediate(() => reject(new Error('None of startup nodes is available'))),
         );
       }
-    });
+    }).finally(() => clearTimeout(deadline));
     return redis;
   } catch (error) {
     const where = target.clusterNodes

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { createServer, type Socket } from 'node:net';
-import { startRedisServer } from '@herald/testing';
+import { startRedisServer, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { run as failed } from '../src/failed.js';
 import { run as inbox } from '../src/inbox.js';
@@ -91,6 +91,19 @@ describe('every command reads its settings as the apps do', () => {
     },
     30_000,
   );
+
+  it('a refused connection leaves no timer behind (the process exits at once, not 5 s later)', async () => {
+    const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === 'Timeout').length;
+    const before = timers();
+    const answer = await cli(keys, ['list'], {
+      ...testEnv(),
+      HERALD_REDIS_CLUSTER_NODES: undefined,
+      REDIS_URL: 'redis://127.0.0.1:9',
+    });
+    expect(answer.code).toBe(1);
+    // ioredis clears its own as it ends; the CLI's 5 s deadline was left running, holding the process.
+    await waitFor(() => timers() <= before, { timeoutMs: 1000, what: 'no timer left' });
+  });
 
   it('warns of a HERALD_ variable that is no setting (a typo), naming the nearest, as the apps do', async () => {
     const answer = await cli(keys, ['list'], { ...testEnv(), HERALD_KEY_PREFX: 'x:' });
