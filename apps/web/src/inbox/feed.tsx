@@ -9,6 +9,8 @@ const NEXT = new Set(['PageDown', 'ArrowDown']);
 const PREVIOUS = new Set(['PageUp', 'ArrowUp']);
 /** Older notifications listed per "Show older". */
 const OLDER_PAGE = 50;
+/** How many notifications the client keeps by default (`maxItems`): holding that many, it may have let go of older ones. */
+const KEPT_BY_DEFAULT = 200;
 
 interface FeedProps {
   client: HeraldClient;
@@ -19,6 +21,8 @@ interface FeedProps {
   format: Intl.RelativeTimeFormat;
   mutes: Mutes;
   actions: Actions;
+  /** The server's unread count (the badge's). */
+  unreadCount: number | undefined;
 }
 
 /**
@@ -27,7 +31,7 @@ interface FeedProps {
  * they read out of place; at the top they appear at once. Articles seen at least half for a moment are
  * acked (`shown`), which feeds delivery status and latency.
  */
-export function Feed({ client, items, busy, now, format, mutes, actions }: FeedProps) {
+export function Feed({ client, items, busy, now, format, mutes, actions, unreadCount }: FeedProps) {
   const list = useRef<HTMLDivElement>(null);
   const [scrolled, setScrolled] = useState(false);
   const [focusInside, setFocusInside] = useState(false);
@@ -49,6 +53,33 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
   // the inbox keeps is shown.
   const [older, setOlder] = useState<HeraldItem[]>([]);
   const [end, setEnd] = useState(false);
+  // What the client lets go of as new ones arrive (it keeps its newest) joins the older ones, once some
+  // are shown: they were between the two lists, in neither.
+  const kept = useRef(items);
+  useEffect(() => {
+    const before = kept.current;
+    kept.current = items;
+    const oldest = items[0]?.offset;
+    if (older.length === 0 || oldest === undefined) return;
+    const dropped = before.filter((item) => compareOffsets(item.offset, oldest) < 0).reverse();
+    if (dropped.length > 0)
+      setOlder((shown) => [
+        ...dropped.filter((item) => !shown.some((old) => old.offset === item.offset)),
+        ...shown,
+      ]);
+  }, [items, older.length]);
+  // Everything read (mark all read, here or elsewhere): the older ones too.
+  useEffect(() => {
+    if (unreadCount === 0)
+      setOlder((shown) =>
+        shown.some((item) => !item.read) ? shown.map((item) => ({ ...item, read: true })) : shown,
+      );
+  }, [unreadCount]);
+  // Older ones may exist: the client holds as many as it keeps, or fewer unread than the badge counts.
+  const mayHaveOlder =
+    older.length > 0 ||
+    items.length >= KEPT_BY_DEFAULT ||
+    (unreadCount ?? 0) > items.filter((item) => !item.read).length;
   const showOlder = () => {
     const before = older.at(-1)?.offset ?? items[0]?.offset;
     if (before === undefined) return;
@@ -131,7 +162,7 @@ export function Feed({ client, items, busy, now, format, mutes, actions }: FeedP
           // A feed must contain articles: until the first arrives, a note instead.
           <p class="empty">{busy ? 'Loading…' : 'No notifications yet.'}</p>
         )}
-        {visible.length > 0 && !end ? (
+        {visible.length > 0 && !end && mayHaveOlder ? (
           <button type="button" class="link-button older-button" onClick={showOlder}>
             Show older
           </button>

@@ -111,6 +111,7 @@ export function Inbox({ client, open: openAtFirst = false, inline = false, local
           format={format}
           mutes={mutes}
           actions={actions}
+          unreadCount={count}
         />
       </section>
       <Toasts client={client} />

@@ -45,6 +45,35 @@ describe('older notifications than the client keeps', () => {
     await inbox.page.getByRole('button', { name: /^Mark read: n0\b/ }).click();
     await waitFor(async () => (await inbox.unread()) === 229, { what: 'the badge at 229' });
     expect(await env.stack.unread(user)).toBe(229);
+
+    // Five more arrive live: the client keeps its newest 200, and the five it lets go stay in the feed
+    // (before: n30–n34 were in neither list, for good).
+    for (let n = 230; n < 235; n++) await env.stack.notify(user, { title: `n${n}` });
+    await waitFor(async () => (await inbox.unread()) === 234, { what: 'the badge at 234' });
+    // The reader is in the list (the focus on a button there): the five wait behind "5 new".
+    const fresh = inbox.page.getByRole('button', { name: /^\d+ new$/ });
+    await waitFor(async () => (await fresh.count()) === 1 || (await inbox.titles()).length === 235, {
+      what: 'the five, shown or waiting',
+    });
+    if ((await fresh.count()) === 1) await fresh.click();
+    await waitFor(async () => (await inbox.titles()).length === 235, { what: 'every one in the feed' });
+    expect(await inbox.titles()).toEqual(Array.from({ length: 235 }, (_, n) => `n${234 - n}`));
+    // Mark all read: the older ones too (before: they kept saying Unread).
+    await inbox.page.getByRole('button', { name: 'Mark all read' }).click();
+    await waitFor(async () => (await inbox.unread()) === 0, { what: 'the badge at 0' });
+    await waitFor(async () => (await inbox.articles.filter({ hasText: 'Unread:' }).count()) === 0, {
+      what: 'no article saying Unread',
+    });
     await context.close();
   }, 120_000);
+
+  it('an inbox the client holds whole offers no "Show older"', async () => {
+    const user = randomId('small');
+    for (let n = 0; n < 3; n++) await env.stack.notify(user, { title: `s${n}` });
+    const context = await env.browser.newContext();
+    const inbox = await InboxPage.open(context, env.stack.url, user);
+    await waitFor(async () => (await inbox.titles()).length === 3, { what: 'the three' });
+    expect(await inbox.page.getByRole('button', { name: 'Show older' }).count()).toBe(0);
+    await context.close();
+  });
 });
