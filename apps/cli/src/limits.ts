@@ -1,5 +1,6 @@
 import { type ApiKeyIdentity, ApiKeyStore, Limits, loadConfig } from '@herald/gateway/operator';
 import { DEFAULT_TENANT, isTenantId, USER_ID_MAX_LENGTH, USER_ID_PATTERN, userKey } from '@herald/protocol';
+import type { Cluster, Redis } from 'ioredis';
 import { type CliIo, type Env, parseCommand, redisTarget, settingsFor, withRedis } from './io.js';
 
 const USAGE = `usage: herald limits <command>
@@ -74,12 +75,17 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
     }
     const tenant = sender.tenantId;
     // The tenant's buckets: on Redis Cluster its id is their keys' hash tag (ratelimit:{<tenant>}:…).
-    const limiter = new Limits(redis, config, quietLog as never).for(sender);
+    const limits = new Limits(redis, config, quietLog as never);
+    const limiter = limits.for(sender);
     const key = { sender: sender.id, recipient: userKey(tenant, user) };
+    // Without --key: the user's buckets of the deployment's limits, and of each limit set the tenant's
+    // keys carry (a key's own recipient limits count in buckets of their own).
+    const others = values.key ? [] : await ownLimitSets(redis, config, tenant);
     if (command === 'reset') {
       await limiter.reset(values.key ? key : { ...key, sender: '-' });
+      for (const other of others) await limits.for(other.identity).reset({ ...key, sender: '-' });
       io.out(
-        `reset: recipient ${user} of ${tenant}${values.key ? ` and sender ${values.key}` : ''} are full again`,
+        `reset: recipient ${user} of ${tenant}${values.key ? ` and sender ${values.key}` : ''}${others.map((other) => `, and for keys with ${other.label}`).join('')} are full again`,
       );
       return 0;
     }
@@ -90,6 +96,49 @@ export async function run(args: string[], io: CliIo, env: Env = process.env): Pr
         `${policy.policy} ${policy.policy === 'sender' ? values.key : user}: ${policy.remaining} of ${policy.limit} tokens, full in ${Math.ceil(policy.resetAfterMs / 1000)} s`,
       );
     }
+    for (const other of others) {
+      const recipient = (await limits.for(other.identity).peek({ ...key, sender: '-' })).policies.find(
+        (policy) => policy.policy === 'recipient',
+      );
+      if (recipient)
+        io.out(
+          `recipient ${user} (keys with ${other.label}): ${recipient.remaining} of ${recipient.limit} tokens, full in ${Math.ceil(recipient.resetAfterMs / 1000)} s`,
+        );
+    }
     return 0;
   });
+}
+
+/**
+ * The recipient limit sets of `tenant`'s stored keys other than the deployment's (each counts in buckets
+ * of its own), one identity each to read or reset them with, and how to name them.
+ */
+async function ownLimitSets(
+  redis: Redis | Cluster,
+  config: ReturnType<typeof loadConfig>,
+  tenant: string,
+): Promise<{ identity: ApiKeyIdentity; label: string }[]> {
+  const records = await new ApiKeyStore({
+    redis,
+    keyPrefix: config.keyPrefix,
+    cacheMs: 0,
+    envKeys: [],
+  }).list();
+  const sets = new Map<string, { identity: ApiKeyIdentity; label: string }>();
+  for (const record of records) {
+    if (record.tenantId !== tenant || record.revokedAt !== undefined) continue;
+    const burst = record.limits.recipientBurst ?? config.rateLimit.burst;
+    const rate = record.limits.recipientPerSecond ?? config.rateLimit.perSecond;
+    if (burst === config.rateLimit.burst && rate === config.rateLimit.perSecond) continue;
+    sets.set(`${burst}/${rate}`, {
+      identity: {
+        id: '-',
+        name: '',
+        tenantId: tenant,
+        limits: { recipientBurst: burst, recipientPerSecond: rate },
+      },
+      label: `burst ${burst}, ${rate}/s`,
+    });
+  }
+  return [...sets.values()];
 }

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { buildApp } from '@herald/gateway';
 import { envKeyId, loadConfig } from '@herald/gateway/operator';
+import { waitFor } from '@herald/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as keys } from '../src/keys.js';
@@ -107,6 +108,37 @@ describe('herald limits peek|reset', () => {
     const after = await cli(['peek', '--user', 'own-limits', '--key', id]);
     expect(after.out).toContain(`sender ${id}: 50 of 50 tokens`);
     expect(after.out).toContain('recipient own-limits: 4 of 4 tokens');
+  });
+
+  it('without --key, reset refills the user’s buckets of every limit set of the tenant’s keys, and peek shows them (before: a key with its own recipient limits stayed refused after "full again")', async () => {
+    const tenant = `t${randomUUID().slice(0, 8)}`;
+    const { key } = await createKey([
+      '--tenant',
+      tenant,
+      '--recipient-burst',
+      '3',
+      '--recipient-rate',
+      '0.001',
+    ]);
+    const send = () =>
+      app.inject({
+        method: 'POST',
+        url: '/notify',
+        headers: { authorization: `Bearer ${key}` },
+        payload: { userId: 'strict-user', payload: {} },
+      });
+    for (let i = 0; i < 3; i++) expect((await send()).statusCode).toBe(202);
+    expect((await send()).statusCode).toBe(429);
+    const peek = await cli(['peek', '--user', 'strict-user', '--tenant', tenant]);
+    expect(peek.out).toContain('recipient strict-user (keys with burst 3, 0.001/s): 0 of 3 tokens');
+    const reset = await cli(['reset', '--user', 'strict-user', '--tenant', tenant]);
+    expect(reset.code).toBe(0);
+    expect(reset.out).toContain('burst 3');
+    // The gateway that refused it asks Redis again within 1 s (its deny cache).
+    await waitFor(async () => (await send()).statusCode === 202, {
+      timeoutMs: 5000,
+      what: 'a send accepted',
+    });
   });
 
   it('refuses a key id that names no key, and a user id POST /notify would refuse', async () => {
