@@ -91,6 +91,10 @@ describe('POST /notify', () => {
     // %2E too, so their inbox routes could never be reached.
     ['userId is "."', { userId: '.', payload: {} }, 'body.userId'],
     ['userId is ".."', { userId: '..', payload: {} }, 'body.userId'],
+    // Nor a "." or ".." between slashes: the web server's /api proxy refuses such a path (%2F decoded).
+    ['userId has a ".." part', { userId: 'a/..', payload: {} }, 'body.userId'],
+    ['userId has a "." part', { userId: 'a/./b', payload: {} }, 'body.userId'],
+    ['userId starts with a ".." part', { userId: '../a', payload: {} }, 'body.userId'],
     ['an unknown field is sent', { userId: 'a', payload: {}, priorty: 1 }, 'body.priorty'],
   ])('answers 400 naming the field when %s', async (_case, payload, field) => {
     const response = await post('/notify', payload);

@@ -5,11 +5,11 @@ import { EscalateAfterMs, EscalationStatus } from './push.js';
 export const USER_ID_MAX_LENGTH = 256;
 
 /**
- * Characters a `userId` may contain: letters, digits and `_ . : @ + = | / ~ -`; not `.` or `..` alone,
- * which no URL can name (WHATWG URL resolves those path segments, `%2E` too: the user's inbox routes
- * could never be reached from a browser or `fetch`).
+ * Characters a `userId` may contain: letters, digits and `_ . : @ + = | / ~ -`; no `.` or `..` alone or
+ * between slashes, which no URL can name (WHATWG URL resolves those path segments, `%2E` too; and a
+ * proxy decodes `%2F` before it looks for them: the user's inbox routes could not be reached).
  */
-export const USER_ID_PATTERN = '^(?!\\.\\.?$)[A-Za-z0-9_.:@+=|/~-]+$';
+export const USER_ID_PATTERN = '^(?!(?:.*/)?\\.\\.?(?:/|$))[A-Za-z0-9_.:@+=|/~-]+$';
 /** Largest `payload`, in bytes of its JSON. */
 export const PAYLOAD_MAX_BYTES = 16 * 1024;
 /**
