@@ -63,6 +63,21 @@ export function enqueueUnsure(cause: unknown, withIdempotencyKey: boolean): Http
   );
 }
 
+/**
+ * 503 for a change (a cancel, a mute, a read mark, a subscription, a webhook's settings) Redis failed:
+ * "nothing was accepted" only when its command was never sent (or refused for memory); else it was sent
+ * and not confirmed in time (Redis paused, frozen, slow, the connection cut), so it may have been done,
+ * and the body says so (`maybeAccepted: true`). Each such change is idempotent: sending it again is safe.
+ */
+export function changeUnavailable(what: string, cause: unknown): HttpError {
+  if (neverSent(cause) || isOutOfMemory(cause)) return unavailable(what, cause);
+  return new HttpError(
+    ErrorCode.UNAVAILABLE,
+    `${what} did not confirm in time: the change may or may not have been made. Send it again: it is idempotent.`,
+    { headers: { 'Retry-After': '1' }, extra: { maybeAccepted: true }, cause },
+  );
+}
+
 /** True when Redis refused `error`'s command before sending it (no connection, no offline queue). */
 export function neverSent(error: unknown): boolean {
   return error instanceof Error && error.message.includes('enableOfflineQueue');

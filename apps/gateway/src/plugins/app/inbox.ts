@@ -1,7 +1,7 @@
 import { Inbox, InboxError } from '@herald/inbox';
 import type { FastifyInstance } from 'fastify';
 import fp from 'fastify-plugin';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { changeUnavailable, ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { cancel, statusOf, type TenantStatus } from '../../status.js';
 
 declare module 'fastify' {
@@ -19,7 +19,7 @@ declare module 'fastify' {
      * `call` (an inbox or topics operation) within the Redis timeout: what the inbox refuses
      * (`InboxError`) is a 400 VALIDATION with its message, any other failure a 503 naming `what`.
      */
-    inboxCall<T>(what: string, call: () => Promise<T>): Promise<T>;
+    inboxCall<T>(what: string, call: () => Promise<T>, change?: boolean): Promise<T>;
   }
 }
 
@@ -41,14 +41,15 @@ export default fp(
     };
     app.decorate('statusOf', (tenantId: string, id: string) => statusOf(queued, inbox, tenantId, id));
     app.decorate('cancelNotification', (tenantId: string, id: string) => cancel(queued, inbox, tenantId, id));
-    app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>): Promise<T> => {
+    app.decorate('inboxCall', async <T>(what: string, call: () => Promise<T>, change = false): Promise<T> => {
       try {
         return await app.withRedisTimeout(call());
       } catch (error) {
         if (error instanceof InboxError) {
           throw new HttpError(ErrorCode.VALIDATION, error.message, { cause: error });
         }
-        throw unavailable(what, error);
+        // A change (a read mark, a subscription) may have been sent, and done: said so when it was.
+        throw change ? changeUnavailable(what, error) : unavailable(what, error);
       }
     });
   },

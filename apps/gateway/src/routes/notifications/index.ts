@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { ErrorResponse, NotificationStatus, UserId } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { changeUnavailable, ErrorCode, HttpError, unavailable } from '../../errors.js';
 import type { TenantStatus } from '../../status.js';
 
 /**
@@ -92,7 +92,8 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
           })(),
         );
       } catch (error) {
-        throw unavailable('Redis', error);
+        // The cancel may have been sent (and done): a 503 that says so, not "nothing was accepted".
+        throw changeUnavailable('Redis', error);
       }
       if (!outcome || outcome.status.tenantId !== tenantId) {
         throw new HttpError(ErrorCode.NOT_FOUND, `No notification ${id} for this API key's tenant`);

@@ -8,7 +8,7 @@ import {
   UserId,
 } from '@herald/protocol';
 import Type from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { changeUnavailable, ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
 /** What the preference routes answer besides 200: bad input, no key, too many mutes, limits, Redis down. */
@@ -28,7 +28,7 @@ const Params = Type.Object({ userId: UserId });
  */
 const preferenceRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const preferences = new Preferences(app.redis, { prefix: app.config.inbox.prefix });
-  const call = async <T>(run: () => Promise<T>): Promise<T> => {
+  const call = async <T>(run: () => Promise<T>, change = false): Promise<T> => {
     try {
       return await app.withRedisTimeout(run());
     } catch (error) {
@@ -37,13 +37,18 @@ const preferenceRoutes: FastifyPluginAsyncTypebox = async (app) => {
           error.code === InboxErrorCode.TOO_MANY_MUTES ? ErrorCode.TOO_MANY_MUTES : ErrorCode.VALIDATION;
         throw new HttpError(code, error.message, { cause: error });
       }
-      throw unavailable('Preferences (Redis)', error);
+      throw change
+        ? changeUnavailable('Preferences (Redis)', error)
+        : unavailable('Preferences (Redis)', error);
     }
   };
   const limited = { onRequest: app.authenticate, config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) } };
   const change = async (tenantId: string, userId: string, body: MuteRequest, mute: boolean) => {
     const own = preferences.tenant(tenantId);
-    const { changed, muted } = await call(() => (mute ? own.mute(userId, body) : own.unmute(userId, body)));
+    const { changed, muted } = await call(
+      () => (mute ? own.mute(userId, body) : own.unmute(userId, body)),
+      true,
+    );
     return { userId, muted, changed };
   };
 

@@ -25,8 +25,10 @@ const topicRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const limited = { onRequest: app.authenticate, config: { rateLimit: app.limits.perApiKey(INBOX_POLICY) } };
   const change = async (tenantId: string, topic: string, userIds: string[], subscribe: boolean) => {
     const topics = app.topics.tenant(tenantId);
-    const result = await app.inboxCall('Topics (Redis)', () =>
-      subscribe ? topics.subscribe(topic, userIds) : topics.unsubscribe(topic, userIds),
+    const result = await app.inboxCall(
+      'Topics (Redis)',
+      () => (subscribe ? topics.subscribe(topic, userIds) : topics.unsubscribe(topic, userIds)),
+      true,
     );
     return { topic, ...result };
   };

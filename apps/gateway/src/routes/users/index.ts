@@ -101,11 +101,14 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if ('upTo' in body && body.upTo !== undefined && !isOffset(body.upTo)) throw notAnOffset('body.upTo');
       const { tenantId } = request.identity;
       const inbox = app.inbox.tenant(tenantId);
-      const result = await app.inboxCall('The inbox (Redis)', () =>
-        inbox.markRead(
-          userId,
-          'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
-        ),
+      const result = await app.inboxCall(
+        'The inbox (Redis)',
+        () =>
+          inbox.markRead(
+            userId,
+            'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
+          ),
+        true,
       );
       if (result.changed > 0) app.live.unread(tenantId, userId, { ...result.unread, read: result.ids });
       // Reported in the background: the read has happened whether or not its webhook is enqueued.

@@ -9,7 +9,7 @@ import {
 import { checkWebhookUrl } from '@herald/webhooks';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import Type, { type TSchema } from 'typebox';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { changeUnavailable, ErrorCode, HttpError, unavailable } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
 
 const ERRORS = { 401: ErrorResponse, 404: ErrorResponse, 429: ErrorResponse, 503: ErrorResponse };
@@ -36,12 +36,13 @@ interface Audience {
  */
 const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
   const { store, events } = app.webhooks;
-  const fromRedis = async <T>(call: () => Promise<T>): Promise<T> => {
+  /** `call()`; a Redis failure is a 503 (of a `change`: saying it may have been made when it was sent). */
+  const fromRedis = async <T>(call: () => Promise<T>, change = false): Promise<T> => {
     try {
       return await app.withRedisTimeout(call());
     } catch (error) {
       if (error instanceof HttpError) throw error;
-      throw unavailable('Redis', error);
+      throw change ? changeUnavailable('Redis', error) : unavailable('Redis', error);
     }
   };
 
@@ -77,10 +78,10 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
     const route = { onRequest: options.onRequest, ...(options.config ? { config: options.config } : {}) };
     /** A handler answering what `call` finds of the tenant's webhook; 404 when it has none. */
     const found =
-      <T>(call: (tenantId: string) => Promise<T | undefined>) =>
+      <T>(call: (tenantId: string) => Promise<T | undefined>, change = false) =>
       async (request: FastifyRequest): Promise<T> => {
         const tenantId = tenantOf(request);
-        const result = await fromRedis(() => call(tenantId));
+        const result = await fromRedis(() => call(tenantId), change);
         if (!result) throw missing(tenantId);
         return result;
       };
@@ -120,8 +121,9 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
             { details: [{ field: 'body.url', message: problem.message }] },
           );
         }
-        const { created, webhook } = await fromRedis(() =>
-          store.set(tenantId, { url: body.url, events: body.events }),
+        const { created, webhook } = await fromRedis(
+          () => store.set(tenantId, { url: body.url, events: body.events }),
+          true,
         );
         return reply.code(created ? 201 : 200).send(webhook);
       },
@@ -138,7 +140,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request, reply: FastifyReply) => {
         const tenantId = tenantOf(request);
-        if (!(await fromRedis(() => store.delete(tenantId)))) throw missing(tenantId);
+        if (!(await fromRedis(() => store.delete(tenantId), true))) throw missing(tenantId);
         return reply.code(204).send();
       },
     );
@@ -154,7 +156,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
           response: { 200: WebhookWithSecret, ...ERRORS },
         }),
       },
-      found((tenantId) => store.rotate(tenantId)),
+      found((tenantId) => store.rotate(tenantId), true),
     );
 
     app.post(
@@ -168,7 +170,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
       async (request) => {
         const tenantId = tenantOf(request);
-        const result = await fromRedis(() => store.resume(tenantId, (held) => events.resend(held)));
+        const result = await fromRedis(() => store.resume(tenantId, (held) => events.resend(held)), true);
         if (result.outcome === 'missing') throw missing(tenantId);
         if (result.outcome === 'not-parked') {
           throw new HttpError(
