@@ -1,5 +1,5 @@
-import { Redis } from 'ioredis';
 import { waitFor } from '@herald/testing';
+import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { auth, gatewayOnOwnRedis } from './helpers.js';
 
