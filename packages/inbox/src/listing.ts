@@ -20,7 +20,7 @@ function sizeOf([, fields]: RawEntry): number {
  * Up to `limit` entries of `stream` from `start` towards `end` (XRANGE, or XREVRANGE `backwards`), in
  * commands of a bounded size, stopping once they hold {@link PAGE_BYTES}: the first asks for
  * {@link FIRST_CHUNK}, the next for what the average entry so far leaves room for. `more`: cut by the
- * limit or the size (more may follow); false once the stream ended before either.
+ * limit or the size with an entry after it; false once the stream ends within the page.
  */
 export async function rangeWithin(
   redis: Redis | Cluster,
@@ -44,7 +44,15 @@ export async function rangeWithin(
     }
     const last = chunk.at(-1);
     if (last === undefined || chunk.length < ask) return { raw, more: false };
-    if (raw.length >= limit || bytes >= PAGE_BYTES) return { raw, more: true };
+    if (raw.length >= limit || bytes >= PAGE_BYTES) {
+      // Cut by the limit or the size: more only if an entry follows (a page that ends exactly at the
+      // stream's end said more, and the next page was empty).
+      const after = `(${last[0]}`;
+      const next = (await (backwards
+        ? redis.xrevrange(stream, after, end, 'COUNT', 1)
+        : redis.xrange(stream, after, end, 'COUNT', 1))) as RawEntry[];
+      return { raw, more: next.length > 0 };
+    }
     from = `(${last[0]}`;
     ask = Math.min(limit - raw.length, Math.max(1, Math.floor((PAGE_BYTES - bytes) / (bytes / raw.length))));
   }

@@ -52,10 +52,15 @@ describe('inbox', () => {
     const oldest = await inbox.list(user, { newest: true, before: older.nextBefore ?? '', limit: 3 });
     expect(ns(oldest)).toEqual([3, 4]);
     expect(oldest.nextBefore).toBeNull();
-    // A full page that happens to reach the oldest still points one page back, which is empty.
+    // A full page that happens to reach the oldest ends it too (before: it pointed one page back, which
+    // was empty: a "show older" offered for nothing).
     const exact = await inbox.list(user, { before: older.items[0]?.offset ?? '', limit: 2 });
     expect(ns(exact)).toEqual([3, 4]);
-    expect(ns(await inbox.list(user, { before: exact.nextBefore ?? '', limit: 2 }))).toEqual([]);
+    expect(exact.nextBefore).toBeNull();
+    // So does a forward page that reaches the newest.
+    const forward = await inbox.list(user, { after: older.items.at(-1)?.offset ?? '', limit: 3 });
+    expect(ns(forward)).toEqual([8, 9, 10]);
+    expect(forward.nextAfter).toBeNull();
     // Nothing is before the first offset there can be (Redis refuses the range itself).
     for (const before of ['0-0', '000-00']) {
       expect(await inbox.list(user, { before })).toMatchObject({ items: [], nextBefore: null });
