@@ -80,6 +80,17 @@ describe('a user’s preferences (API key)', () => {
     expect((await get(user)).json<{ muted: Muted }>().muted.types).toEqual([]);
     // Muting again what is muted is not over the bound.
     expect((await change('PUT', user, { topics: ['t1'] })).statusCode).toBe(200);
+    // One call names at most 1,000 in all (topics and types together): a 400 naming the body (before:
+    // no `details`, and the README said each list alone).
+    const both = {
+      topics: Array.from({ length: 600 }, (_, i) => `x${i}`),
+      types: Array.from({ length: 600 }, (_, i) => `y${i}`),
+    };
+    for (const method of ['PUT', 'DELETE'] as const) {
+      const refused = await change(method, randomId('u'), both);
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json()).toMatchObject({ code: 'HERALD_ERR_VALIDATION', details: [{ field: 'body' }] });
+    }
   });
 
   it('keeps tenants apart: another tenant’s key neither sees nor changes these preferences', async () => {

@@ -105,7 +105,10 @@ function membersOf(change: MuteRequest): string[] {
     );
   }
   if (topics.length + types.length > MUTES_MAX) {
-    throw new InboxError(InboxErrorCode.INVALID_ARGUMENT, `At most ${MUTES_MAX} names per call`);
+    throw new InboxError(
+      InboxErrorCode.INVALID_ARGUMENT,
+      `At most ${MUTES_MAX} names per call, topics and types together`,
+    );
   }
   return [
     ...new Set([

@@ -35,7 +35,11 @@ const preferenceRoutes: FastifyPluginAsyncTypebox = async (app) => {
       if (error instanceof InboxError) {
         const code =
           error.code === InboxErrorCode.TOO_MANY_MUTES ? ErrorCode.TOO_MANY_MUTES : ErrorCode.VALIDATION;
-        throw new HttpError(code, error.message, { cause: error });
+        // A validation refusal names its field, as the schema's do: the body's names, all together.
+        throw new HttpError(code, error.message, {
+          cause: error,
+          ...(code === ErrorCode.VALIDATION ? { details: [{ field: 'body', message: error.message }] } : {}),
+        });
       }
       throw change
         ? changeUnavailable('Preferences (Redis)', error)
