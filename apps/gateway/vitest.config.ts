@@ -11,5 +11,6 @@ export default heraldTestConfig({
     'test/live-publish-outage.test.ts',
     'test/queue-cluster-start.test.ts',
     'test/redis-outage.test.ts',
+    'test/unsure-changes.test.ts',
   ],
 });
