@@ -20,14 +20,15 @@ export function connectionErrorLog(
   message: string,
   fields: Record<string, unknown> = {},
   options: { everyMs?: number; now?: () => number } = {},
-): (error: Error) => void {
+): (error: Error, to?: WarnLog) => void {
   const everyMs = options.everyMs ?? 30_000;
   const now = options.now ?? Date.now;
   // By message: when it was last logged, and how many came since. Another message (a refused password,
   // a database Redis does not have, named by a listener of createRedis after the raw error; or two
   // errors an outage alternates) has a streak of its own. At most 20 kept, the oldest forgotten.
   const streaks = new Map<string, { loggedAt: number; unlogged: number }>();
-  return (error: Error) => {
+  // `to`: where this line goes, when not `log` (a request's own logger, which carries its id).
+  return (error: Error, to: WarnLog = log) => {
     const at = now();
     const streak = streaks.get(error.message);
     if (streak !== undefined && at - streak.loggedAt < everyMs) {
@@ -36,12 +37,12 @@ export function connectionErrorLog(
     }
     const unlogged = streak?.unlogged ?? 0;
     if (unlogged > 0) {
-      log.warn(
+      to.warn(
         { ...fields, err: error, repeated: unlogged },
         `${message} (${unlogged} more like it since the last line)`,
       );
     } else {
-      log.warn({ ...fields, err: error }, message);
+      to.warn({ ...fields, err: error }, message);
     }
     streaks.delete(error.message);
     streaks.set(error.message, { loggedAt: at, unlogged: 0 });

@@ -155,15 +155,21 @@ export class Batcher {
       pushBucketArgs(args, call, policies);
     }
     const call = this.#scripts.batch(keys, ...args);
+    // Per call, in order: the N-key script's reply for that call.
+    const parts = (reply: number[]) => {
+      const out: number[][] = new Array(batch.length);
+      let at = 0;
+      for (let i = 0; i < batch.length; i++) {
+        const end = at + replyLength(batch[i]!.call.keys.length);
+        out[i] = reply.slice(at, end);
+        at = end;
+      }
+      return out;
+    };
     return withTimeout(call, timeoutMs).then(
       (reply) => {
-        // Per call, in order: the N-key script's reply for that call.
-        let at = 0;
-        for (const pending of batch) {
-          const end = at + replyLength(pending.call.keys.length);
-          pending.resolve(reply.slice(at, end));
-          at = end;
-        }
+        const answers = parts(reply);
+        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(answers[i]!);
       },
       (error: unknown) => {
         if (error !== TIMEOUT) {
@@ -171,12 +177,13 @@ export class Batcher {
           return;
         }
         // Timed out: each call's own part of the reply, whenever it comes (see RateLimiter's refunds).
-        let at = 0;
-        for (const pending of batch) {
-          const from = at;
-          const end = at + replyLength(pending.call.keys.length);
-          pending.reject(new TimedOut(call.then((reply) => reply.slice(from, end))));
-          at = end;
+        // Marked handled: only a refused call's is read, and a script that fails later must not be an
+        // unhandled rejection (which ends a Node process).
+        const late = call.then(parts);
+        for (let i = 0; i < batch.length; i++) {
+          const answer = late.then((answers) => answers[i]!);
+          answer.catch(() => {});
+          batch[i]!.reject(new TimedOut(answer));
         }
       },
     );

@@ -20,3 +20,20 @@ export function useNow(everyMs: number): number {
   }, [everyMs]);
   return now;
 }
+
+/**
+ * Runs `load` each time `live` becomes true and each time the page is shown again while live (another
+ * tab or device may have changed what it reads); `load` should not change between renders but with `key`.
+ */
+export function useLoadWhileShown(live: boolean, load: () => void, key: unknown): void {
+  // biome-ignore lint/correctness/useExhaustiveDependencies: `load` is fixed by `key` (the client)
+  useEffect(() => {
+    if (!live) return;
+    const shown = () => {
+      if (document.visibilityState === 'visible') load();
+    };
+    shown();
+    document.addEventListener('visibilitychange', shown);
+    return () => document.removeEventListener('visibilitychange', shown);
+  }, [live, key]);
+}

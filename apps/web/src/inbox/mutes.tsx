@@ -5,8 +5,9 @@ import type {
   HeraldPreferences,
   MuteTarget,
 } from '@herald/client';
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Actions } from './actions.js';
+import { useLoadWhileShown } from './hooks.js';
 
 /** The user's mutes as the page knows them, and the calls that change them. */
 export interface Mutes {
@@ -23,19 +24,15 @@ export interface Mutes {
 export function useMutes(client: HeraldClient, connection: ConnectionState, actions: Actions): Mutes {
   const [muted, setMuted] = useState<HeraldPreferences['muted'] | undefined>(undefined);
   const live = connection === 'live';
-  useEffect(() => {
-    if (!live) return;
-    const load = () => {
-      if (document.visibilityState === 'visible')
-        client.preferences().then(
-          (preferences) => setMuted(preferences.muted),
-          () => undefined,
-        );
-    };
-    load();
-    document.addEventListener('visibilitychange', load);
-    return () => document.removeEventListener('visibilitychange', load);
-  }, [client, live]);
+  useLoadWhileShown(
+    live,
+    () =>
+      client.preferences().then(
+        (preferences) => setMuted(preferences.muted),
+        () => undefined,
+      ),
+    client,
+  );
   const keep = (preferences: HeraldPreferences) => setMuted(preferences.muted);
   return {
     muted,

@@ -1,6 +1,7 @@
 import type { ConnectionState, HeraldClient, TopicSubscription } from '@herald/client';
-import { useEffect, useState } from 'preact/hooks';
+import { useState } from 'preact/hooks';
 import type { Actions } from './actions.js';
+import { useLoadWhileShown } from './hooks.js';
 
 /**
  * The topics the user's token lets them subscribe to themselves, each a checkbox (subscribed or not);
@@ -18,15 +19,7 @@ export function TopicChoices({
   const [topics, setTopics] = useState<TopicSubscription[] | undefined>(undefined);
   const live = connection === 'live';
   // Each time live, and each time the page is shown again: another tab may have changed them.
-  useEffect(() => {
-    if (!live) return;
-    const load = () => {
-      if (document.visibilityState === 'visible') client.topics().then(setTopics, () => undefined);
-    };
-    load();
-    document.addEventListener('visibilitychange', load);
-    return () => document.removeEventListener('visibilitychange', load);
-  }, [client, live]);
+  useLoadWhileShown(live, () => client.topics().then(setTopics, () => undefined), client);
   if (!topics || topics.length === 0) return null;
   const toggle = (topic: TopicSubscription) =>
     actions.run(

@@ -115,10 +115,7 @@ function idempotencyPreValidation(app: FastifyInstance) {
         return;
       case 'replay':
         // The log line of a replay names the ids of the first answer, as that answer's did.
-        {
-          const ids = idsOf(begun.answer.body);
-          if (ids !== undefined) request.notificationIds = ids;
-        }
+        request.notificationIds = idsOf(begun.answer.body);
         await reply
           .code(begun.answer.statusCode)
           .header('Idempotency-Replayed', 'true')
@@ -188,9 +185,9 @@ function registerIdempotencyRelease(app: FastifyInstance): void {
 }
 
 /** The notification ids of a stored answer: `{ id }` (a send) or `{ results: [{ id? }] }` (a batch). */
-function idsOf(body: unknown): string[] | undefined {
+function idsOf(body: unknown): string[] {
   const answer = body as { id?: unknown; results?: { id?: unknown }[] } | undefined;
   if (typeof answer?.id === 'string') return [answer.id];
-  if (!Array.isArray(answer?.results)) return undefined;
-  return answer.results.map((result) => result?.id).filter((id): id is string => typeof id === 'string');
+  const results = Array.isArray(answer?.results) ? answer.results : [];
+  return results.map((result) => result?.id).filter((id): id is string => typeof id === 'string');
 }

@@ -233,7 +233,7 @@ export default fp(
           refusal ??= error;
         }
       }
-      replicaRefusal(app, refusal);
+      enqueueLog(app).refused(asError(refusal));
       done(unavailable('The queue (its Redis replicas)', refusal));
     };
     app.decorate('notifications', { enqueue, refuseUndurable, track, gathering, waiting });
@@ -245,46 +245,39 @@ export default fp(
   },
 );
 
-/** Per gateway: "enqueue not confirmed" warnings, one per cause and 30 s, on the log of the request. */
-const unsureLogs = new WeakMap<FastifyInstance, (error: Error, request: FastifyRequest) => void>();
-
-function unsureLog(app: FastifyInstance): (error: Error, request: FastifyRequest) => void {
-  let log = unsureLogs.get(app);
-  if (log === undefined) {
-    let current: FastifyRequest['log'] = app.log;
-    const streaks = connectionErrorLog(
-      { warn: (fields, message) => current.warn(fields, message) },
-      'enqueue not confirmed: the notification may or may not be in Redis (503, maybeAccepted)',
-    );
-    log = (error, request) => {
-      current = request.log;
-      streaks(error);
-      current = app.log;
-    };
-    unsureLogs.set(app, log);
-  }
-  return log;
-}
-
-/** Per gateway: a warning when sends start being refused for want of replicas, then one per 30 s. */
-const replicaRefusalLogs = new WeakMap<FastifyInstance, (error: Error) => void>();
-
 /**
- * Tells the operator why sends are refused while a partition's master lacks the replicas
- * `HERALD_REDIS_WAIT_REPLICAS` asks for (its 503s were only request lines at info: a third of the
- * traffic refused for 35 s after a Cluster failover, and no cause in the gateway's log).
+ * Per gateway, its warnings of sends that failed in Redis, each one line per cause and 30 s (with the
+ * count since), not one per request: `unsure`, an enqueue not confirmed (every send of a gateway whose
+ * Redis lacked its replicas had its own line); `refused`, sends refused while a queue partition's master
+ * lacks the replicas `HERALD_REDIS_WAIT_REPLICAS` asks for (a third of the traffic refused for 35 s
+ * after a Cluster failover, with only 503 request lines at info to show for it).
  */
-function replicaRefusal(app: FastifyInstance, error: unknown): void {
-  let log = replicaRefusalLogs.get(app);
-  if (log === undefined) {
-    log = connectionErrorLog(
-      app.log,
-      'sends refused, nothing accepted: a queue master has fewer replicas in sync than HERALD_REDIS_WAIT_REPLICAS asks for',
-    );
-    replicaRefusalLogs.set(app, log);
+const enqueueLogs = new WeakMap<
+  FastifyInstance,
+  Record<'unsure' | 'refused', ReturnType<typeof connectionErrorLog>>
+>();
+
+function enqueueLog(
+  app: FastifyInstance,
+): Record<'unsure' | 'refused', ReturnType<typeof connectionErrorLog>> {
+  let logs = enqueueLogs.get(app);
+  if (logs === undefined) {
+    logs = {
+      unsure: connectionErrorLog(
+        app.log,
+        'enqueue not confirmed: the notification may or may not be in Redis (503, maybeAccepted)',
+      ),
+      refused: connectionErrorLog(
+        app.log,
+        'sends refused, nothing accepted: a queue master has fewer replicas in sync than HERALD_REDIS_WAIT_REPLICAS asks for',
+      ),
+    };
+    enqueueLogs.set(app, logs);
   }
-  log(error instanceof Error ? error : new Error(String(error)));
+  return logs;
 }
+
+const asError = (error: unknown): Error => (error instanceof Error ? error : new Error(String(error)));
 
 /**
  * Runs `add` (BullMQ adds on the queue connection, `app.queueConnection`, to `partitions`) for `request`
@@ -308,7 +301,7 @@ export async function addDurably(
   try {
     app.checkDurable(partitions);
   } catch (error) {
-    replicaRefusal(app, error);
+    enqueueLog(app).refused(asError(error));
     throw unavailable('The queue (its Redis replicas)', error);
   }
   const started = process.hrtime.bigint();
@@ -333,9 +326,8 @@ export async function addDurably(
       request.log.warn({ err: error }, `enqueue refused, nothing accepted: ${OUT_OF_MEMORY_ADVICE}`);
       throw outOfMemory(error);
     }
-    // One line per cause and 30 s (with the count since), not one per request: every send of a gateway
-    // whose Redis lacks its replicas failed so, each with its line.
-    unsureLog(app)(error instanceof Error ? error : new Error(String(error)), request);
+    // On the request's own log: its line carries the request's id.
+    enqueueLog(app).unsure(asError(error), request.log);
     throw enqueueUnsure(error, request.idempotency?.derivedId !== undefined);
   }
   app.metrics.enqueueSeconds.observe(Number(process.hrtime.bigint() - started) / 1e9);
