@@ -98,6 +98,7 @@ try {
       const bytes = Number(await client.memory('USAGE', key, 'SAMPLES', 0));
       const shape = key
         .replace(/mem-user-\d+/g, '<user>')
+        .replace(/:n:\{[0-9a-z]{1,4}\}:/g, ':n:{<slot tag>}:')
         .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/g, '<uuid>')
         .replace(/[0-9a-f]{64}/g, '<sha256>')
         .replace(/\b\d{10,}-\d+\b/g, '<offset>')

@@ -250,7 +250,8 @@ function rssBytes(pid: number | undefined): number {
 
 /**
  * The keys of one notification each, by a SCAN of the whole keyspace: its marker hash
- * (`<prefix>{<user>}:n:<id>`) and its id → user index (`<prefix>id:{<id>}`), both kept for the inbox
+ * (`<prefix>{<user>}:n:<id>`, or `<prefix>n:{<slot tag>}:<id>` for a routed id, which needs no index) and
+ * its id → user index (`<prefix>id:{<id>}`), both kept for the inbox
  * retention (HERALD_INBOX_MAX_AGE_MS + HERALD_INBOX_RECORD_GRACE_MS) whether or not the entry is still in the stream; and an
  * estimate of their memory: their count × the mean `MEMORY USAGE` of 200 of them picked at random.
  */
@@ -261,7 +262,7 @@ async function notificationRecords(redis: Redis, prefix: string): Promise<{ coun
     for (const key of keys) {
       if (!key.startsWith(prefix)) continue;
       const rest = key.slice(prefix.length);
-      if (!rest.startsWith('id:{') && !/^\{[^}]*\}:n:/.test(rest)) continue;
+      if (!rest.startsWith('id:{') && !rest.startsWith('n:{') && !/^\{[^}]*\}:n:/.test(rest)) continue;
       count++;
       // Reservoir sampling: every record has the same chance to be one of the 200.
       if (picked.length < 200) picked.push(key);

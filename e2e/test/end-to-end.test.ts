@@ -1,5 +1,6 @@
+import { inboxKeys, notificationIndexKey } from '@herald/inbox';
 import { type NotificationEvent, signUserToken } from '@herald/protocol';
-import { type AppProcess, randomId, redisUrl, waitFor } from '@herald/testing';
+import { type AppProcess, randomId, redisUrl, testRedis, waitFor } from '@herald/testing';
 import type { Socket } from 'socket.io-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_KEY, SECRET, stackEnv, TestApps } from './support/stack.js';
@@ -10,8 +11,10 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
   let realtimeA: AppProcess;
   let realtimeB: AppProcess;
 
+  let env: Record<string, string>;
+
   beforeAll(async () => {
-    const env = stackEnv(redisUrl());
+    env = stackEnv(redisUrl());
     ({
       gateway,
       'realtime-a': realtimeA,
@@ -132,6 +135,16 @@ describe('end to end: POST /notify → BullMQ → worker → Redis pub/sub → t
     );
     expect(Number.isNaN(Date.parse(delivered.deliveredAt ?? ''))).toBe(false);
     expect(delivered.createdAt).toBe(stored.createdAt);
+    // Its id is routed to bob's inbox slot: found by id alone, so no id → user index key was written.
+    const prefix = env.HERALD_INBOX_PREFIX ?? 'herald:inbox:';
+    expect(inboxKeys(prefix, bob).routes(id)).toBe(true);
+    const redis = testRedis();
+    try {
+      expect(await redis.hget(inboxKeys(prefix, bob).marker(id), 'user')).toBe(bob);
+      expect(await redis.exists(notificationIndexKey(prefix, id))).toBe(0);
+    } finally {
+      redis.disconnect();
+    }
 
     const listing = await fetch(`${gateway.url}/users/${bob}/notifications`, {
       headers: { authorization: `Bearer ${API_KEY}` },

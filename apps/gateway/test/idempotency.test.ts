@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { randomId, waitFor } from '@herald/testing';
 import { describe, expect, it } from 'vitest';
 import { IdempotencyStore } from '../src/idempotency.js';
+import { notificationId } from '../src/notification-ids.js';
 import { API_KEY_2, auth, buildTestApp, disposeTestApp, everyPartition, testAppForFile } from './helpers.js';
 
 const app = await testAppForFile({
@@ -165,7 +166,7 @@ describe('Idempotency-Key', () => {
     );
     // The id the dead gateway's request had: had it enqueued, the inbox stores it once.
     expect(accepted.json<{ id: string }>().id).toBe(
-      IdempotencyStore.derivedId(scope, key, fingerprint, claimed.epoch),
+      notificationId(body.userId, IdempotencyStore.derivedId(scope, key, fingerprint, claimed.epoch)),
     );
     expect((await send(key, body)).headers['idempotency-replayed']).toBe('true');
   });

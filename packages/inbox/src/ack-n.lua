@@ -4,10 +4,11 @@
 
   `-n`: one key per acked notification; all share the user's hash tag (Redis Cluster: one slot).
 
-  KEYS[i]  marker hash of notification i (see append-5.lua)
+  KEYS[i]  marker hash of notification i (see append-n.lua)
 
   ARGV[1]  now        ms since epoch, or "" to read Redis TIME
   ARGV[2]  instance   who recorded it (realtime instance id, or "api")
+  ARGV[3]  user       the acking user: a routed marker (keys.ts) of another user of the slot is not theirs
 
   Returns, always 3 elements: { recorded, now, indices }
     recorded  how many notifications got their first `deliveredAt` in this call
@@ -24,7 +25,9 @@ end
 local recorded = 0
 local indices = {}
 for i, key in ipairs(KEYS) do
-  if redis.call('HGET', key, 'state') == 'inbox' and redis.call('HSETNX', key, 'deliveredAt', now) == 1 then
+  local marker = redis.call('HMGET', key, 'state', 'user')
+  if marker[1] == 'inbox' and (not marker[2] or marker[2] == ARGV[3])
+    and redis.call('HSETNX', key, 'deliveredAt', now) == 1 then
     redis.call('HSET', key, 'deliveredBy', ARGV[2])
     recorded = recorded + 1
     indices[recorded] = i

@@ -44,11 +44,13 @@
                       since, and `c` is stale. What it left is deleted once (`tm` present).
   KEYS[k+3]  unread   set of the ids of unread notifications still in the stream
   KEYS[k+4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
-                      at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker
+                      at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker;
+                      `user` (its owner) when the id is routed (keys.ts: the key is found from the id alone)
   KEYS[k+5]  dedupe   string: the id of the first notification with this dedupe key (unused when hasDedupe = 0)
   KEYS[k+6]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (preferences.ts); no TTL
   KEYS[k+7]  index    string: notification id -> user id (`<prefix>id:{<id>}`), set when ARGV indexUser is
-                      not ""; else any key of this notification (unused)
+                      not ""; the marker itself for a routed id (indexUser is then written as its `user`);
+                      else any key of this notification (unused)
 
   ARGV[1]  count         K, >= 1
   ARGV[2]  now           ms since epoch, or "" to read Redis TIME (only tests inject a clock)
@@ -64,7 +66,8 @@
   ARGV[a+8]  tenantId      sender's tenant, kept in the marker ("" = none)
   ARGV[a+9]  topicMute     `topic:<the notification's topic>`, or "" when it has none
   ARGV[a+10] typeMute      `type:<the notification's type>`, or "" when it has none
-  ARGV[a+11] indexUser     the user id to write at KEYS[k+7], or "" to write no index here
+  ARGV[a+11] indexUser     the user id to write at KEYS[k+7] (or as the marker's `user`, see KEYS[k+7]), or ""
+                          to write no index here
 
   Returns 5 elements per notification, in order: { code, offset, unreadCount, unreadVersion, detail, … }
     code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated,
@@ -182,9 +185,16 @@ local function answer(code, offset, u, detail)
   r = r + 5
 end
 
--- HSET of a marker, with the sender's tenant when there is one (one command, not two).
-local function mark(marker, tenant, ...)
-  if tenant ~= '' then
+-- HSET of a marker, with the sender's tenant and the owner of a routed marker when there are (one
+-- command, not two).
+local function mark(marker, tenant, owner, ...)
+  if owner ~= '' then
+    if tenant ~= '' then
+      redis.call('HSET', marker, 'tenantId', tenant, 'user', owner, ...)
+    else
+      redis.call('HSET', marker, 'user', owner, ...)
+    end
+  elseif tenant ~= '' then
     redis.call('HSET', marker, 'tenantId', tenant, ...)
   else
     redis.call('HSET', marker, ...)
@@ -199,8 +209,16 @@ local function run()
     local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
     local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
     local retention = ARGV[a + 7]
-    -- The index first: it says whose notification this is whatever the append records.
-    if ARGV[a + 11] ~= '' then redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention) end
+    -- The index first: it says whose notification this is whatever the append records (a routed marker
+    -- says it itself).
+    local owner = ''
+    if ARGV[a + 11] ~= '' then
+      if KEYS[k + 7] == marker then
+        owner = ARGV[a + 11]
+      else
+        redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention)
+      end
+    end
     local u = load(k)
 
     -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
@@ -252,7 +270,7 @@ local function run()
         if u.n == 0 then u.hm = ms end
         u.tm, u.ts, u.n, u.dirty = ms, seq, u.n + 1, true
         u.retention = retention
-        mark(marker, tenant, 'state', 'inbox', 'offset', offset, 'at', nowText)
+        mark(marker, tenant, owner, 'state', 'inbox', 'offset', offset, 'at', nowText)
         redis.call('PEXPIRE', marker, retention)
         u.count = u.count + redis.call('SADD', u.unread, id)
         -- The new unread version, as the reply gives it (trimming below does not change it).
@@ -295,9 +313,9 @@ local function run()
     end
     if state then
       if field then
-        mark(marker, tenant, 'state', state, 'at', nowText, field, detail)
+        mark(marker, tenant, owner, 'state', state, 'at', nowText, field, detail)
       else
-        mark(marker, tenant, 'state', state, 'at', nowText)
+        mark(marker, tenant, owner, 'state', state, 'at', nowText)
       end
       redis.call('PEXPIRE', marker, retention)
       answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')

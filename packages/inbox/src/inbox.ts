@@ -3,7 +3,14 @@ import type { Cluster, Redis } from 'ioredis';
 import { AppendBatcher } from './append-batch.js';
 import { boundOf, checkIds, checkLimit, checkUserId, toEvent } from './checks.js';
 import { InboxError, InboxErrorCode } from './errors.js';
-import { assertPrefix, type InboxKeys, inboxKeys, notificationIndexKey, tenantPrefix } from './keys.js';
+import {
+  assertPrefix,
+  type InboxKeys,
+  inboxKeys,
+  notificationIndexKey,
+  routedMarkerKey,
+  tenantPrefix,
+} from './keys.js';
 import { entriesBefore, listingOf, rangeWithin } from './listing.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
 import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
@@ -153,15 +160,17 @@ export class Inbox {
     const maxLength = boundOf(options.bounds?.maxLength, this.maxLength);
     const maxAgeMs = boundOf(options.bounds?.maxAgeMs, this.maxAgeMs);
     const hasDedupe = options.dedupeKey !== undefined && options.dedupeKey !== '';
+    const marker = keys.marker(notification.id);
+    // A routed id's marker is found from the id alone: it names its user, and no index is written.
+    const routed = keys.routes(notification.id);
     const indexKey = notificationIndexKey(this.#base, notification.id);
     // The id → user index has its own hash slot: on a single Redis it rides in the script call, on
     // Cluster it is written beside it, in the same round trip.
-    const indexInScript = options.indexed !== false && this.#appends.crossSlot;
+    const indexInScript = options.indexed !== false && !routed && this.#appends.crossSlot;
     const index =
-      options.indexed === false || indexInScript
+      options.indexed === false || indexInScript || routed
         ? undefined
         : this.#redis.set(indexKey, notification.userId, 'PX', this.retentionMs);
-    const marker = keys.marker(notification.id);
     const call = {
       keys: [
         keys.stream,
@@ -183,7 +192,7 @@ export class Inbox {
         this.tenantId,
         notification.topic === undefined ? '' : `topic:${notification.topic}`,
         notification.type === undefined ? '' : `type:${notification.type}`,
-        indexInScript ? notification.userId : '',
+        indexInScript || routed ? notification.userId : '',
       ],
     };
     const script =
@@ -293,6 +302,7 @@ export class Inbox {
       ...ids.map((id) => keys.marker(id)),
       '',
       instance,
+      userId,
     )) as [number, number, number[]];
     return { ids: indices.map((index) => ids[index - 1] ?? ''), deliveredAtMs: now };
   }
@@ -432,7 +442,14 @@ export class Inbox {
    * ```
    */
   async locate(id: string): Promise<string | undefined> {
-    return (await this.#redis.get(notificationIndexKey(this.#base, id))) ?? undefined;
+    const routed = routedMarkerKey(this.#base, id);
+    // A routed id's marker names its user; the index too, for an id stored before routed ids (one in
+    // about 4 million of those reads as routed).
+    const [owner, indexed] = await Promise.all([
+      routed === undefined ? null : this.#redis.hget(routed, 'user'),
+      this.#redis.get(notificationIndexKey(this.#base, id)),
+    ]);
+    return owner ?? indexed ?? undefined;
   }
 
   /**
@@ -484,8 +501,13 @@ export class Inbox {
    * ```
    */
   async cancel(userId: string, id: string): Promise<{ state: NotificationStatus['state']; at: string }> {
-    const index = this.#redis.set(notificationIndexKey(this.#base, id), userId, 'PX', this.retentionMs);
-    const script = this.#scripts.cancel(this.keys(userId).marker(id), this.retentionMs, this.tenantId);
+    const keys = this.keys(userId);
+    const marker = keys.marker(id);
+    const routed = keys.routes(id);
+    const index = routed
+      ? undefined
+      : this.#redis.set(notificationIndexKey(this.#base, id), userId, 'PX', this.retentionMs);
+    const script = this.#scripts.cancel(marker, this.retentionMs, this.tenantId, routed ? userId : '');
     const [[state, at]] = (await Promise.all([script, index])) as [
       [NotificationStatus['state'], string],
       unknown,

@@ -5,9 +5,14 @@ export {
   escapeTag,
   type InboxKeys,
   inboxKeys,
+  notificationIdFor,
   notificationIndexKey,
+  routedMarkerKey,
+  routedSlot,
+  slotTag,
   tenantLayout,
   tenantPrefix,
+  unroutedId,
 } from './keys.js';
 export { type KeptUser, type MigrationReport, migrateToTenant, migrationJournalKey } from './migrate.js';
 export {

@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import { DEFAULT_TENANT, isTenantId } from '@herald/protocol';
+import calculateSlot from 'cluster-key-slot';
 import { InboxError, InboxErrorCode, shown } from './errors.js';
 
 /**
@@ -40,8 +42,14 @@ export interface InboxKeys {
   meta: string;
   /** Set of unread notification ids. */
   unread: string;
-  /** Hash of one notification: state, offset, delivered, …; also the idempotency marker. */
+  /**
+   * Hash of one notification: state, offset, delivered, …; also the idempotency marker. `<base>n:<id>`,
+   * or, for an id routed to this user's slot ({@link notificationIdFor}), `<prefix>n:{<slot tag>}:<id>`
+   * (found from the id alone, so no id index is written; it holds `user`, the owner).
+   */
   marker(notificationId: string): string;
+  /** Whether `notificationId` is routed to this user's slot: its marker is keyed by id, and names them. */
+  routes(notificationId: string): boolean;
   /** String: the first notification id seen with `dedupeKey`. */
   dedupe(dedupeKey: string): string;
   /**
@@ -54,14 +62,130 @@ export interface InboxKeys {
 /** @see InboxKeys */
 export function inboxKeys(prefix: string, userId: string): InboxKeys {
   const base = `${prefix}{${escapeTag(userId)}}:`;
+  const stream = `${base}s`;
+  // The inbox's slot, computed when an id is first asked about.
+  let slot: number | undefined;
+  const routes = (notificationId: string): number | undefined => {
+    const routed = routedSlot(notificationId);
+    if (routed === undefined) return undefined;
+    slot ??= calculateSlot(stream);
+    return routed === slot ? routed : undefined;
+  };
   return {
-    stream: `${base}s`,
+    stream,
     meta: `${base}m`,
     unread: `${base}u`,
-    marker: (notificationId) => `${base}n:${notificationId}`,
+    marker(notificationId) {
+      const routed = routes(notificationId);
+      return routed === undefined
+        ? `${base}n:${notificationId}`
+        : routedMarkerKeyOf(prefix, routed, notificationId);
+    },
+    routes: (notificationId) => routes(notificationId) !== undefined,
     dedupe: (dedupeKey) => `${base}d:${dedupeKey}`,
     mutes: `${base}p`,
   };
+}
+
+/** Redis Cluster's hash slots. */
+const SLOTS = 16_384;
+/** Each slot's hash tag: see {@link slotTag}. */
+let slotTags: string[] | undefined;
+
+/**
+ * A hash tag in `slot`: the first base-36 number, counting from 0, that Redis hashes there (all 16,384
+ * are found among the first ~200,000; the table is built once, on first use, in a few ms). Part of the
+ * key layout: routed markers are found by it, so the rule never changes.
+ */
+export function slotTag(slot: number): string {
+  if (slotTags === undefined) {
+    const tags = new Array<string>(SLOTS);
+    let found = 0;
+    for (let i = 0; found < SLOTS; i++) {
+      const tag = i.toString(36);
+      const at = calculateSlot(tag);
+      if (tags[at] === undefined) {
+        tags[at] = tag;
+        found++;
+      }
+    }
+    slotTags = tags;
+  }
+  return slotTags[slot] ?? '';
+}
+
+/**
+ * A routed notification id: UUID version 8 (RFC 9562's custom layout) whose 14 bits after the version
+ * nibble (3 hex digits, then 2 bits of the variant digit) are the Redis Cluster slot of its user's inbox,
+ * and whose last 4 hex digits are a check (the slot of the first 28 hex digits), so that an id written
+ * before (a random version 4 one, a derived one) is taken for routed about once in 4 million, and then
+ * only with its user's slot in those 14 bits. The other 92 bits are random (or derived).
+ */
+const ROUTED_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+/** The 4 hex digits that end a routed id whose first 28 hex digits are `head`. */
+function routeCheck(head: string): string {
+  return calculateSlot(head).toString(16).padStart(4, '0');
+}
+
+/** The slot a routed id names, or undefined for any other id (see {@link notificationIdFor}). */
+export function routedSlot(id: string): number | undefined {
+  if (id.length !== 36 || id.charCodeAt(14) !== 56 /* '8' */ || !ROUTED_ID.test(id)) return undefined;
+  const hex = id.slice(0, 8) + id.slice(9, 13) + id.slice(14, 18) + id.slice(19, 23) + id.slice(24);
+  if (routeCheck(hex.slice(0, 28)) !== hex.slice(28)) return undefined;
+  return (Number.parseInt(hex.slice(13, 16), 16) << 2) | (Number.parseInt(hex[16] ?? '0', 16) & 3);
+}
+
+/**
+ * A notification id for `userId` (any tenant: a user's slot depends on the user id alone), routed to the
+ * slot of their inbox: its marker is then found from the id alone ({@link routedMarkerKey}), in that
+ * slot, so the worker writes no id → user index for it (one key less per notification: a quarter of the
+ * inbox append's Redis time). From `seed` (at least 32 hex digits, such as a SHA-256 of an
+ * Idempotency-Key) the same id every time; else random.
+ *
+ * @example
+ * ```ts
+ * notificationIdFor('alice'); // '3f1c9a2e-7b4d-8xxx-…' (routedSlot(id) === alice's slot)
+ * ```
+ */
+export function notificationIdFor(userId: string, seed?: string): string {
+  const slot = calculateSlot(`{${escapeTag(userId)}}`);
+  // Digits 12 and 16 of a random UUID (its version and variant) are not taken.
+  const bits = seed ?? randomUUID().replaceAll('-', '');
+  const head =
+    bits.slice(0, 12) +
+    '8' +
+    (slot >> 2).toString(16).padStart(3, '0') +
+    (8 | (slot & 3)).toString(16) +
+    bits.slice(17, 28);
+  const hex = head + routeCheck(head);
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/**
+ * An id that is never routed (a topic send's: one id, many users): `id` itself unless it reads as a
+ * routed one, which a derived id does about once in 4 million; then its version digit is changed.
+ */
+export function unroutedId(id: string): string {
+  return routedSlot(id) === undefined ? id : `${id.slice(0, 14)}0${id.slice(15)}`;
+}
+
+function routedMarkerKeyOf(prefix: string, slot: number, id: string): string {
+  return `${prefix}n:{${slotTag(slot)}}:${id}`;
+}
+
+/**
+ * Where the marker of routed notification `id` is under `prefix` (a tenant's base), or undefined when the
+ * id is not routed (its marker is found through {@link notificationIndexKey}).
+ *
+ * @example
+ * ```ts
+ * routedMarkerKey('herald:inbox:', notificationIdFor('alice')); // 'herald:inbox:n:{<tag>}:<id>'
+ * ```
+ */
+export function routedMarkerKey(prefix: string, id: string): string | undefined {
+  const slot = routedSlot(id);
+  return slot === undefined ? undefined : routedMarkerKeyOf(prefix, slot, id);
 }
 
 /**

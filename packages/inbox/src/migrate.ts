@@ -73,11 +73,12 @@ export function migrationJournalKey(prefix: string, tenantId: string): string {
  * where tenant `default` is in use it would hand `default`'s users to `tenantId`.
  *
  * Decided per user, never per key: a user any of whose keys already exists in the tenant's layout (their
- * stream, meta, unread set, a notification's record `n:<id>`, a dedupe key, mutes, push subscriptions:
+ * stream, meta, unread set, a notification's record `n:<id>` or, for a routed id, `n:{<slot tag>}:<id>`
+ * naming them, a dedupe key, mutes, push subscriptions:
  * the tenant's workers or API wrote for them before the migration ran) is kept where they were, whole,
  * and listed in {@link MigrationReport.kept}: their inbox, statuses and id index keys stay tenant
  * `default`'s. Every other user is moved whole, with the id index keys of their notifications (an index
- * key follows its user: `<prefix>id:{<id>}` → user). Each key is renamed (RENAMENX, in one script per
+ * key follows its user: `<prefix>id:{<id>}` → user) and the records of their routed ids. Each key is renamed (RENAMENX, in one script per
  * user and batch; its hash tag is kept, so it stays in its slot on Redis Cluster): nothing is copied,
  * TTLs are kept, nothing is lost. Running it again moves nothing more and keeps the same users; a run
  * that was interrupted is finished by the next ({@link migrationJournalKey}). Run it before the upgraded
@@ -140,6 +141,19 @@ export async function migrateToTenant(
       else if (seen.examples.length < 3) seen.examples.push(key);
       seen.examples.length = Math.min(seen.examples.length, 3);
     }
+  });
+  // A routed notification's marker (`n:{<slot tag>}:<id>`, see keys.ts) names its user: theirs too.
+  await scanAll(nodes, `${globEscape(target)}n:{*`, batch, async (keys) => {
+    const owners = await Promise.all(keys.map((key) => redis.hget(key, 'user')));
+    keys.forEach((key, i) => {
+      const owner = owners[i];
+      if (owner === null || owner === undefined) return;
+      const tag = escapeTag(owner);
+      const seen = present.get(tag) ?? { count: 0, examples: [] };
+      present.set(tag, seen);
+      seen.count++;
+      if (seen.examples.length < 3) seen.examples.push(key);
+    });
   });
   const resumed = new Set<string>();
   if (present.size > 0 && (await redis.exists(journal)) === 1) {
@@ -219,32 +233,36 @@ export async function migrateToTenant(
     );
   });
 
-  // 3. The id index (`<prefix>id:{<id>}` → user): each key follows its user, moved unless they were kept.
-  await scanAll(nodes, `${globEscape(prefix)}id:{*`, batch, async (keys) => {
-    const users = await Promise.all(keys.map((key) => redis.get(key)));
-    await Promise.all(
-      keys.map(async (key, i) => {
-        const userId = users[i];
-        if (userId === null || userId === undefined) return; // expired meanwhile
-        const stays = kept.get(escapeTag(userId));
-        if (stays !== undefined) {
-          stays.keys++;
-          return;
-        }
-        if (dryRun) {
-          report.moved++;
-          return;
-        }
-        try {
-          if ((await redis.renamenx(key, target + key.slice(prefix.length))) === 1) report.moved++;
-          else report.conflicts.push(key);
-        } catch (error) {
-          // Expired since the GET: nothing to move.
-          if (!/no such key/i.test((error as Error).message)) throw error;
-        }
-      }),
-    );
-  });
+  // 3. The id index (`<prefix>id:{<id>}` → user) and the markers of routed ids (`<prefix>n:{<slot tag>}:<id>`,
+  // whose `user` says whose): each key follows its user, moved unless they were kept.
+  const follow = async (glob: string, ownerOf: (key: string) => Promise<string | null>) =>
+    scanAll(nodes, glob, batch, async (keys) => {
+      const users = await Promise.all(keys.map(ownerOf));
+      await Promise.all(
+        keys.map(async (key, i) => {
+          const userId = users[i];
+          if (userId === null || userId === undefined) return; // expired meanwhile
+          const stays = kept.get(escapeTag(userId));
+          if (stays !== undefined) {
+            stays.keys++;
+            return;
+          }
+          if (dryRun) {
+            report.moved++;
+            return;
+          }
+          try {
+            if ((await redis.renamenx(key, target + key.slice(prefix.length))) === 1) report.moved++;
+            else report.conflicts.push(key);
+          } catch (error) {
+            // Expired since the read: nothing to move.
+            if (!/no such key/i.test((error as Error).message)) throw error;
+          }
+        }),
+      );
+    });
+  await follow(`${globEscape(prefix)}id:{*`, (key) => redis.get(key));
+  await follow(`${globEscape(prefix)}n:{*`, (key) => redis.hget(key, 'user'));
 
   if (!dryRun) await redis.del(journal);
   report.movedUsers = moving.size;

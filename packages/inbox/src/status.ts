@@ -13,7 +13,8 @@ export function notificationStatus(
   marker: Record<string, string>,
   unread: boolean,
 ): NotificationStatus | undefined {
-  if (marker.state === undefined) return undefined;
+  // A routed marker names its owner: another user of the same slot is told nothing.
+  if (marker.state === undefined || (marker.user !== undefined && marker.user !== userId)) return undefined;
   const deliveredAt = marker.deliveredAt ? new Date(Number(marker.deliveredAt)).toISOString() : null;
   return {
     id,

@@ -7,6 +7,7 @@ import {
   type MigrationReport,
   migrateToTenant,
   migrationJournalKey,
+  notificationIdFor,
   Preferences,
 } from '../src/index.js';
 import { defineScripts } from '../src/scripts.js';
@@ -110,6 +111,16 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
         .outcome,
     ).toBe('appended');
     expect((await env.acme.cancel(dave, randomId('n'))).state).toBe('cancelled');
+    // A routed id (keys.ts) of frank's in the old layout (a default-tenant deployment of today), and one
+    // acme cancelled for erin (her only key in acme's layout: the record of a routed id, naming her).
+    const frank = randomId('frank');
+    const routed = notificationIdFor(frank);
+    await env.legacy.append({ id: routed, userId: frank, payload: {}, createdAt: new Date().toISOString() });
+    const frankOld = await env.keysOf(frank, 'old');
+    const erin = randomId('erin');
+    await writeLegacy(env, erin);
+    expect((await env.acme.cancel(erin, notificationIdFor(erin))).state).toBe('cancelled');
+    const erinOld = await env.keysOf(erin, 'old');
     const before = {
       alice: await view(env.legacy, env.legacyMutes, alice, legacy.alice.ids),
       bob: await view(env.legacy, env.legacyMutes, bob, legacy.bob.ids),
@@ -140,6 +151,7 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
       expect(await env.acme.statusById(id)).toBeUndefined();
     }
     expect((await env.acme.list(alice)).items.map((item) => item.id)).toEqual([fresh]);
+    expect(await env.keysOf(erin, 'old')).toEqual(erinOld);
     expect(kept(report)).toEqual(
       [
         {
@@ -149,8 +161,13 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
           existing: before.aliceAcme.length,
         },
         { userId: dave, keys: before.daveOld.length + 3, found: 'before', existing: before.daveAcme.length },
+        { userId: erin, keys: erinOld.length + 3, found: 'before', existing: 1 },
       ].sort((a, b) => a.userId.localeCompare(b.userId)),
     );
+    // frank's routed record moved with him.
+    expect(await env.acme.statusById(routed)).toMatchObject({ userId: frank, state: 'inbox' });
+    expect(await env.legacy.statusById(routed)).toBeUndefined();
+    expect(await env.keysOf(frank, 'old')).toEqual([]);
     expect(report.kept.find((user) => user.userId === alice)?.examples).toContain(
       `${env.prefix}t:acme:{${alice}}:s`,
     );
@@ -171,8 +188,9 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
       );
       expect(again).toMatchObject({ outcome: 'deduplicated', duplicateOf: written.ids[1] });
     }
-    expect(report).toMatchObject({ dryRun: false, movedUsers: 2, conflicts: [] });
-    expect(report.moved).toBe(2 * (before.aliceOld.length + 3));
+    expect(report).toMatchObject({ dryRun: false, movedUsers: 3, conflicts: [] });
+    // bob's and carol's keys and id index keys; frank's keys and his routed record (no index key).
+    expect(report.moved).toBe(2 * (before.aliceOld.length + 3) + frankOld.length + 1);
 
     // Safe to run again: nothing more moves, the same users are kept.
     const again = await migrateToTenant(redis, { prefix: env.prefix, tenantId: 'acme' });

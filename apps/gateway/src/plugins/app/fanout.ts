@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { connectionErrorLog, QUEUE_OPTIONS } from '@herald/config';
-import { Topics } from '@herald/inbox';
+import { Topics, unroutedId } from '@herald/inbox';
 import {
   FANOUT_JOB_NAME,
   type FanoutAudience,
@@ -67,7 +67,8 @@ export default fp(
     ): Promise<string> {
       const identity = request.identity;
       const derivedId = request.idempotency?.derivedId;
-      const id = derivedId ?? randomUUID();
+      // One id for many users: never routed (keys.ts), each recipient's record is under their inbox.
+      const id = unroutedId(derivedId ?? randomUUID());
       const { topic: _topic, broadcast: _broadcast, ...fields } = body;
       const sender = app.limits.senderPolicy(identity);
       const data: FanoutJob = {

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { connectionErrorLog, isOutOfMemory, OUT_OF_MEMORY_ADVICE } from '@herald/config';
 import {
   NOTIFY_JOB_NAME,
@@ -20,6 +19,7 @@ import {
   settleWrites,
   unavailable,
 } from '../../errors.js';
+import { notificationId } from '../../notification-ids.js';
 import { checkJobs, JobRefusedError } from '../../queue-jobs.js';
 
 type NotifyItem = Static<typeof NotifyRequest>;
@@ -144,7 +144,7 @@ export default fp(
       const jobs = items.map((item, index) => {
         // With an Idempotency-Key the ids derive from it, so a retry can never enqueue a second copy
         // (BullMQ ignores an add whose job id exists), even if the idempotency record was lost.
-        const id = derivedId ? (items.length === 1 ? derivedId : `${derivedId}-${index}`) : randomUUID();
+        const id = notificationId(item.userId, derivedId, index, items.length);
         const data: NotificationJob = {
           id,
           userId: item.userId,
