@@ -79,7 +79,8 @@ not per notification: on a VM each costs Redis kernel time that no command shows
     name: 'cluster',
     title: 'Redis Cluster spread',
     file: 'cluster/run.ts',
-    commands: `npx pnpm@12.4.2 bench:cluster    # about 3 minutes; BENCH_RATE=1000 BENCH_SECONDS=10 BENCH_USERS=300 BENCH_ROUNDS=2 BENCH_PARTITIONS=3`,
+    commands: `npx pnpm@12.4.2 bench:cluster    # about 3 minutes; BENCH_RATE=1000 BENCH_SECONDS=10 BENCH_USERS=300 BENCH_ROUNDS=2 BENCH_PARTITIONS=3
+BENCH_BASELINE=/tmp/herald-old npx pnpm@12.4.2 bench:cluster    # and an older built checkout's pipeline on a Cluster of its own`,
     method: `The same pipeline on a local 3-master Redis Cluster (\`HERALD_QUEUE_PARTITIONS=3\`, sharded pub/sub)
 and on one \`redis-server\`, rounds alternating: each master's Redis CPU per notification and its share of
 the mean (goal ±15 %), and the Cluster's cost against one node; and a second Cluster whose window is the default

@@ -16,7 +16,8 @@
 //
 // Usage: npx pnpm@12.4.2 bench:cluster   (builds first)
 // Env:   BENCH_RATE (1000), BENCH_SECONDS (10), BENCH_USERS (300), BENCH_ROUNDS (2), BENCH_PARTITIONS (3),
-//        BENCH_WRITE_README=0 (print only).
+//        BENCH_BASELINE (a built checkout of an older commit: its pipeline on a Cluster of its own, in the
+//        same rounds), BENCH_WRITE_README=0 (print only).
 import { Agent } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { queuePartitions } from '@herald/config';
@@ -34,7 +35,7 @@ import {
   median,
   redisCpuMicros,
 } from '../redis-stats.js';
-import { writeReport } from '../report.js';
+import { commitOf, writeReport } from '../report.js';
 import { writeChart } from '../svg.js';
 
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
@@ -42,6 +43,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const USERS = Number(process.env.BENCH_USERS ?? 300);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const PARTITIONS = Number(process.env.BENCH_PARTITIONS ?? 3);
+const BASELINE = process.env.BENCH_BASELINE;
 const MASTERS = 3;
 /** The window of the last target's gateway: the default (20 ms) times the partitions. */
 const FILLED_WINDOW_MS = 20 * PARTITIONS;
@@ -125,7 +127,11 @@ async function main(): Promise<void> {
     // (what partitioning costs alone); one node with one partition at the rate each of the Cluster's
     // partitions gets (what an envelope gathers depends on its queue's rate, not the deployment's); the
     // Cluster with its envelopes as full as one node's.
-    for (const [label, nodes, extra, rate, clusterNodes] of [
+    // BENCH_BASELINE: the older build's pipeline on a Cluster of its own, beside the others.
+    const baseCluster =
+      BASELINE === undefined ? undefined : await startRedisCluster({ masters: MASTERS, replicas: 0 });
+    if (baseCluster) disposers.push(() => baseCluster.dispose());
+    for (const [label, nodes, extra, rate, clusterNodes, root] of [
       ['one redis-server, 1 partition', [single], {}, RATE, undefined],
       [`Cluster, ${MASTERS} masters, ${PARTITIONS} partitions`, masters, clusterEnv, RATE, cluster.nodes],
       [
@@ -147,6 +153,18 @@ async function main(): Promise<void> {
         RATE,
         filledCluster.nodes,
       ],
+      ...(baseCluster === undefined || BASELINE === undefined
+        ? []
+        : [
+            [
+              `Cluster, ${MASTERS} masters, ${PARTITIONS} partitions, baseline ${commitOf(BASELINE)}`,
+              baseCluster.servers.slice(0, MASTERS),
+              { ...clusterEnv, HERALD_REDIS_CLUSTER_NODES: baseCluster.nodesEnv },
+              RATE,
+              baseCluster.nodes,
+              BASELINE,
+            ] as const,
+          ]),
     ] as const) {
       const first = nodes[0] as RedisServerHandle;
       const client =
@@ -155,7 +173,12 @@ async function main(): Promise<void> {
       const keys: string[] = [];
       for (const tenantId of tenants) keys.push((await store.create({ name: 'bench', tenantId })).key);
       client.disconnect();
-      const pipeline = await startPipeline({ redis: first, env: { ...env, ...extra }, secret: SECRET });
+      const pipeline = await startPipeline({
+        redis: first,
+        env: { ...env, ...extra },
+        secret: SECRET,
+        ...(root === undefined ? {} : { root }),
+      });
       disposers.push(() => pipeline.stop());
       const target: Target = {
         label,
@@ -257,7 +280,7 @@ async function partitionMasters(
 }
 
 function report(targets: Target[], tenants: string[], where: number[], ms: number): void {
-  const [single, cluster, partitioned, slower, filled] = targets;
+  const [single, cluster, partitioned, slower, filled, baseline] = targets;
   if (!single || !cluster || !partitioned || !slower || !filled) return;
   const perNode = (target: Target, rounds: number[][]) =>
     target.nodes.map((_node, i) => median(rounds.map((round) => round[i] ?? 0)));
@@ -290,6 +313,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
     row(partitioned.label, partitioned),
     row(slower.label, slower),
     row(filled.label, filled),
+    ...(baseline ? [row(baseline.label, baseline)] : []),
     '',
     `Per notification the Cluster costs Redis **${(clusterTotal / singleTotal).toFixed(2)}×** what one node does with one partition ` +
       `(${(clusterTotal / sum(perNode(partitioned, partitioned.rounds))).toFixed(2)}× one node with the same ${PARTITIONS} partitions, ` +
@@ -298,7 +322,12 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
       `with the busiest master at 70 % of a core this Cluster carries ~${Math.round(0.7e6 / Math.max(...masters)).toLocaleString('en-US')} notifications/s ` +
       `(one node: ~${Math.round(0.7e6 / singleTotal).toLocaleString('en-US')}/s). ` +
       `With its envelopes as full as one node's (\`HERALD_ENVELOPE_WINDOW_MS=${FILLED_WINDOW_MS}\`: a send may wait that long), ` +
-      `the Cluster costs ${(sum(perNode(filled, filled.rounds)) / singleTotal).toFixed(2)}× one node.`,
+      `the Cluster costs ${(sum(perNode(filled, filled.rounds)) / singleTotal).toFixed(2)}× one node.` +
+      (baseline
+        ? ` The same Cluster with the ${baseline.label.replace(/^.*baseline /, '')} build, in the same rounds: ` +
+          `${sum(perNode(baseline, baseline.rounds)).toFixed(1)} µs per notification; this build ` +
+          `**${(clusterTotal / sum(perNode(baseline, baseline.rounds))).toFixed(2)}×** of it.`
+        : ''),
     '',
     writeChart('cluster-spread', {
       title: `Redis CPU per notification at ${RATE}/s: each Cluster master, and one node`,
@@ -307,7 +336,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
       groups: [
         ...masters.map((value, i) => ({ label: `Cluster master ${i + 1}`, values: [value] })),
         { label: `Cluster, all ${masters.length} masters`, values: [clusterTotal] },
-        ...[single, partitioned, slower, filled].map((target) => ({
+        ...[single, partitioned, slower, filled, ...(baseline ? [baseline] : [])].map((target) => ({
           label: target.label,
           values: [sum(perNode(target, target.rounds))],
         })),
@@ -317,7 +346,7 @@ function report(targets: Target[], tenants: string[], where: number[], ms: numbe
   const text = lines.join('\n');
   // INFO commandstats of each target: the terminal only (the report keeps the per-master figures).
   const commands = commandstatsTable(
-    [single, slower, partitioned, cluster, filled].map((target) => ({
+    [single, slower, partitioned, cluster, filled, ...(baseline ? [baseline] : [])].map((target) => ({
       label: target.label,
       stats: target.commandstats,
       accepted: target.accepted,

@@ -257,6 +257,7 @@ async function slowlogBreakdown(c: Contender): Promise<{ name: string; calls: nu
 function keyShape(key: string): string {
   return key
     .replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '*')
+    .replace(/:n:\{[0-9a-z]{1,4}\}:/g, ':n:{*}:')
     .replace(/user-\d+/g, '*')
     .replace(/\d+/g, '*');
 }

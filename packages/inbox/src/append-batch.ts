@@ -24,33 +24,37 @@ type Run = (...args: (string | number)[]) => Promise<unknown>;
 
 interface Pending {
   call: AppendCall;
+  /** Its keys' hash slot on Redis Cluster, else 0. */
+  slot: number;
   resolve: (reply: Reply) => void;
   reject: (error: unknown) => void;
 }
 
 /**
  * Gathers the appends asked for in one event-loop turn into `append-n.lua` calls: one per
- * {@link MAX_APPEND_BATCH} notifications on a single Redis, one per hash slot and as many on Redis
- * Cluster. The worker's jobs of one turn (an envelope's notifications, each in its user's send order)
- * then cost Redis one script call and one round trip, not one each. A call that fails is run again
- * notification by notification, so that one notification Redis refuses (a key of the wrong type) fails
- * alone; what the failed call had stored already is answered `already-appended` (the append is
- * idempotent).
+ * {@link MAX_APPEND_BATCH} notifications on a single Redis, and on Redis Cluster one per master (by the
+ * client's slot table: the call declares the keys of one slot, which routes it, and the script reaches
+ * the other slots of that master through its arguments; see append-n.lua). The worker's jobs of one turn
+ * (an envelope's notifications, each in its user's send order) then cost Redis one script call and one
+ * round trip per master, not one per user. A call that fails is run again notification by notification,
+ * so that one notification Redis refuses (a key of the wrong type, or a slot that moved to another master
+ * since the table was read) fails or goes alone; what the failed call had stored already is answered
+ * `already-appended` (the append is idempotent).
  */
 export class AppendBatcher {
   readonly #run: Run;
-  readonly #cluster: boolean;
+  readonly #cluster: Cluster | undefined;
   #pending: Pending[] = [];
   #scheduled = false;
 
   constructor(redis: Redis | Cluster, run: Run) {
     this.#run = run;
-    this.#cluster = redis.isCluster;
+    this.#cluster = redis.isCluster ? (redis as Cluster) : undefined;
   }
 
   /** Whether index keys (their own slot) may ride in the call: on a single Redis only. */
   get crossSlot(): boolean {
-    return !this.#cluster;
+    return this.#cluster === undefined;
   }
 
   /** Runs `call` alone, now (a test's injected clock is one call's own). */
@@ -60,8 +64,9 @@ export class AppendBatcher {
 
   /** Queues `call` for this turn's script calls. */
   enqueue(call: AppendCall): Promise<Reply> {
+    const slot = this.#cluster === undefined ? 0 : calculateSlot(call.keys[0] ?? '');
     return new Promise<Reply>((resolve, reject) => {
-      this.#pending.push({ call, resolve, reject });
+      this.#pending.push({ call, slot, resolve, reject });
       if (!this.#scheduled) {
         this.#scheduled = true;
         setImmediate(this.#flush);
@@ -73,14 +78,15 @@ export class AppendBatcher {
     this.#scheduled = false;
     const pending = this.#pending;
     this.#pending = [];
-    const groups = new Map<number, Pending[]>();
+    const groups = new Map<string | number, Pending[]>();
     for (const item of pending) {
-      const slot = this.#cluster ? calculateSlot(item.call.keys[0] ?? '') : 0;
-      let group = groups.get(slot);
+      // The master serving the slot, as the client last read it (the slot itself until it has).
+      const node = this.#cluster?.slots[item.slot]?.[0] ?? item.slot;
+      let group = groups.get(node);
       if (group === undefined || group.length >= MAX_APPEND_BATCH) {
         if (group !== undefined) void this.#send(group);
         group = [];
-        groups.set(slot, group);
+        groups.set(node, group);
       }
       group.push(item);
     }
@@ -93,17 +99,31 @@ export class AppendBatcher {
       await this.one(only.call, '').then(only.resolve, only.reject);
       return;
     }
-    const keys = group.flatMap((item) => item.call.keys);
-    const args = group.flatMap((item) => item.call.args);
+    // The first one's slot first (declared: it routes the call), the others after, each user's
+    // notifications still in order (a user's are all in one slot).
+    const slot = group[0]?.slot;
+    const first = group.filter((item) => item.slot === slot);
+    const rest = group.filter((item) => item.slot !== slot);
+    const ordered = [...first, ...rest];
+    const declared = first.flatMap((item) => item.call.keys);
+    const others = rest.flatMap((item) => item.call.keys);
+    const args = ordered.flatMap((item) => item.call.args);
     let replies: unknown[];
     try {
-      replies = (await this.#run(keys.length, ...keys, group.length, '', ...args)) as unknown[];
+      replies = (await this.#run(
+        declared.length,
+        ...declared,
+        ordered.length,
+        '',
+        ...args,
+        ...others,
+      )) as unknown[];
     } catch {
       // One at a time: each notification gets its own answer (or its own error).
       await Promise.all(group.map((item) => this.one(item.call, '').then(item.resolve, item.reject)));
       return;
     }
-    for (const [i, item] of group.entries()) {
+    for (const [i, item] of ordered.entries()) {
       item.resolve(replies.slice(i * APPEND_REPLY, (i + 1) * APPEND_REPLY) as Reply);
     }
   }

@@ -25,8 +25,12 @@
   of the notifications run one after another. A call that fails (a key of the wrong type) first writes
   the meta of the users it changed, so the data it leaves is as complete as the old script's.
 
-  Every key of one notification shares its user's hash tag; on Redis Cluster one call carries only
-  notifications whose users share a slot (and no index key: the caller writes those beside the call).
+  Every key of one notification shares its user's hash tag. On Redis Cluster one call carries the
+  notifications of users whose slots one node serves (and no index key: the caller writes those beside
+  the call): KEYS declares those of one slot, which routes the call, and the others' keys follow ARGV.
+  A script without a shebang may touch keys of other slots its node serves (Redis 7's default for EVAL,
+  kept for compatibility); one it does not serve (a slot moved since the caller read the slot table)
+  fails the call, which the caller then runs again slot by slot.
 
   KEYS, 7 per notification i (k = 7 * (i - 1)):
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
@@ -68,6 +72,8 @@
   ARGV[a+10] typeMute      `type:<the notification's type>`, or "" when it has none
   ARGV[a+11] indexUser     the user id to write at KEYS[k+7] (or as the marker's `user`, see KEYS[k+7]), or ""
                           to write no index here
+  then, when KEYS holds fewer than 7 × count keys (D notifications' worth): the keys of notifications
+  D + 1 … count, 7 each as in KEYS
 
   Returns 5 elements per notification, in order: { code, offset, unreadCount, unreadVersion, detail, … }
     code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated,
@@ -88,6 +94,15 @@ else
   nowText = string.format('%d', now)
 end
 local count = tonumber(ARGV[1])
+-- The keys, 7 per notification: KEYS for the first #KEYS / 7, then (a call across slots of one Cluster
+-- node, see below) the others' from the end of ARGV.
+local K = KEYS
+if #KEYS < 7 * count then
+  K = {}
+  for j = 1, #KEYS do K[j] = KEYS[j] end
+  local from = 2 + 11 * count - #KEYS
+  for j = #KEYS + 1, 7 * count do K[j] = ARGV[from + j] end
+end
 -- The numbers of ARGV a call repeats (bounds, retention, deadline 0), each parsed once per call.
 local numbers = {}
 local function number(text)
@@ -111,17 +126,17 @@ end
 -- hm, whether anything was appended (dirty), whether the user has mutes (0 until asked, then 1 or -1).
 local users = {}
 local last = {}
-for i = 1, count do last[KEYS[7 * (i - 1) + 1]] = i end
+for i = 1, count do last[K[7 * (i - 1) + 1]] = i end
 
 local function load(k)
-  local stream = KEYS[k + 1]
+  local stream = K[k + 1]
   local u = users[stream]
   if u then return u end
-  local meta = redis.call('HMGET', KEYS[k + 2], 'uv', 'c', 'n', 'tm')
+  local meta = redis.call('HMGET', K[k + 2], 'uv', 'c', 'n', 'tm')
   local n = redis.call('XLEN', stream)
   -- Every field in the constructor: a field added later would resize the table.
-  u = { stream = stream, meta = KEYS[k + 2], unread = KEYS[k + 3], uv = meta[1] and tonumber(meta[1]) or now * 1000,
-    count = redis.call('SCARD', KEYS[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
+  u = { stream = stream, meta = K[k + 2], unread = K[k + 3], uv = meta[1] and tonumber(meta[1]) or now * 1000,
+    count = redis.call('SCARD', K[k + 3]), n = n, hm = 0, tm = false, ts = 0, mutes = 0, dirty = false,
     retention = '', xa = false, old = meta[4] ~= false }
   -- Trusted when this script wrote it last and the length is the stream's; else read from the stream
   -- when appending.
@@ -207,16 +222,16 @@ end
 local function run()
   for i = 1, count do
     local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
-    local id, marker, tenant = ARGV[a + 1], KEYS[k + 4], ARGV[a + 8]
+    local id, marker, tenant = ARGV[a + 1], K[k + 4], ARGV[a + 8]
     local retention = ARGV[a + 7]
     -- The index first: it says whose notification this is whatever the append records (a routed marker
     -- says it itself).
     local owner = ''
     if ARGV[a + 11] ~= '' then
-      if KEYS[k + 7] == marker then
+      if K[k + 7] == marker then
         owner = ARGV[a + 11]
       else
-        redis.call('SET', KEYS[k + 7], ARGV[a + 11], 'PX', retention)
+        redis.call('SET', K[k + 7], ARGV[a + 11], 'PX', retention)
       end
     end
     local u = load(k)
@@ -237,20 +252,20 @@ local function run()
       -- muted notification does not hold its dedupe key against a later one. Most users mute nothing: one
       -- SCARD per user and call spares them the lookups.
       local topic, kind = ARGV[a + 9], ARGV[a + 10]
-      if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = redis.call('SCARD', KEYS[k + 6]) > 0 and 1 or -1 end
+      if (topic ~= '' or kind ~= '') and u.mutes == 0 then u.mutes = redis.call('SCARD', K[k + 6]) > 0 and 1 or -1 end
       if u.mutes == 1 then
-        if topic ~= '' and redis.call('SISMEMBER', KEYS[k + 6], topic) == 1 then
+        if topic ~= '' and redis.call('SISMEMBER', K[k + 6], topic) == 1 then
           state, field, detail = 'muted', 'mutedBy', topic
-        elseif kind ~= '' and redis.call('SISMEMBER', KEYS[k + 6], kind) == 1 then
+        elseif kind ~= '' and redis.call('SISMEMBER', K[k + 6], kind) == 1 then
           state, field, detail = 'muted', 'mutedBy', kind
         end
       end
       if not state and ARGV[a + 4] == '1' then
-        local first = redis.call('GET', KEYS[k + 5])
+        local first = redis.call('GET', K[k + 5])
         if first and first ~= id then
           state, field, detail = 'deduplicated', 'duplicateOf', first
         else
-          redis.call('SET', KEYS[k + 5], id, 'PX', retention)
+          redis.call('SET', K[k + 5], id, 'PX', retention)
         end
       end
       if not state then

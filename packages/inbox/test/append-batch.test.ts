@@ -5,9 +5,10 @@ import {
   redisUrl,
   startRedisCluster,
 } from '@herald/testing';
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Inbox, type InboxNotification, offsetSeq } from '../src/index.js';
+import { Inbox, type InboxNotification, notificationIdFor, offsetSeq } from '../src/index.js';
 
 function notification(userId: string, n: number): InboxNotification {
   return { id: `n-${n}`, userId, payload: { n }, createdAt: new Date().toISOString() };
@@ -15,26 +16,42 @@ function notification(userId: string, n: number): InboxNotification {
 
 /** The script calls (EVALSHA; EVAL the first time, when the script is not loaded) Redis ran for keys under `prefix` while `work` ran (MONITOR). */
 async function scriptCalls(url: string, prefix: string, work: () => Promise<unknown>): Promise<number> {
-  const monitor = await monitorRedis(url);
-  let calls = 0;
-  monitor.onCommand((args) => {
-    if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix))) calls++;
-  });
+  const [calls] = await scriptCallsOn([url], prefix, work);
+  return calls ?? 0;
+}
+
+/** {@link scriptCalls} on each of several servers (a Cluster's masters), in the order given. */
+async function scriptCallsOn(
+  urls: string[],
+  prefix: string,
+  work: () => Promise<unknown>,
+): Promise<number[]> {
+  const monitors = await Promise.all(urls.map((url) => monitorRedis(url)));
+  const calls = urls.map(() => 0);
+  for (const [i, monitor] of monitors.entries()) {
+    monitor.onCommand((args) => {
+      if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix))) calls[i]++;
+    });
+  }
   try {
     await work();
-    // MONITOR lines arrive after the replies: wait for the last one (a PING through the same server).
-    const marker = randomId('marker');
-    const seen = new Promise<void>((resolve) =>
-      monitor.onCommand((args) => {
-        if (args.includes(marker)) resolve();
+    // MONITOR lines arrive after the replies: wait for the last one (an ECHO through the same server).
+    await Promise.all(
+      urls.map(async (url, i) => {
+        const marker = randomId('marker');
+        const seen = new Promise<void>((resolve) =>
+          monitors[i]?.onCommand((args) => {
+            if (args.includes(marker)) resolve();
+          }),
+        );
+        const client = new Redis(url);
+        await client.echo(marker);
+        await seen;
+        client.disconnect();
       }),
     );
-    const client = new Redis(url);
-    await client.echo(marker);
-    await seen;
-    client.disconnect();
   } finally {
-    monitor.close();
+    for (const monitor of monitors) monitor.close();
   }
   return calls;
 }
@@ -141,6 +158,58 @@ describe('appends of one turn on Redis Cluster', () => {
   afterAll(async () => {
     client?.disconnect();
     await cluster?.dispose();
+  });
+
+  it('take one call per master whatever the slots of its users, each notification stored once', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(client, { prefix });
+    const users = Array.from({ length: 30 }, (_, i) => randomId(`u${i}`));
+    // Routed ids (no index), two per user in send order, all in one event-loop turn.
+    const ids = users.map((user) => [notificationIdFor(user), notificationIdFor(user)] as const);
+    // The client has read the slot table (a worker's has: it waits for its Cluster client to be ready).
+    await client.ping();
+    let results: { outcome: string }[] = [];
+    const calls = await scriptCallsOn(
+      cluster.nodes.map(({ host, port }) => `redis://${host}:${port}`),
+      prefix,
+      async () => {
+        results = await Promise.all(
+          users.flatMap((userId, i) =>
+            (ids[i] ?? []).map((id, n) =>
+              inbox.append({ id, userId, payload: { n }, createdAt: new Date().toISOString() }),
+            ),
+          ),
+        );
+      },
+    );
+    expect(results.map((r) => r.outcome)).toEqual(results.map(() => 'appended'));
+    // 30 users are in 30 slots spread over the 3 masters: one call each (it was one per slot).
+    expect(calls).toEqual([1, 1, 1]);
+    for (const [i, user] of users.entries()) {
+      expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual(ids[i]);
+      expect(await inbox.statusById(ids[i]?.[1] ?? '')).toMatchObject({ userId: user, state: 'inbox' });
+    }
+  });
+
+  it('a slot that moved to another master since the client read its table: that call fails, each notification then goes alone, stored once', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(client, { prefix });
+    await client.ping();
+    const users = Array.from({ length: 12 }, (_, i) => randomId(`m${i}`));
+    // The client believes the first user's slot is on the master of another user's slot (a table from
+    // before a resharding): the call it sends there reaches keys that master does not serve.
+    const slotOf = (user: string) => calculateSlot(inbox.keys(user).stream);
+    const real = client.slots[slotOf(users[0] ?? '')]?.[0];
+    const other = users.find((user) => client.slots[slotOf(user)]?.[0] !== real);
+    if (real === undefined || other === undefined) throw new Error('users all on one master');
+    client.slots[slotOf(users[0] ?? '')] = [...(client.slots[slotOf(other)] ?? [])];
+    const results = await Promise.all(users.map((user, i) => inbox.append(notification(user, i))));
+    expect(results.map((r) => r.outcome).every((o) => o === 'appended' || o === 'already-appended')).toBe(
+      true,
+    );
+    for (const [i, user] of users.entries()) {
+      expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual([`n-${i}`]);
+    }
   });
 
   it('take one call per slot, and write each index beside it', async () => {
