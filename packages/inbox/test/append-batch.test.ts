@@ -30,7 +30,8 @@ async function scriptCallsOn(
   const calls = urls.map(() => 0);
   for (const [i, monitor] of monitors.entries()) {
     monitor.onCommand((args) => {
-      if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix))) calls[i]++;
+      if (/^eval(sha)?$/i.test(args[0] ?? '') && args.some((arg) => arg.startsWith(prefix)))
+        calls[i] = (calls[i] ?? 0) + 1;
     });
   }
   try {
