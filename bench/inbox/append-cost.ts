@@ -16,16 +16,20 @@
 // To try a variant without editing the script: BENCH_NEW_FILE (the "new" script's file), BENCH_STATES
 // ("growing,full,one user") and BENCH_BATCHES ("1,5,20") to measure only some rows, BENCH_KEEP=1 to keep
 // callgrind's output (for callgrind_annotate; its folders are printed).
+// BENCH_ROUTED=1 (with BENCH_BASE before routed ids, e.g. bd24090): the new script's calls carry routed
+// ids, as the gateway sends since then, the old one's random ids and their id index.
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { inboxKeys, notificationIndexKey } from '@herald/inbox';
+import { inboxKeys, notificationIdFor, notificationIndexKey } from '@herald/inbox';
 import { type RedisServerHandle, startRedisServer } from '@herald/testing';
 import { Redis } from 'ioredis';
 
 const CALLGRIND = process.env.BENCH_CALLGRIND === '1';
+/** The new script's calls with routed ids (packages/inbox keys.ts: no id index), the old one's without. */
+const ROUTED = process.env.BENCH_ROUTED === '1';
 const BASE = process.env.BENCH_BASE ?? 'main';
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? (CALLGRIND ? 1 : 6));
 const NOTIFICATIONS = Number(process.env.BENCH_NOTIFICATIONS ?? (CALLGRIND ? 960 : 3000));
@@ -53,8 +57,7 @@ type State = (typeof STATES)[number];
 const VERSIONS = ['before', 'new'] as const;
 
 /** A notification as the worker stores it: ~300 bytes of JSON. */
-function notification(userId: string) {
-  const id = randomUUID();
+function notification(userId: string, id: string = randomUUID()) {
   return {
     id,
     json: JSON.stringify({
@@ -73,10 +76,18 @@ function notification(userId: string) {
   };
 }
 
-/** KEYS and ARGV (after count and now) of one notification, as Inbox.append builds them. */
-function call(prefix: string, userId: string, maxLength: number): { keys: string[]; args: string[] } {
+/**
+ * KEYS and ARGV (after count and now) of one notification, as Inbox.append builds them: with a random id
+ * and its id index, or (`routed`) a routed id, whose marker names its user and needs no index.
+ */
+function call(
+  prefix: string,
+  userId: string,
+  maxLength: number,
+  routed = false,
+): { keys: string[]; args: string[] } {
   const keys = inboxKeys(prefix, userId);
-  const { id, json } = notification(userId);
+  const { id, json } = notification(userId, routed ? notificationIdFor(userId) : undefined);
   return {
     keys: [
       keys.stream,
@@ -85,7 +96,7 @@ function call(prefix: string, userId: string, maxLength: number): { keys: string
       keys.marker(id),
       keys.dedupe(''),
       keys.mutes,
-      notificationIndexKey(prefix, id),
+      routed ? keys.marker(id) : notificationIndexKey(prefix, id),
     ],
     args: [
       id,
@@ -107,6 +118,8 @@ interface Server {
   redis: Redis;
   sha: string;
   handle: RedisServerHandle;
+  /** BENCH_ROUTED=1, the new script: its calls carry routed ids (no id index). */
+  routed: boolean;
   /** BENCH_CALLGRIND=1: callgrind's output folder. */
   out?: string;
 }
@@ -161,7 +174,7 @@ async function measure(servers: Record<Version, Server>, state: State, k: number
       await both((s) =>
         append(
           s,
-          group.map((user) => call(prefix, user, maxLength)),
+          group.map((user) => call(prefix, user, maxLength, s.routed)),
         ),
       );
     }
@@ -180,7 +193,7 @@ async function measure(servers: Record<Version, Server>, state: State, k: number
         batches.map((b) =>
           append(
             s,
-            b.map((user) => call(prefix, user, maxLength)),
+            b.map((user) => call(prefix, user, maxLength, s.routed)),
           ),
         ),
       ),
@@ -224,6 +237,7 @@ const serversOf = (round: number): Record<Version, Server> => {
       redis: slot.redis,
       handle: slot.handle,
       sha: slot.shas[version],
+      routed: ROUTED && version === 'new',
       ...(slot.out ? { out: slot.out } : {}),
     };
   };
