@@ -13,6 +13,13 @@ const APPEND_REPLY = 5;
  */
 export const MAX_APPEND_BATCH = 64;
 
+/**
+ * How long, ms, a worker's appends go one call per slot after a call across slots failed (a slot moved
+ * during a resharding, or a Redis that refuses undeclared keys: then one failed call a minute, not one a
+ * turn).
+ */
+export const CROSS_SLOT_BACKOFF_MS = 60_000;
+
 /** One notification's part of an `append-n.lua` call. */
 export interface AppendCall {
   keys: string[];
@@ -39,13 +46,16 @@ interface Pending {
  * round trip per master, not one per user. A call that fails is run again notification by notification,
  * so that one notification Redis refuses (a key of the wrong type, or a slot that moved to another master
  * since the table was read) fails or goes alone; what the failed call had stored already is answered
- * `already-appended` (the append is idempotent).
+ * `already-appended` (the append is idempotent). After a call across slots failed, calls carry one slot
+ * each for {@link CROSS_SLOT_BACKOFF_MS}.
  */
 export class AppendBatcher {
   readonly #run: Run;
   readonly #cluster: Cluster | undefined;
   #pending: Pending[] = [];
   #scheduled = false;
+  /** Until when (Date.now()) calls on Redis Cluster carry one slot only (see CROSS_SLOT_BACKOFF_MS). */
+  #oneSlotUntil = 0;
 
   constructor(redis: Redis | Cluster, run: Run) {
     this.#run = run;
@@ -79,9 +89,10 @@ export class AppendBatcher {
     const pending = this.#pending;
     this.#pending = [];
     const groups = new Map<string | number, Pending[]>();
+    const bySlot = Date.now() < this.#oneSlotUntil;
     for (const item of pending) {
       // The master serving the slot, as the client last read it (the slot itself until it has).
-      const node = this.#cluster?.slots[item.slot]?.[0] ?? item.slot;
+      const node = (bySlot ? undefined : this.#cluster?.slots[item.slot]?.[0]) ?? item.slot;
       let group = groups.get(node);
       if (group === undefined || group.length >= MAX_APPEND_BATCH) {
         if (group !== undefined) void this.#send(group);
@@ -119,6 +130,7 @@ export class AppendBatcher {
         ...others,
       )) as unknown[];
     } catch {
+      if (rest.length > 0) this.#oneSlotUntil = Date.now() + CROSS_SLOT_BACKOFF_MS;
       // One at a time: each notification gets its own answer (or its own error).
       await Promise.all(group.map((item) => this.one(item.call, '').then(item.resolve, item.reject)));
       return;
