@@ -85,6 +85,7 @@ function call(
   userId: string,
   maxLength: number,
   routed = false,
+  twelve = false,
 ): { keys: string[]; args: string[] } {
   const keys = inboxKeys(prefix, userId);
   const { id, json } = notification(userId, routed ? notificationIdFor(userId) : undefined);
@@ -96,7 +97,7 @@ function call(
       keys.marker(id),
       keys.dedupe(''),
       keys.mutes,
-      routed ? keys.marker(id) : notificationIndexKey(prefix, id),
+      routed ? (twelve ? keys.legacyMarker(id) : keys.marker(id)) : notificationIndexKey(prefix, id),
     ],
     args: [
       id,
@@ -110,6 +111,8 @@ function call(
       'topic:project-42',
       'type:comment',
       userId,
+      // The script's 12th argument per notification (since routed ids kept a fallback), when it has one.
+      ...(twelve ? [routed ? '1' : '0'] : []),
     ],
   };
 }
@@ -120,6 +123,8 @@ interface Server {
   handle: RedisServerHandle;
   /** BENCH_ROUTED=1, the new script: its calls carry routed ids (no id index). */
   routed: boolean;
+  /** The script takes 12 arguments per notification (a routed flag), not 11. */
+  twelve: boolean;
   /** BENCH_CALLGRIND=1: callgrind's output folder. */
   out?: string;
 }
@@ -174,7 +179,7 @@ async function measure(servers: Record<Version, Server>, state: State, k: number
       await both((s) =>
         append(
           s,
-          group.map((user) => call(prefix, user, maxLength, s.routed)),
+          group.map((user) => call(prefix, user, maxLength, s.routed, s.twelve)),
         ),
       );
     }
@@ -193,7 +198,7 @@ async function measure(servers: Record<Version, Server>, state: State, k: number
         batches.map((b) =>
           append(
             s,
-            b.map((user) => call(prefix, user, maxLength, s.routed)),
+            b.map((user) => call(prefix, user, maxLength, s.routed, s.twelve)),
           ),
         ),
       ),
@@ -238,6 +243,7 @@ const serversOf = (round: number): Record<Version, Server> => {
       handle: slot.handle,
       sha: slot.shas[version],
       routed: ROUTED && version === 'new',
+      twelve: scripts[version].includes('then 12 per notification'),
       ...(slot.out ? { out: slot.out } : {}),
     };
   };

@@ -67,8 +67,7 @@ export function realtimePush(config: RealtimeConfig, redis: Redis | Cluster, log
   queue?.on('error', connectionErrorLog(log, 'escalation queue error'));
 
   async function cancel(inbox: Inbox, userId: string, acked: AckResult): Promise<void> {
-    const keys = inbox.keys(userId);
-    const markers = acked.ids.map((id) => keys.marker(id));
+    const markers = await Promise.all(acked.ids.map((id) => inbox.markerKey(userId, id)));
     for (const index of await records.pending(markers)) {
       const id = acked.ids[index] ?? '';
       const job = await queue?.getJob(id);

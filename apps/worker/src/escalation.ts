@@ -77,8 +77,10 @@ export async function startEscalations(options: {
     connection,
   });
   queue.on('error', connectionErrorLog(log, 'escalation queue error'));
+  // The marker that exists (a routed id stored by a worker from before routed ids has it under the user's
+  // keys).
   const markerOf = (data: Pick<EscalationJob, 'tenantId' | 'userId' | 'id'>) =>
-    inbox.tenant(data.tenantId).keys(data.userId).marker(data.id);
+    inbox.tenant(data.tenantId).markerKey(data.userId, data.id);
 
   const shares = new TenantShares(ESCALATE_TENANT_CONCURRENCY);
 
@@ -90,7 +92,7 @@ export async function startEscalations(options: {
   }
 
   async function escalate(job: Job<EscalationJob>): Promise<EscalationStatus> {
-    const marker = markerOf(job.data);
+    const marker = await markerOf(job.data);
     const facts = await records.facts(marker);
     const now = () => new Date().toISOString();
     // Cancelled, expired, deduplicated, or its records expired: there is nothing to escalate.
@@ -184,7 +186,7 @@ export async function startEscalations(options: {
         }),
       };
       const at = options.now();
-      await records.scheduled(markerOf(data), at + job.escalateAfterMs);
+      await records.scheduled(await markerOf(data), at + job.escalateAfterMs);
       // jobId = notification id: a notification job that runs again adds nothing (BullMQ ignores it).
       await queue.add(ESCALATE_JOB_NAME, data, {
         jobId: job.id,

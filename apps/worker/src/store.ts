@@ -35,6 +35,8 @@ export interface AppendOptions {
   dedupeKey?: string;
   bounds?: AppendBounds;
   indexed?: boolean;
+  /** Its job runs again (stalled or retried): see Inbox.append. */
+  rerun?: boolean;
 }
 
 /** A job's append options: its deadline (`createdAt` + `ttlMs`), dedupe key and its key's inbox bounds. */

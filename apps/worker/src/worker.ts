@@ -80,6 +80,7 @@ export async function processNotification(
   live: LivePublisher,
   topics?: Topics,
   durable?: Durability,
+  rerun = false,
 ): Promise<AppendResult> {
   const notification: InboxNotification = {
     id: job.id,
@@ -93,7 +94,13 @@ export async function processNotification(
   // tenants carries none and belongs to `default`.
   const tenantId = job.tenantId ?? DEFAULT_TENANT;
   const [result] = await Promise.all([
-    storeAndPush(inbox.tenant(tenantId), live, notification, appendOptionsOf(job), durable),
+    storeAndPush(
+      inbox.tenant(tenantId),
+      live,
+      notification,
+      { ...appendOptionsOf(job), ...(rerun ? { rerun } : {}) },
+      durable,
+    ),
     topics?.tenant(tenantId).remember([job.userId]),
   ]);
   return result;
@@ -262,18 +269,30 @@ export async function startWorker(config: WorkerConfig, log: Logger): Promise<No
         userKey(data.tenantId ?? DEFAULT_TENANT, data.userId),
         [Date.parse(data.createdAt) || 0, data.seq ?? 0, data.priority ?? DEFAULT_PRIORITY],
         () =>
-          retryStore(() => processNotification(data, inbox, live, remember ? topics : undefined, durable), {
-            signal: closing.signal,
-            lockMs: config.lockMs,
-            ...(token !== undefined
-              ? { extendLock: async () => (await job.extendLock(token, config.lockMs)) === 1 }
-              : {}),
-            onHold: (error) =>
-              log.warn(
-                { err: error, notificationId: data.id, userId: data.userId },
-                "store failed: retried here, the user's later notifications waiting",
+          retryStore(
+            () =>
+              processNotification(
+                data,
+                inbox,
+                live,
+                remember ? topics : undefined,
+                durable,
+                // Run before (stalled or retried): maybe by a worker from before routed ids.
+                job.attemptsMade > 0 || job.stalledCounter > 0,
               ),
-          }),
+            {
+              signal: closing.signal,
+              lockMs: config.lockMs,
+              ...(token !== undefined
+                ? { extendLock: async () => (await job.extendLock(token, config.lockMs)) === 1 }
+                : {}),
+              onHold: (error) =>
+                log.warn(
+                  { err: error, notificationId: data.id, userId: data.userId },
+                  "store failed: retried here, the user's later notifications waiting",
+                ),
+            },
+          ),
       );
     } catch (error) {
       // A job whose data can never be stored (e.g. an empty userId) fails at once, without retries; so

@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 
 /** Keys of one notification in `append-n.lua`, and arguments. */
 export const APPEND_KEYS = 7;
-export const APPEND_ARGS = 11;
+export const APPEND_ARGS = 12;
 /** Reply elements per notification. */
 const APPEND_REPLY = 5;
 /**
@@ -88,21 +88,28 @@ export class AppendBatcher {
     this.#scheduled = false;
     const pending = this.#pending;
     this.#pending = [];
-    const groups = new Map<string | number, Pending[]>();
+    const groups = new Map<string | number, { items: Pending[]; after: Promise<void> }>();
     const bySlot = Date.now() < this.#oneSlotUntil;
     for (const item of pending) {
       // The master serving the slot, as the client last read it (the slot itself until it has).
       const node = (bySlot ? undefined : this.#cluster?.slots[item.slot]?.[0]) ?? item.slot;
       let group = groups.get(node);
-      if (group === undefined || group.length >= MAX_APPEND_BATCH) {
-        if (group !== undefined) void this.#send(group);
-        group = [];
+      if (group === undefined || group.items.length >= MAX_APPEND_BATCH) {
+        // A node's next call goes once the one before is answered (run again alone if it failed), so
+        // that a user whose notifications it splits between them keeps their order.
+        const after = group === undefined ? Promise.resolve() : this.#sendAfter(group.items, group.after);
+        group = { items: [], after };
         groups.set(node, group);
       }
-      group.push(item);
+      group.items.push(item);
     }
-    for (const group of groups.values()) void this.#send(group);
+    for (const group of groups.values()) void this.#sendAfter(group.items, group.after);
   };
+
+  async #sendAfter(group: Pending[], after: Promise<void>): Promise<void> {
+    await after;
+    await this.#send(group);
+  }
 
   async #send(group: Pending[]): Promise<void> {
     if (group.length === 1) {
@@ -131,8 +138,9 @@ export class AppendBatcher {
       )) as unknown[];
     } catch {
       if (rest.length > 0) this.#oneSlotUntil = Date.now() + CROSS_SLOT_BACKOFF_MS;
-      // One at a time: each notification gets its own answer (or its own error).
-      await Promise.all(group.map((item) => this.one(item.call, '').then(item.resolve, item.reject)));
+      // One at a time, in order (a user's notifications must not overtake each other, which retries of
+      // concurrent calls in a failover can): each gets its own answer (or its own error).
+      for (const item of group) await this.one(item.call, '').then(item.resolve, item.reject);
       return;
     }
     for (const [i, item] of ordered.entries()) {

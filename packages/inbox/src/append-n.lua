@@ -53,12 +53,14 @@
   KEYS[k+5]  dedupe   string: the id of the first notification with this dedupe key (unused when hasDedupe = 0)
   KEYS[k+6]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (preferences.ts); no TTL
   KEYS[k+7]  index    string: notification id -> user id (`<prefix>id:{<id>}`), set when ARGV indexUser is
-                      not ""; the marker itself for a routed id (indexUser is then written as its `user`);
-                      else any key of this notification (unused)
+                      not ""; for a routed id (ARGV routed > 0) the marker it would have under the user's
+                      keys (`<prefix>{<user>}:n:<id>`), where a worker from before routed ids stored it:
+                      read for idempotency on a re-run (routed = 2) when KEYS[k+4] is empty, never
+                      written; else any key of this notification (unused)
 
   ARGV[1]  count         K, >= 1
   ARGV[2]  now           ms since epoch, or "" to read Redis TIME (only tests inject a clock)
-  then 11 per notification i (a = 2 + 11 * (i - 1)):
+  then 12 per notification i (a = 2 + 12 * (i - 1)):
   ARGV[a+1]  id            notification id
   ARGV[a+2]  json          the notification as JSON, without its offset
   ARGV[a+3]  deadline      ms since epoch after which the notification has expired; 0 = never
@@ -70,14 +72,17 @@
   ARGV[a+8]  tenantId      sender's tenant, kept in the marker ("" = none)
   ARGV[a+9]  topicMute     `topic:<the notification's topic>`, or "" when it has none
   ARGV[a+10] typeMute      `type:<the notification's type>`, or "" when it has none
-  ARGV[a+11] indexUser     the user id to write at KEYS[k+7] (or as the marker's `user`, see KEYS[k+7]), or ""
+  ARGV[a+11] indexUser     the user id to write at KEYS[k+7] (for a routed id: as the marker's `user`), or ""
                           to write no index here
+  ARGV[a+12] routed        0, or 1 when KEYS[k+4] is the marker of a routed id (keys.ts), 2 when it is and
+                          the notification may have been stored by a worker from before routed ids (its
+                          job runs again: stalled or retried)
   then, when KEYS holds fewer than 7 × count keys (D notifications' worth): the keys of notifications
   D + 1 … count, 7 each as in KEYS
 
   Returns 5 elements per notification, in order: { code, offset, unreadCount, unreadVersion, detail, … }
     code  1 appended now, 2 appended before (offset of that append), 3 expired, 4 deduplicated,
-          5 cancelled before it was stored (cancel-1.lua), 6 muted: the user muted its topic or type, so
+          5 cancelled before it was stored (cancel-2.lua), 6 muted: the user muted its topic or type, so
           nothing is stored (see AppendCode in scripts.ts); offset is "" unless the notification is in
           the inbox; detail is the first notification's id for code 4, the mute (`topic:<name>` or
           `type:<name>`) for code 6, else "".
@@ -100,7 +105,7 @@ local K = KEYS
 if #KEYS < 7 * count then
   K = {}
   for j = 1, #KEYS do K[j] = KEYS[j] end
-  local from = 2 + 11 * count - #KEYS
+  local from = 2 + 12 * count - #KEYS
   for j = #KEYS + 1, 7 * count do K[j] = ARGV[from + j] end
 end
 -- The numbers of ARGV a call repeats (bounds, retention, deadline 0), each parsed once per call.
@@ -221,25 +226,28 @@ end
 -- one per command).
 local function run()
   for i = 1, count do
-    local k, a = 7 * (i - 1), 2 + 11 * (i - 1)
+    local k, a = 7 * (i - 1), 2 + 12 * (i - 1)
     local id, marker, tenant = ARGV[a + 1], K[k + 4], ARGV[a + 8]
     local retention = ARGV[a + 7]
     -- The index first: it says whose notification this is whatever the append records (a routed marker
     -- says it itself).
-    local owner = ''
-    if ARGV[a + 11] ~= '' then
-      if K[k + 7] == marker then
-        owner = ARGV[a + 11]
-      else
-        redis.call('SET', K[k + 7], ARGV[a + 11], 'PX', retention)
-      end
+    local owner, routed = '', ARGV[a + 12] ~= '0'
+    if routed then
+      owner = ARGV[a + 11]
+    elseif ARGV[a + 11] ~= '' then
+      redis.call('SET', K[k + 7], ARGV[a + 11], 'PX', retention)
     end
     local u = load(k)
 
     -- Idempotency: a notification processed again (stalled job, retry) answers what the first pass did;
-    -- one cancelled before this pass (cancel-1.lua) stays cancelled, and one muted stays muted (an unmute
+    -- one cancelled before this pass (cancel-2.lua) stays cancelled, and one muted stays muted (an unmute
     -- meanwhile does not store it on a retry).
     local previous = redis.call('HMGET', marker, 'state', 'offset', 'duplicateOf', 'mutedBy')
+    -- A routed id stored (or cancelled) by a worker or gateway from before routed ids: its marker is
+    -- under the user's keys.
+    if ARGV[a + 12] == '2' and not previous[1] then
+      previous = redis.call('HMGET', K[k + 7], 'state', 'offset', 'duplicateOf', 'mutedBy')
+    end
     local deadline = number(ARGV[a + 3])
     local state, field, detail
     if previous[1] then

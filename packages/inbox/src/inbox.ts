@@ -139,7 +139,9 @@ export class Inbox {
    * `muted` and stores nothing (a retry stays `muted`, even after an unmute). `bounds` may keep fewer or
    * younger notifications than the inbox's own settings (a tenant's API key with smaller limits), never
    * more. `indexed: false` (a topic send's recipients, who share its id) skips the id → user index of
-   * {@link Inbox.locate}.
+   * {@link Inbox.locate}. `rerun` (its job runs again: stalled or retried): a routed id may have been
+   * stored by a worker from before routed ids, under the user's keys; that is looked at too (a first run
+   * spares the lookup).
    *
    * @example
    * ```ts
@@ -154,6 +156,7 @@ export class Inbox {
       nowMs?: number;
       bounds?: AppendBounds;
       indexed?: boolean;
+      rerun?: boolean;
     } = {},
   ): Promise<AppendResult> {
     const keys = this.keys(notification.userId);
@@ -179,7 +182,7 @@ export class Inbox {
         marker,
         hasDedupe ? keys.dedupe(options.dedupeKey ?? '') : keys.dedupe(''),
         keys.mutes,
-        indexInScript ? indexKey : marker,
+        routed ? keys.legacyMarker(notification.id) : indexInScript ? indexKey : marker,
       ],
       args: [
         notification.id,
@@ -193,6 +196,7 @@ export class Inbox {
         notification.topic === undefined ? '' : `topic:${notification.topic}`,
         notification.type === undefined ? '' : `type:${notification.type}`,
         indexInScript || routed ? notification.userId : '',
+        routed ? (options.rerun === true ? 2 : 1) : 0,
       ],
     };
     const script =
@@ -298,8 +302,8 @@ export class Inbox {
     checkIds(ids);
     if (ids.length === 0) return { ids: [], deliveredAtMs: Date.now() };
     const [, now, indices] = (await this.#scripts.ack(
-      ids.length,
-      ...ids.map((id) => keys.marker(id)),
+      2 * ids.length,
+      ...ids.flatMap((id) => [keys.marker(id), keys.legacyMarker(id)]),
       '',
       instance,
       userId,
@@ -433,6 +437,24 @@ export class Inbox {
   }
 
   /**
+   * The key of the marker of notification `id` of `userId` that exists: {@link InboxKeys.marker}, or for
+   * a routed id stored by a worker from before routed ids, the one under the user's keys; the former when
+   * neither does. For what reads or writes a marker's fields outside this class (Web Push escalation).
+   *
+   * @example
+   * ```ts
+   * await redis.hget(await inbox.markerKey('alice', id), 'escalation');
+   * ```
+   */
+  async markerKey(userId: string, id: string): Promise<string> {
+    const keys = this.keys(userId);
+    const marker = keys.marker(id);
+    if (!keys.routes(id) || (await this.#redis.exists(marker)) === 1) return marker;
+    const legacy = keys.legacyMarker(id);
+    return (await this.#redis.exists(legacy)) === 1 ? legacy : marker;
+  }
+
+  /**
    * Whose notification `id` is (from the index the worker writes on append), or undefined when no worker
    * has processed it (or its record expired with the inbox retention).
    *
@@ -479,12 +501,11 @@ export class Inbox {
     const keys = this.keys(userId);
     // A pipeline: a full Redis refuses a MULTI's reads too (see `unread`).
     const results = await this.#redis.pipeline().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
-    const status = notificationStatus(
-      userId,
-      id,
-      (results?.[0]?.[1] ?? {}) as Record<string, string>,
-      results?.[1]?.[1] === 1,
-    );
+    let marker = (results?.[0]?.[1] ?? {}) as Record<string, string>;
+    // A routed id stored by a worker from before routed ids: its marker is under the user's keys.
+    if (marker.state === undefined && keys.routes(id))
+      marker = await this.#redis.hgetall(keys.legacyMarker(id));
+    const status = notificationStatus(userId, id, marker, results?.[1]?.[1] === 1);
     if (status?.state !== 'inbox' || status.offset === null) return status;
     // When it was sent: in its inbox entry (its job, which also had it, is gone once it is stored).
     const createdAt = createdAtOf(await this.#redis.xrange(keys.stream, status.offset, status.offset));
@@ -507,7 +528,13 @@ export class Inbox {
     const index = routed
       ? undefined
       : this.#redis.set(notificationIndexKey(this.#base, id), userId, 'PX', this.retentionMs);
-    const script = this.#scripts.cancel(marker, this.retentionMs, this.tenantId, routed ? userId : '');
+    const script = this.#scripts.cancel(
+      marker,
+      keys.legacyMarker(id),
+      this.retentionMs,
+      this.tenantId,
+      routed ? userId : '',
+    );
     const [[state, at]] = (await Promise.all([script, index])) as [
       [NotificationStatus['state'], string],
       unknown,

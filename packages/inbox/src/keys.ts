@@ -50,6 +50,11 @@ export interface InboxKeys {
   marker(notificationId: string): string;
   /** Whether `notificationId` is routed to this user's slot: its marker is keyed by id, and names them. */
   routes(notificationId: string): boolean;
+  /**
+   * The marker of `notificationId` under this user's keys (`<base>n:<id>`), whatever the id: where a
+   * worker from before routed ids stored a routed one, read when {@link InboxKeys.marker} has none.
+   */
+  legacyMarker(notificationId: string): string;
   /** String: the first notification id seen with `dedupeKey`. */
   dedupe(dedupeKey: string): string;
   /**
@@ -82,6 +87,7 @@ export function inboxKeys(prefix: string, userId: string): InboxKeys {
         : routedMarkerKeyOf(prefix, routed, notificationId);
     },
     routes: (notificationId) => routes(notificationId) !== undefined,
+    legacyMarker: (notificationId) => `${base}n:${notificationId}`,
     dedupe: (dedupeKey) => `${base}d:${dedupeKey}`,
     mutes: `${base}p`,
   };

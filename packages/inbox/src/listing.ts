@@ -73,11 +73,24 @@ export async function listingOf(
   const ids = page.entries.map((entry) => entry.id);
   // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too.
   const pipeline = redis.pipeline().smismember(keys.unread, ...ids);
-  for (const id of ids) pipeline.hget(keys.marker(id), 'deliveredAt');
+  for (const id of ids) pipeline.hmget(keys.marker(id), 'deliveredAt', 'state');
   const results = (await pipeline.exec()) ?? [];
   const unreadFlags = (results[0]?.[1] ?? []) as number[];
+  const delivered = ids.map((_id, index) => (results[index + 1]?.[1] ?? []) as (string | null)[]);
+  // Routed ids without a marker there: stored by a worker from before routed ids, under the user's keys.
+  const legacy = ids.flatMap((id, index) =>
+    delivered[index]?.[1] == null && keys.routes(id) ? [index] : [],
+  );
+  if (legacy.length > 0) {
+    const again = redis.pipeline();
+    for (const index of legacy) again.hmget(keys.legacyMarker(ids[index] ?? ''), 'deliveredAt', 'state');
+    const found = (await again.exec()) ?? [];
+    legacy.forEach((index, i) => {
+      delivered[index] = (found[i]?.[1] ?? []) as (string | null)[];
+    });
+  }
   const items = page.entries.map((entry, index) => {
-    const deliveredAt = results[index + 1]?.[1] as string | null | undefined;
+    const deliveredAt = delivered[index]?.[0];
     return {
       ...entry,
       read: unreadFlags[index] !== 1,

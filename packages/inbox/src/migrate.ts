@@ -247,13 +247,17 @@ export async function migrateToTenant(
             stays.keys++;
             return;
           }
+          // A user of whom only such keys are left (a cancelled routed notification) counts as moved too.
           if (dryRun) {
             report.moved++;
+            moving.add(escapeTag(userId));
             return;
           }
           try {
-            if ((await redis.renamenx(key, target + key.slice(prefix.length))) === 1) report.moved++;
-            else report.conflicts.push(key);
+            if ((await redis.renamenx(key, target + key.slice(prefix.length))) === 1) {
+              report.moved++;
+              moving.add(escapeTag(userId));
+            } else report.conflicts.push(key);
           } catch (error) {
             // Expired since the read: nothing to move.
             if (!/no such key/i.test((error as Error).message)) throw error;

@@ -51,7 +51,7 @@ const SCRIPTS = {
   append: { command: 'heraldInboxAppend', file: 'append-n.lua', numberOfKeys: undefined },
   read: { command: 'heraldInboxRead', file: 'read-3.lua', numberOfKeys: 3 },
   ack: { command: 'heraldInboxAck', file: 'ack-n.lua', numberOfKeys: undefined },
-  cancel: { command: 'heraldInboxCancel', file: 'cancel-1.lua', numberOfKeys: 1 },
+  cancel: { command: 'heraldInboxCancel', file: 'cancel-2.lua', numberOfKeys: 2 },
   mute: { command: 'heraldInboxMute', file: 'mute-1.lua', numberOfKeys: 1 },
   migrate: { command: 'heraldInboxMigrate', file: 'migrate-n.lua', numberOfKeys: undefined },
 } as const;

@@ -221,6 +221,38 @@ describe('appends of one turn on Redis Cluster', () => {
     expect(calls.reduce((a, b) => a + b, 0)).toBe(new Set(users.map(slotOf)).size);
   });
 
+  it('a user whose notifications fall in two calls of one master keeps send order when the first fails (for another user’s moved slot)', async () => {
+    const prefix = `${randomId('batch')}:`;
+    const inbox = new Inbox(client, { prefix });
+    await client.ping();
+    const slotOf = (user: string) => calculateSlot(inbox.keys(user).stream);
+    const masterOf = (user: string) => client.slots[slotOf(user)]?.[0];
+    const pool = Array.from({ length: 400 }, (_, i) => randomId(`p${i}`));
+    const master = masterOf(pool[0] ?? '');
+    const onMaster = pool.filter((user) => masterOf(user) === master);
+    const elsewhere = pool.find((user) => masterOf(user) !== master) ?? '';
+    // The client believes `elsewhere`'s slot is on `master` (a table from before a resharding).
+    client.slots[slotOf(elsewhere)] = [master ?? ''];
+    const user = onMaster[1] ?? '';
+    const sends: [string, string][] = [
+      [onMaster[0] ?? '', notificationIdFor(onMaster[0] ?? '')],
+      [elsewhere, notificationIdFor(elsewhere)], // the first call fails here: a key its master does not serve
+      [user, `first-${randomId('n')}`],
+    ];
+    for (let i = 2; sends.length < 64; i++)
+      sends.push([onMaster[i] ?? '', notificationIdFor(onMaster[i] ?? '')]);
+    sends.push([user, `second-${randomId('n')}`]); // the 65th: the second call
+    const results = await Promise.all(
+      sends.map(([userId, id], n) =>
+        inbox.append({ id, userId, payload: { n }, createdAt: new Date().toISOString() }),
+      ),
+    );
+    expect(results.every((r) => r.outcome === 'appended' || r.outcome === 'already-appended')).toBe(true);
+    expect((await inbox.read(user)).entries.map((e) => e.id)).toEqual(
+      sends.filter(([userId]) => userId === user).map(([, id]) => id),
+    );
+  });
+
   it('take one call per slot, and write each index beside it', async () => {
     const prefix = `${randomId('batch')}:`;
     const inbox = new Inbox(client, { prefix });

@@ -117,9 +117,17 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
     const routed = notificationIdFor(frank);
     await env.legacy.append({ id: routed, userId: frank, payload: {}, createdAt: new Date().toISOString() });
     const frankOld = await env.keysOf(frank, 'old');
+    // gina: only a routed notification cancelled before it was stored (its records, nothing else).
+    const gina = randomId('gina');
+    const ginasId = notificationIdFor(gina);
+    await env.legacy.cancel(gina, ginasId);
     const erin = randomId('erin');
     await writeLegacy(env, erin);
-    expect((await env.acme.cancel(erin, notificationIdFor(erin))).state).toBe('cancelled');
+    const erinsId = notificationIdFor(erin);
+    expect((await env.acme.cancel(erin, erinsId)).state).toBe('cancelled');
+    // A cancel writes the record under her keys too (for workers from before routed ids): without it,
+    // what an upgraded worker leaves.
+    await redis.del(env.acme.keys(erin).legacyMarker(erinsId));
     const erinOld = await env.keysOf(erin, 'old');
     const before = {
       alice: await view(env.legacy, env.legacyMutes, alice, legacy.alice.ids),
@@ -188,9 +196,11 @@ describe('migrateToTenant: the inboxes written before tenants, to one tenant, us
       );
       expect(again).toMatchObject({ outcome: 'deduplicated', duplicateOf: written.ids[1] });
     }
-    expect(report).toMatchObject({ dryRun: false, movedUsers: 3, conflicts: [] });
-    // bob's and carol's keys and id index keys; frank's keys and his routed record (no index key).
-    expect(report.moved).toBe(2 * (before.aliceOld.length + 3) + frankOld.length + 1);
+    expect(report).toMatchObject({ dryRun: false, movedUsers: 4, conflicts: [] });
+    // bob's and carol's keys and id index keys; frank's keys and his routed record (no index key);
+    // gina's two records of her cancelled notification (routed, and under her keys).
+    expect(report.moved).toBe(2 * (before.aliceOld.length + 3) + frankOld.length + 1 + 2);
+    expect(await env.acme.statusById(ginasId)).toMatchObject({ userId: gina, state: 'cancelled' });
 
     // Safe to run again: nothing more moves, the same users are kept.
     const again = await migrateToTenant(redis, { prefix: env.prefix, tenantId: 'acme' });

@@ -158,6 +158,49 @@ describe('routed notification ids', () => {
       expect((await inbox.read(user)).entries).toEqual([]);
     });
 
+    it('a routed id stored by a worker from before routed ids (a rolling upgrade: its marker under the user’s keys, an id index) is found by status, ack, listing, cancel, and a re-run stores it once', async () => {
+      const { inbox: root, user } = setup();
+      const inbox = root.tenant('acme');
+      const keys = inbox.keys(user);
+      const base = `${root.prefix}t:acme:`;
+      // What such a worker leaves: append as today, then move the marker where it wrote it.
+      const asBefore = async (id: string) => {
+        await redis.rename(keys.marker(id), keys.legacyMarker(id));
+        await redis.hdel(keys.legacyMarker(id), 'user');
+        await redis.set(notificationIndexKey(base, id), user, 'PX', 60_000);
+      };
+      const id = notificationIdFor(user);
+      const first = await inbox.append(sent(id, user));
+      await asBefore(id);
+      expect(await inbox.locate(id)).toBe(user);
+      expect(await inbox.statusById(id)).toMatchObject({ userId: user, state: 'inbox', delivered: false });
+      expect(await inbox.markerKey(user, id)).toBe(keys.legacyMarker(id));
+      // A job run again by an upgraded worker (it stalled on the old one) is not stored twice.
+      const again = await inbox.append(sent(id, user), { rerun: true });
+      expect(again).toMatchObject({
+        outcome: 'already-appended',
+        offset: first.outcome === 'appended' ? first.offset : '',
+      });
+      expect((await inbox.read(user)).entries.map((entry) => entry.id)).toEqual([id]);
+      expect(await redis.exists(keys.marker(id))).toBe(0);
+      // Acked through an upgraded realtime server: recorded where it is, and read back everywhere.
+      expect((await inbox.acknowledge(user, [id], 'rt-new')).ids).toEqual([id]);
+      expect(await inbox.status(user, id)).toMatchObject({ delivered: true, deliveredBy: 'rt-new' });
+      expect((await inbox.list(user)).items.map((item) => item.deliveredAt !== null)).toEqual([true]);
+
+      // Cancelled by a gateway from before: the append stores nothing.
+      const cancelledBefore = notificationIdFor(user);
+      await redis.hset(keys.legacyMarker(cancelledBefore), 'state', 'cancelled', 'at', Date.now());
+      expect((await inbox.append(sent(cancelledBefore, user), { rerun: true })).outcome).toBe('cancelled');
+      expect(await inbox.cancel(user, cancelledBefore)).toMatchObject({ state: 'cancelled' });
+      // Cancelled by an upgraded gateway: a worker from before (it reads the user's keys) sees it too.
+      const cancelledNow = notificationIdFor(user);
+      expect(await inbox.cancel(user, cancelledNow)).toMatchObject({ state: 'cancelled' });
+      expect(await redis.hget(keys.legacyMarker(cancelledNow), 'state')).toBe('cancelled');
+      expect(await redis.hget(keys.marker(cancelledNow), 'user')).toBe(user);
+      expect((await inbox.read(user)).entries.map((entry) => entry.id)).toEqual([id]);
+    });
+
     it('ids that are not routed (written before, or a topic’s) keep their id index, as before', async () => {
       const { inbox, user } = setup();
       const neighbour = neighbourOf(user);
