@@ -100,7 +100,7 @@ let slotTags: string[] | undefined;
 
 /**
  * A hash tag in `slot`: the first base-36 number, counting from 0, that Redis hashes there (all 16,384
- * are found among the first ~200,000; the table is built once, on first use, in a few ms). Part of the
+ * are found among the first ~200,000; the table is built once, on first use, in ~50 ms). Part of the
  * key layout: routed markers are found by it, so the rule never changes.
  */
 export function slotTag(slot: number): string {
@@ -145,8 +145,8 @@ export function routedSlot(id: string): number | undefined {
 /**
  * A notification id for `userId` (any tenant: a user's slot depends on the user id alone), routed to the
  * slot of their inbox: its marker is then found from the id alone ({@link routedMarkerKey}), in that
- * slot, so the worker writes no id → user index for it (one key less per notification: a quarter of the
- * inbox append's Redis time). From `seed` (at least 32 hex digits, such as a SHA-256 of an
+ * slot, so the worker writes no id → user index for it (one key less per notification: the inbox append
+ * takes 0.81–0.89× the Redis time, bench:inbox-append with BENCH_ROUTED=1). From `seed` (at least 32 hex digits, such as a SHA-256 of an
  * Idempotency-Key) the same id every time; else random.
  *
  * @example
