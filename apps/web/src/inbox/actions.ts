@@ -13,7 +13,9 @@ export interface Actions {
 }
 
 export function useActions(connection: ConnectionState): Actions {
-  const [problem, setProblem] = useState<string | undefined>(undefined);
+  // `offline`: said because the inbox was not live, so not said once it is, from the very render that
+  // shows it live (an effect alone cleared it one render later: "Live" beside "not connected").
+  const [problem, setProblem] = useState<{ text: string; offline: boolean } | undefined>(undefined);
   const live = connection === 'live';
   useEffect(() => {
     if (live) setProblem(undefined);
@@ -21,7 +23,7 @@ export function useActions(connection: ConnectionState): Actions {
   const run = useCallback(
     <T>(what: string, change: () => Promise<T>, then?: (value: T) => void) => {
       if (!live) {
-        setProblem(`Could not ${what}: not connected. Try again once it is live.`);
+        setProblem({ text: `Could not ${what}: not connected. Try again once it is live.`, offline: true });
         return;
       }
       change().then(
@@ -30,10 +32,13 @@ export function useActions(connection: ConnectionState): Actions {
           then?.(value);
         },
         (error: unknown) =>
-          setProblem(`Could not ${what}: ${error instanceof Error ? error.message : String(error)}`),
+          setProblem({
+            text: `Could not ${what}: ${error instanceof Error ? error.message : String(error)}`,
+            offline: false,
+          }),
       );
     },
     [live],
   );
-  return { run, problem };
+  return { run, problem: problem === undefined || (live && problem.offline) ? undefined : problem.text };
 }
