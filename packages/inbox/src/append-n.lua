@@ -30,7 +30,8 @@
   the call): KEYS declares those of one slot, which routes the call, and the others' keys follow ARGV.
   A script without a shebang may touch keys of other slots its node serves (Redis 7's default for EVAL,
   kept for compatibility); one it does not serve (a slot moved since the caller read the slot table)
-  fails the call, which the caller then runs again slot by slot.
+  fails the call, which the caller then runs again notification by notification (append-batch.ts),
+  and one slot per call for a while.
 
   KEYS, 7 per notification i (k = 7 * (i - 1)):
   KEYS[k+1]  stream   the inbox: XADD entries with fields `id` (notification id) and `n` (JSON)
