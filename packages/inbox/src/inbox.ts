@@ -449,9 +449,11 @@ export class Inbox {
   async markerKey(userId: string, id: string): Promise<string> {
     const keys = this.keys(userId);
     const marker = keys.marker(id);
-    if (!keys.routes(id) || (await this.#redis.exists(marker)) === 1) return marker;
+    if (!keys.routes(id)) return marker;
     const legacy = keys.legacyMarker(id);
-    return (await this.#redis.exists(legacy)) === 1 ? legacy : marker;
+    // Both in one round trip (a pipeline: the same slot, and a full Redis refuses no read).
+    const found = await this.#redis.pipeline().exists(marker).exists(legacy).exec();
+    return found?.[0]?.[1] !== 1 && found?.[1]?.[1] === 1 ? legacy : marker;
   }
 
   /**
