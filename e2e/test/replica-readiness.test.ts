@@ -44,12 +44,30 @@ describe('HERALD_REDIS_WAIT_REPLICAS with fewer replicas than asked', () => {
           timeoutMs: 10_000,
           what: `${app.name} ready once the replica is in sync`,
         });
+      // Sent as a client should: a 503 (WAIT not met in time, which a loaded machine can make of the
+      // replica's first acknowledgement) is retried with the same Idempotency-Key, and it is stored once.
       const user = randomId('replicated');
-      const sent = await fetch(`${gateway.url}/notify`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${API_KEY}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ userId: user, payload: {} }),
-      });
+      const key = randomId('replicated-key');
+      const sendOnce = () =>
+        fetch(`${gateway.url}/notify`, {
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${API_KEY}`,
+            'content-type': 'application/json',
+            'idempotency-key': key,
+          },
+          body: JSON.stringify({ userId: user, payload: {} }),
+        });
+      let sent = await sendOnce();
+      await waitFor(
+        async () => {
+          if (sent.status !== 503) return true;
+          await sent.body?.cancel();
+          sent = await sendOnce();
+          return sent.status !== 503;
+        },
+        { timeoutMs: 10_000, what: 'a send accepted once the replica is in sync' },
+      );
       expect(sent.status).toBe(202);
       const { id } = (await sent.json()) as { id: string };
       await waitFor(async () => (await stack.inboxIds(user)).length === 1, { what: 'stored' });
