@@ -6,7 +6,7 @@ import {
   withoutPassword,
 } from '@herald/config';
 import { failedJobs, retryFailed } from '@herald/gateway/operator';
-import type { NotificationJob } from '@herald/protocol';
+import { type NotificationJob, notificationIdOf } from '@herald/protocol';
 import { loadConfig } from '@herald/worker/operator';
 import { Queue } from 'bullmq';
 import type { CliIo, Env } from './io.js';
@@ -123,7 +123,8 @@ async function retry(queues: Queue<NotificationJob>[], ids: string[], io: CliIo)
     return 0;
   }
   let code = 0;
-  for (const id of ids) {
+  for (const given of ids) {
+    const id = notificationIdOf(given);
     const outcome = await retryFailed(queues, id);
     if (!outcome.retried) {
       const carrier = outcome.envelopeId === undefined ? '' : `, in envelope ${outcome.envelopeId}`;

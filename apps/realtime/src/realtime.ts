@@ -16,6 +16,7 @@ import {
   ErrorCode,
   type GoodbyeEvent,
   type ListReply,
+  notificationIdOf,
   revokedApiKeysKey,
   type ServerToClientEvents,
   type SocketData,
@@ -485,5 +486,6 @@ function idsOf(body: unknown, event: string): string[] {
   if (!isPlainBody(body) || !Array.isArray(ids))
     throw new InboxError(ErrorCode.INBOX_INVALID_ARGUMENT, 'Expected { ids: string[] }');
   refuseOtherKeys(body, event, ['ids']);
-  return ids as string[];
+  // Ids are UUIDs, read case-insensitively (notificationIdOf); anything else is the inbox's to refuse.
+  return ids.map((id) => (typeof id === 'string' ? notificationIdOf(id) : id)) as string[];
 }

@@ -1,6 +1,7 @@
 export * from './admin.js';
 export * from './error-codes.js';
 export * from './events.js';
+export * from './ids.js';
 export * from './names.js';
 export * from './preferences.js';
 export * from './push.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { AdminSnapshot, ErrorResponse, FailedJobs, RetriedJob } from '@herald/protocol';
+import { AdminSnapshot, ErrorResponse, FailedJobs, notificationIdOf, RetriedJob } from '@herald/protocol';
 import Type from 'typebox';
 import { failedJobs, retryFailed } from '../../admin/failed.js';
 import { ErrorCode, HttpError, unavailable } from '../../errors.js';
@@ -118,7 +118,7 @@ const adminRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const { id } = request.params;
+      const id = notificationIdOf(request.params.id);
       const outcome = await fromRedis('The queue (Redis)', () =>
         retryFailed([...app.queues, ...app.earlierQueues()], id),
       );

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import { ErrorResponse, NotificationStatus, UserId } from '@herald/protocol';
+import { ErrorResponse, NotificationStatus, notificationIdOf, UserId } from '@herald/protocol';
 import Type from 'typebox';
 import { changeUnavailable, ErrorCode, HttpError, unavailable } from '../../errors.js';
 import type { TenantStatus } from '../../status.js';
@@ -31,7 +31,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
     },
     async (request) => {
       const identity = request.identity;
-      const { id } = request.params;
+      const id = notificationIdOf(request.params.id);
       const { userId } = request.query;
       let status: TenantStatus | undefined;
       try {
@@ -78,7 +78,7 @@ const statusRoutes: FastifyPluginAsyncTypebox = async (app) => {
       },
     },
     async (request) => {
-      const { id } = request.params;
+      const id = notificationIdOf(request.params.id);
       const { tenantId } = request.identity;
       let outcome: Awaited<ReturnType<typeof app.cancelNotification>>;
       try {

@@ -1,6 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { isOffset, MAX_PAGE } from '@herald/inbox';
-import { ErrorResponse, UserId } from '@herald/protocol';
+import { ErrorResponse, notificationIdOf, UserId } from '@herald/protocol';
 import Type from 'typebox';
 import { ErrorCode, HttpError } from '../../errors.js';
 import { INBOX_POLICY } from '../../limits.js';
@@ -106,7 +106,9 @@ const userRoutes: FastifyPluginAsyncTypebox = async (app) => {
         () =>
           inbox.markRead(
             userId,
-            'ids' in body ? { ids: body.ids } : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
+            'ids' in body
+              ? { ids: body.ids.map(notificationIdOf) }
+              : { all: true, ...(body.upTo ? { upTo: body.upTo } : {}) },
           ),
         true,
       );
