@@ -206,7 +206,9 @@ export async function cancel(
   const { state, job } = await queuedNotification(queue, tenantId, id);
   // Failed for good or processed: final already (a processed one has its marker; the inbox answers it).
   if (job && state !== 'failed' && state !== 'completed') {
-    const { state: marker } = await root.tenant(tenantId).cancel(job.data.userId, id);
+    const { state: marker } = await root
+      .tenant(tenantId)
+      .cancel(job.data.userId, id, job.data.createdAt ?? '');
     if (marker === 'cancelled') await job.remove().catch(() => undefined);
   }
   const status = await statusOf(queue, root, tenantId, id);

@@ -49,7 +49,8 @@
                       since, and `c` is stale. What it left is deleted once (`tm` present).
   KEYS[k+3]  unread   set of the ids of unread notifications still in the stream
   KEYS[k+4]  marker   hash of this notification: state (inbox|expired|deduplicated|cancelled|muted), offset,
-                      at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy; the idempotency marker;
+                      at (ms), duplicateOf, mutedBy, deliveredAt (ms), deliveredBy, createdAt (of one not
+                      stored: its JSON's; cancel-2.lua's caller's); the idempotency marker;
                       `user` (its owner) when the id is routed (keys.ts: the key is found from the id alone)
   KEYS[k+5]  dedupe   string: the id of the first notification with this dedupe key (unused when hasDedupe = 0)
   KEYS[k+6]  mutes    set of the user's mutes: `topic:<name>` and `type:<name>` (preferences.ts); no TTL
@@ -336,11 +337,15 @@ local function run()
       end
     end
     if state then
-      if field then
-        mark(marker, tenant, owner, 'state', state, 'at', nowText, field, detail)
-      else
-        mark(marker, tenant, owner, 'state', state, 'at', nowText)
+      -- Its `createdAt` (in its JSON) too: its status keeps it once its job is gone, as a stored one's
+      -- inbox entry does. Decoded on this path only (expired, muted, deduplicated: the rare ones).
+      local fields = { 'state', state, 'at', nowText }
+      if field then fields[5], fields[6] = field, detail end
+      local decoded, notification = pcall(cjson.decode, ARGV[a + 2])
+      if decoded and type(notification) == 'table' and type(notification.createdAt) == 'string' then
+        fields[#fields + 1], fields[#fields + 2] = 'createdAt', notification.createdAt
       end
+      mark(marker, tenant, owner, unpack(fields))
       redis.call('PEXPIRE', marker, retention)
       answer(state == 'expired' and 3 or state == 'muted' and 6 or 4, '', u, detail or '')
     end

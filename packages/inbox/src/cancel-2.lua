@@ -11,6 +11,8 @@
   ARGV[1]  retentionMs   TTL of the marker, ms (the inbox's retention)
   ARGV[2]  tenantId      the cancelling tenant, kept in the marker ("" = none)
   ARGV[3]  user          the owner, kept in a routed marker, "" for any other
+  ARGV[4]  createdAt     when the gateway accepted it (ISO 8601), kept for its status once its job is
+                         gone; "" or absent when unknown
 
   Returns { state, at }: `cancelled` and when (ms, now or at the first cancel), or the state the
   notification already had (`inbox`, `expired`, `deduplicated`, `muted`) and when that was recorded.
@@ -24,6 +26,7 @@ for i = 1, (KEYS[2] ~= KEYS[1]) and 2 or 1 do
   redis.call('HSET', KEYS[i], 'state', 'cancelled', 'at', now)
   if ARGV[2] ~= '' then redis.call('HSET', KEYS[i], 'tenantId', ARGV[2]) end
   if i == 1 and (ARGV[3] or '') ~= '' then redis.call('HSET', KEYS[i], 'user', ARGV[3]) end
+  if (ARGV[4] or '') ~= '' then redis.call('HSET', KEYS[i], 'createdAt', ARGV[4]) end
   redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[1]))
 end
 return { 'cancelled', tostring(now) }

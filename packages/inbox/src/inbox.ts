@@ -13,6 +13,7 @@ import {
 } from './keys.js';
 import { entriesBefore, listingOf, rangeWithin } from './listing.js';
 import { compareOffsets, offsetSeq, parseOffset, ZERO_OFFSET } from './offsets.js';
+import { readReplies } from './reads.js';
 import { appendResultOf, defineScripts, type ScriptName } from './scripts.js';
 import { notificationStatus } from './status.js';
 import {
@@ -364,11 +365,15 @@ export class Inbox {
     // No meta (a new user, or an idle inbox expired whole): the version a new meta would start from, by
     // Redis's clock (TIME rides with the keyed commands to the user's node), so that it is never below one
     // a client kept before the inbox expired.
-    const results = await this.#redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).time().exec();
-    const uv = results?.[0]?.[1] as string | null | undefined;
-    const [seconds, micros] = (results?.[2]?.[1] as [string, string] | undefined) ?? ['0', '0'];
+    // After a slot moved, each command alone (readReplies): TIME then from any node, whose clock is as
+    // good for a version that only has to be above one kept before the inbox expired.
+    const redis = this.#redis;
+    const [uv, count, [seconds, micros]] = await readReplies(
+      redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).time(),
+      () => Promise.all([redis.hget(keys.meta, 'uv'), redis.scard(keys.unread), redis.time()]),
+    );
     const version = uv ? Number(uv) : (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)) * 1000;
-    return { count: Number(results?.[1]?.[1] ?? 0), version };
+    return { count: Number(count), version };
   }
 
   /**
@@ -452,8 +457,11 @@ export class Inbox {
     if (!keys.routes(id)) return marker;
     const legacy = keys.legacyMarker(id);
     // Both in one round trip (a pipeline: the same slot, and a full Redis refuses no read).
-    const found = await this.#redis.pipeline().exists(marker).exists(legacy).exec();
-    return found?.[0]?.[1] !== 1 && found?.[1]?.[1] === 1 ? legacy : marker;
+    const redis = this.#redis;
+    const [current, earlier] = await readReplies(redis.pipeline().exists(marker).exists(legacy), () =>
+      Promise.all([redis.exists(marker), redis.exists(legacy)]),
+    );
+    return current !== 1 && earlier === 1 ? legacy : marker;
   }
 
   /**
@@ -502,12 +510,15 @@ export class Inbox {
   async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
     const keys = this.keys(userId);
     // A pipeline: a full Redis refuses a MULTI's reads too (see `unread`).
-    const results = await this.#redis.pipeline().hgetall(keys.marker(id)).sismember(keys.unread, id).exec();
-    let marker = (results?.[0]?.[1] ?? {}) as Record<string, string>;
+    const redis = this.#redis;
+    let [marker, unread] = await readReplies(
+      redis.pipeline().hgetall(keys.marker(id)).sismember(keys.unread, id),
+      () => Promise.all([redis.hgetall(keys.marker(id)), redis.sismember(keys.unread, id)]),
+    );
     // A routed id stored by a worker from before routed ids: its marker is under the user's keys.
     if (marker.state === undefined && keys.routes(id))
       marker = await this.#redis.hgetall(keys.legacyMarker(id));
-    const status = notificationStatus(userId, id, marker, results?.[1]?.[1] === 1);
+    const status = notificationStatus(userId, id, marker, unread === 1);
     if (status?.state !== 'inbox' || status.offset === null) return status;
     // When it was sent: in its inbox entry (its job, which also had it, is gone once it is stored).
     const createdAt = createdAtOf(await this.#redis.xrange(keys.stream, status.offset, status.offset));
@@ -517,13 +528,18 @@ export class Inbox {
   /**
    * Cancels notification `id` of `userId` unless the worker has stored it already: answers `cancelled`
    * (now or earlier) or the state it had. A worker that appends it afterwards stores nothing.
+   * `createdAt` (when the gateway accepted it) stays in its record, for its status once its job is gone.
    *
    * @example
    * ```ts
-   * const { state } = await inbox.cancel(job.data.userId, job.id); // 'cancelled' | 'inbox' | …
+   * const { state } = await inbox.cancel(job.data.userId, job.id, job.data.createdAt); // 'cancelled' | 'inbox' | …
    * ```
    */
-  async cancel(userId: string, id: string): Promise<{ state: NotificationStatus['state']; at: string }> {
+  async cancel(
+    userId: string,
+    id: string,
+    createdAt = '',
+  ): Promise<{ state: NotificationStatus['state']; at: string }> {
     const keys = this.keys(userId);
     const marker = keys.marker(id);
     const routed = keys.routes(id);
@@ -536,6 +552,7 @@ export class Inbox {
       this.retentionMs,
       this.tenantId,
       routed ? userId : '',
+      createdAt,
     );
     const [[state, at]] = (await Promise.all([script, index])) as [
       [NotificationStatus['state'], string],

@@ -24,6 +24,7 @@ export {
   ZERO_OFFSET,
 } from './offsets.js';
 export { type MuteChange, Preferences } from './preferences.js';
+export { readReplies } from './reads.js';
 export { AppendCode } from './scripts.js';
 export { InboxEnv, type InboxEnvValues, inboxSettings } from './settings.js';
 export { type AudiencePage, checkLabel, checkTopic, type FanoutRecord, Topics } from './topics.js';

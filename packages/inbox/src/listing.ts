@@ -2,6 +2,7 @@ import type { InboxOffset, NotificationEvent, UnreadEvent } from '@herald/protoc
 import type { Cluster, Redis } from 'ioredis';
 import { toEvent } from './checks.js';
 import type { InboxKeys } from './keys.js';
+import { readReplies } from './reads.js';
 import { type InboxListing, type InboxPage, PAGE_BYTES } from './types.js';
 
 /** Entries the first command of a page asks for: at most ~1 MB of the largest notifications. */
@@ -74,19 +75,25 @@ export async function listingOf(
   // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too.
   const pipeline = redis.pipeline().smismember(keys.unread, ...ids);
   for (const id of ids) pipeline.hmget(keys.marker(id), 'deliveredAt', 'state');
-  const results = (await pipeline.exec()) ?? [];
-  const unreadFlags = (results[0]?.[1] ?? []) as number[];
-  const delivered = ids.map((_id, index) => (results[index + 1]?.[1] ?? []) as (string | null)[]);
+  const [unreadFlags, ...delivered] = await readReplies<[number[], ...(string | null)[][]]>(pipeline, () =>
+    Promise.all([
+      redis.smismember(keys.unread, ...ids),
+      ...ids.map((id) => redis.hmget(keys.marker(id), 'deliveredAt', 'state')),
+    ]),
+  );
   // Routed ids without a marker there: stored by a worker from before routed ids, under the user's keys.
   const legacy = ids.flatMap((id, index) =>
     delivered[index]?.[1] == null && keys.routes(id) ? [index] : [],
   );
   if (legacy.length > 0) {
     const again = redis.pipeline();
-    for (const index of legacy) again.hmget(keys.legacyMarker(ids[index] ?? ''), 'deliveredAt', 'state');
-    const found = (await again.exec()) ?? [];
+    const marker = (index: number) => keys.legacyMarker(ids[index] ?? '');
+    for (const index of legacy) again.hmget(marker(index), 'deliveredAt', 'state');
+    const found = await readReplies(again, () =>
+      Promise.all(legacy.map((index) => redis.hmget(marker(index), 'deliveredAt', 'state'))),
+    );
     legacy.forEach((index, i) => {
-      delivered[index] = (found[i]?.[1] ?? []) as (string | null)[];
+      delivered[index] = found[i] ?? [];
     });
   }
   const items = page.entries.map((entry, index) => {

@@ -4,7 +4,7 @@ import type { NotificationStatus } from './types.js';
 
 /**
  * A notification's status from its marker hash (`state`, `offset`, `deliveredAt` in ms, `deliveredBy`,
- * `duplicateOf`, `mutedBy`, `tenantId`) and whether its id is in the user's unread set; undefined when there is no
+ * `duplicateOf`, `mutedBy`, `tenantId`, `createdAt`) and whether its id is in the user's unread set; undefined when there is no
  * marker (the worker has not processed it yet, or its record expired with the inbox retention).
  */
 export function notificationStatus(
@@ -31,6 +31,8 @@ export function notificationStatus(
       ? { cancelledAt: new Date(Number(marker.at)).toISOString() }
       : {}),
     ...escalationOf(marker.escalation),
+    // Of one never stored (a stored one's is in its inbox entry: see Inbox.status).
+    ...(marker.createdAt ? { createdAt: marker.createdAt } : {}),
     ...(marker.state === 'muted' && marker.mutedBy ? { muted: muteTargetOf(marker.mutedBy) } : {}),
   };
 }

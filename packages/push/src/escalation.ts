@@ -1,3 +1,4 @@
+import { readReplies } from '@herald/inbox';
 import type { EscalationStatus, PushMessage } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -50,9 +51,12 @@ export class EscalationRecords {
 
   /** Writes the outcome (`acked`, `pushed`, `skipped`) on an existing marker; a marker gone stays gone. */
   async settle(marker: string, record: EscalationStatus): Promise<void> {
-    const results = await this.#redis.multi().exists(marker).hget(marker, 'escalation').exec();
-    if (results?.[0]?.[1] !== 1) return;
-    const dueAt = parse(results?.[1]?.[1] as string | null)?.dueAt;
+    const redis = this.#redis;
+    const [exists, raw] = await readReplies(redis.pipeline().exists(marker).hget(marker, 'escalation'), () =>
+      Promise.all([redis.exists(marker), redis.hget(marker, 'escalation')]),
+    );
+    if (exists !== 1) return;
+    const dueAt = parse(raw)?.dueAt;
     await this.#redis.hset(marker, 'escalation', JSON.stringify({ ...record, ...(dueAt ? { dueAt } : {}) }));
   }
 
@@ -81,12 +85,13 @@ export class EscalationRecords {
   /** Of `markers`, the indices whose escalation is still `scheduled` (what an ack may cancel). */
   async pending(markers: readonly string[]): Promise<number[]> {
     if (markers.length === 0) return [];
-    const pipeline = this.#redis.pipeline();
+    const redis = this.#redis;
+    const pipeline = redis.pipeline();
     for (const marker of markers) pipeline.hget(marker, 'escalation');
-    const results = (await pipeline.exec()) ?? [];
-    return results.flatMap(([, raw], index) =>
-      parse(raw as string | null)?.state === 'scheduled' ? [index] : [],
+    const results = await readReplies(pipeline, () =>
+      Promise.all(markers.map((marker) => redis.hget(marker, 'escalation'))),
     );
+    return results.flatMap((raw, index) => (parse(raw)?.state === 'scheduled' ? [index] : []));
   }
 }
 

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { escapeTag, tenantPrefix } from '@herald/inbox';
+import { escapeTag, readReplies, tenantPrefix } from '@herald/inbox';
 import { PUSH_SUBSCRIPTIONS_PER_USER, type PushSubscriptionJSON } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -99,9 +99,11 @@ export class PushSubscriptions {
   async list(tenantId: string, userId: string): Promise<PushSubscriptionJSON[]> {
     const keys = pushSubscriptionKeys(this.#prefix, tenantId, userId);
     // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too; an endpoint without its entry is left out.
-    const results = await this.#redis.pipeline().zrange(keys.order, 0, -1).hgetall(keys.subscriptions).exec();
-    const order = (results?.[0]?.[1] ?? []) as string[];
-    const all = (results?.[1]?.[1] ?? {}) as Record<string, string>;
+    const redis = this.#redis;
+    const [order, all] = await readReplies(
+      redis.pipeline().zrange(keys.order, 0, -1).hgetall(keys.subscriptions),
+      () => Promise.all([redis.zrange(keys.order, 0, -1), redis.hgetall(keys.subscriptions)]),
+    );
     return order.flatMap((endpoint) => {
       const raw = all[endpoint];
       if (raw === undefined) return [];
