@@ -90,6 +90,12 @@ describe('API keys stored in Redis, managed by `herald keys`', () => {
       expect(refused.code, `${flag} ${value}`).toBe(2);
       expect(refused.err.join(), `${flag} ${value}`).toContain(flag);
     }
+    // `.` and `..` alone are path segments: /admin/tenants/../webhook is another URL to any HTTP client.
+    for (const tenant of ['.', '..', 'a b']) {
+      const refused = await cli(['create', '--name', 'x', '--tenant', tenant]);
+      expect(refused.code, tenant).not.toBe(0);
+      expect(refused.err.join(), tenant).toContain('is not a tenant id');
+    }
     expect((await cli(['revoke', 'no-such-id'])).code).toBe(1);
     expect((await cli(['frobnicate'])).code).toBe(2);
     // What a command does not take is refused, never ignored: `revoke a b` revoked a alone, exit 0.

@@ -1,5 +1,5 @@
 import crypto, { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
-import { DEFAULT_TENANT, isTenantId, revokedApiKeysKey } from '@herald/protocol';
+import { DEFAULT_TENANT, isNewTenantId, isTenantId, revokedApiKeysKey } from '@herald/protocol';
 import type { Cluster, Redis } from 'ioredis';
 
 /** Limits an API key may carry instead of the gateway's defaults. */
@@ -171,8 +171,10 @@ export class ApiKeyStore {
     limits?: KeyLimits;
     inbox?: KeyInboxBounds;
   }): Promise<ApiKeyRecord & { key: string }> {
-    if (!isTenantId(options.tenantId)) {
-      throw new Error(`"${options.tenantId}" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ . -`);
+    if (!isNewTenantId(options.tenantId)) {
+      throw new Error(
+        `"${options.tenantId}" is not a tenant id: use 1 to 64 of A-Z a-z 0-9 _ . - (not . or .. alone)`,
+      );
     }
     const key = `hk_${randomBytes(32).toString('base64url')}`;
     const digest = sha256(key);

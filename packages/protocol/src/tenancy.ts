@@ -26,6 +26,21 @@ export function isTenantId(value: unknown): value is string {
 }
 
 /**
+ * True when `value` may name a new tenant: a tenant id ({@link isTenantId}) other than `.` and `..`,
+ * which are path segments to every HTTP client (`/admin/tenants/../webhook` is `/admin/webhook`).
+ * Tenants created before keep working: only their creation is refused.
+ *
+ * @example
+ * ```ts
+ * isNewTenantId('acme'); // true
+ * isNewTenantId('..');   // false
+ * ```
+ */
+export function isNewTenantId(value: unknown): value is string {
+  return isTenantId(value) && value !== '.' && value !== '..';
+}
+
+/**
  * The one string that names a user of a tenant: `<tenantId>/<userId>`. Injective: a tenant id never
  * contains `/`, so the first `/` always ends it (user ids may contain `/`). Used for live channels, the
  * recipient bucket and connection slots.
