@@ -102,8 +102,8 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
     const response = await fetch(`${app.url}/readyz`);
     return { status: response.status, body: (await response.json()) as { error?: string; code?: string } };
   };
-  const send = (userId: string, extra: Record<string, unknown> = {}, to = gateway) =>
-    gatewayCall(to.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra } });
+  const send = (userId: string, extra: Record<string, unknown> = {}, to = gateway, headers = {}) =>
+    gatewayCall(to.url, API_KEY, 'POST', '/notify', { body: { userId, payload: {}, ...extra }, headers });
 
   it('/readyz is 503 naming the full Redis, /notify a 503 that says nothing was accepted; both recover once it has room', async () => {
     const before = await send('before');
@@ -141,17 +141,25 @@ describe('Redis at maxmemory with noeviction (real processes on a Redis of their
       }
       // In an envelope, and a job of its own (a priority): Redis refused each, so no "maybe accepted";
       // and the limiter's refusal (closed) names the full Redis too, not a slow limiter.
-      for (const [extra, to] of [
-        [{}, gateway],
-        [{ priority: 1 }, gateway],
-        [{}, closed],
+      // With an Idempotency-Key (the SDK's backend client sends one each time), whose claim is the
+      // first write Redis refuses: the same answer (it was the generic "unavailable").
+      const warnings = () =>
+        gateway.lines.filter((line) => line.includes('"level":40') && line.includes('maxmemory'));
+      const warnedBefore = warnings().length;
+      for (const [extra, to, headers] of [
+        [{}, gateway, {}],
+        [{ priority: 1 }, gateway, {}],
+        [{}, closed, {}],
+        [{}, gateway, { 'idempotency-key': 'health-oom' }],
       ] as const) {
-        const refused = await send('during', extra, to);
+        const refused = await send('during', extra, to, headers);
         expect(refused.status).toBe(503);
         expect(refused.body).toMatchObject({ code: 'HERALD_ERR_UNAVAILABLE' });
         expect(refused.body.maybeAccepted).toBeUndefined();
-        expect(refused.body.error).toMatch(/out of memory.*nothing was accepted/i);
+        expect(refused.body.error, JSON.stringify(headers)).toMatch(/out of memory.*nothing was accepted/i);
       }
+      // Each refusal a warning naming maxmemory, as the README says (the keyed one logged none).
+      await waitFor(() => warnings().length >= warnedBefore + 3, { what: 'a warning per refused enqueue' });
     } finally {
       await maxmemory(0);
     }

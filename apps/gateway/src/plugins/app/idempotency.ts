@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { isOutOfMemory, OUT_OF_MEMORY_ADVICE } from '@herald/config';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { ErrorCode, HttpError, unavailable } from '../../errors.js';
+import { ErrorCode, HttpError, outOfMemory, unavailable } from '../../errors.js';
 import { IDEMPOTENCY_KEY_MAX_LENGTH, IdempotencyStore, type StoredAnswer } from '../../idempotency.js';
 
 /** A claimed `Idempotency-Key` of the current request. */
@@ -100,6 +101,15 @@ function idempotencyPreValidation(app: FastifyInstance) {
       const release = () => app.idempotency.abandon(scope, key, owner).catch(() => {});
       release();
       claiming.then(release, release);
+      // A full Redis refuses the claim (the first write of a keyed send): said so, as an enqueue it
+      // refuses is, and logged for the operator.
+      if (isOutOfMemory(error)) {
+        request.log.warn(
+          { err: error },
+          `idempotency claim refused, nothing accepted: ${OUT_OF_MEMORY_ADVICE}`,
+        );
+        throw outOfMemory(error);
+      }
       throw unavailable('Redis', error);
     }
     switch (begun.state) {
