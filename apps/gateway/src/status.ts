@@ -32,8 +32,17 @@ export async function statusOf(
   id: string,
 ): Promise<TenantStatus | undefined> {
   const inbox = root.tenant(tenantId);
-  const [queued, first] = await Promise.all([queuedNotification(queue, tenantId, id), inbox.statusById(id)]);
-  let { state, job } = queued;
+  const [queued, first] = await Promise.all([
+    queuedNotification(queue, tenantId, id).then(
+      (found) => ({ found }),
+      (error: unknown) => ({ error }),
+    ),
+    inbox.statusById(id),
+  ]);
+  // A partition that could not answer (see queuedNotification) matters only when the inbox, the record
+  // of truth once a worker settled it (or a cancel did), has nothing either.
+  if ('error' in queued && !first) throw queued.error;
+  let { state, job } = 'found' in queued ? queued.found : { state: 'unknown' as const, job: undefined };
   let stored = first;
   // The worker stores a notification, then drops it from the queue (its envelope index entry, or its
   // job completes): a first inbox read from before the store and a queue read from after the drop see
@@ -120,11 +129,18 @@ export async function queuedNotification(
   tenantId: string,
   id: string,
 ): Promise<{ state: JobState | 'unknown'; job: QueuedNotification | undefined }> {
-  const found = await Promise.all(queues.map((queue) => queuedIn(queue, connection, tenantId, id)));
-  return (
+  // A partition that cannot answer (on a Cluster, its queue's slot moving: TRYAGAIN until the move
+  // ends) does not hold up a notification another partition has; found nowhere else, it may be there,
+  // so its error is thrown rather than "unknown".
+  const settled = await Promise.allSettled(queues.map((queue) => queuedIn(queue, connection, tenantId, id)));
+  const found = settled.flatMap((outcome) => (outcome.status === 'fulfilled' ? [outcome.value] : []));
+  const known =
     found.find((candidate) => candidate.job !== undefined) ??
-    found.find((candidate) => candidate.state !== 'unknown') ?? { state: 'unknown', job: undefined }
-  );
+    found.find((candidate) => candidate.state !== 'unknown');
+  if (known) return known;
+  const failure = settled.find((outcome) => outcome.status === 'rejected');
+  if (failure) throw failure.reason;
+  return { state: 'unknown', job: undefined };
 }
 
 /** {@link queuedNotification} in one partition. */
