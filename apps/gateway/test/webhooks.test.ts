@@ -146,5 +146,17 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
     }
     expect(document.paths['/admin/webhooks']?.get?.security).toEqual([{ adminKey: [] }]);
     expect(document.paths['/admin/tenants/{tenantId}/webhook']?.get?.security).toEqual([{ adminKey: [] }]);
+    // `.` and `..` are no tenant: path segments, which a client resolves (/admin/tenants/../webhook is
+    // /admin/webhook) and only a raw request sent as it is reached (a webhook for tenant ".." was made).
+    const parameters = (
+      document.paths['/admin/tenants/{tenantId}/webhook']?.put as unknown as {
+        parameters: { name: string; schema: { pattern: string } }[];
+      }
+    ).parameters;
+    const tenant = new RegExp(
+      parameters.find((parameter) => parameter.name === 'tenantId')?.schema.pattern ?? '',
+    );
+    expect(['acme', 'a.b', '...'].map((id) => tenant.test(id))).toEqual([true, true, true]);
+    expect(['.', '..', 'a/b'].map((id) => tenant.test(id))).toEqual([false, false, false]);
   });
 });

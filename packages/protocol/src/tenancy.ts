@@ -13,6 +13,13 @@ export const TENANT_ID_PATTERN = '^[A-Za-z0-9_.-]{1,64}$';
 const TENANT_ID = new RegExp(TENANT_ID_PATTERN);
 
 /**
+ * {@link TENANT_ID_PATTERN} without `.` and `..` alone (path segments, which HTTP clients resolve): what a
+ * new tenant, and a tenant named in a URL, may be.
+ */
+export const NEW_TENANT_ID_PATTERN = '^(?!\\.\\.?$)[A-Za-z0-9_.-]{1,64}$';
+const NEW_TENANT_ID = new RegExp(NEW_TENANT_ID_PATTERN);
+
+/**
  * True when `value` is a valid tenant id.
  *
  * @example
@@ -37,7 +44,7 @@ export function isTenantId(value: unknown): value is string {
  * ```
  */
 export function isNewTenantId(value: unknown): value is string {
-  return isTenantId(value) && value !== '.' && value !== '..';
+  return typeof value === 'string' && NEW_TENANT_ID.test(value);
 }
 
 /**

@@ -27,9 +27,9 @@ export const HEADERS_TIMEOUT_MS = 5_000;
  */
 export const KEEP_ALIVE_TIMEOUT_MS = 72_000;
 /**
- * Longest path parameter, in characters as sent: a 256-character user id whose every character is
- * percent-encoded (`/` as `%2F`, `@` as `%40`…) is 768. Fastify's default of 100 would refuse user ids
- * that `POST /notify` accepts.
+ * Longest path parameter, in characters once percent-decoded (the router measures it so): three times
+ * the longest user id, so that the route's own schema, not the router, refuses a user id over 256 with a
+ * 400 naming it. Fastify's default of 100 would refuse user ids that `POST /notify` accepts.
  */
 export const MAX_PARAM_LENGTH = 3 * 256;
 

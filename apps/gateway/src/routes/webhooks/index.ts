@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
   ErrorResponse,
-  TENANT_ID_PATTERN,
+  NEW_TENANT_ID_PATTERN,
   Webhook,
   WebhookRequest,
   WebhookWithSecret,
@@ -59,7 +59,7 @@ const webhookRoutes: FastifyPluginAsyncTypebox = async (app) => {
       tags: ['admin', 'webhooks'],
       options: {
         onRequest: app.authenticateAdmin,
-        params: Type.Object({ tenantId: Type.String({ pattern: TENANT_ID_PATTERN }) }),
+        params: Type.Object({ tenantId: Type.String({ pattern: NEW_TENANT_ID_PATTERN }) }),
       },
       tenantOf: (request) => (request.params as { tenantId: string }).tenantId,
       whose: 'this tenant',
