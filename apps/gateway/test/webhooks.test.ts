@@ -148,11 +148,10 @@ describe('webhook routes: bad input is a 4xx naming the field', () => {
     expect(document.paths['/admin/tenants/{tenantId}/webhook']?.get?.security).toEqual([{ adminKey: [] }]);
     // `.` and `..` are no tenant: path segments, which a client resolves (/admin/tenants/../webhook is
     // /admin/webhook) and only a raw request sent as it is reached (a webhook for tenant ".." was made).
-    const parameters = (
-      document.paths['/admin/tenants/{tenantId}/webhook']?.put as unknown as {
-        parameters: { name: string; schema: { pattern: string } }[];
-      }
-    ).parameters;
+    const put = document.paths['/admin/tenants/{tenantId}/webhook']?.put as unknown as
+      | { parameters?: { name: string; schema: { pattern: string } }[] }
+      | undefined;
+    const parameters = put?.parameters ?? [];
     const tenant = new RegExp(
       parameters.find((parameter) => parameter.name === 'tenantId')?.schema.pattern ?? '',
     );
