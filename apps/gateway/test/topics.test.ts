@@ -105,6 +105,9 @@ describe('topic subscribers', () => {
     ['a topic with a space', '/topics/a%20b/subscribers', { userIds: ['a'] }, 'params.topic'],
     ['a topic of 65 characters', `/topics/${'t'.repeat(65)}/subscribers`, { userIds: ['a'] }, 'params.topic'],
     ['a topic with braces', '/topics/%7Bx%7D/subscribers', { userIds: ['a'] }, 'params.topic'],
+    // `.` or `..` alone or between slashes: a path segment no URL can name (clients and proxies resolve
+    // it), so such a topic's routes could not be reached.
+    ['a topic a/../b', '/topics/a%2F..%2Fb/subscribers', { userIds: ['a'] }, 'params.topic'],
     ['no user ids', '/topics/t/subscribers', { userIds: [] }, 'body.userIds'],
     [
       '1,001 user ids',
@@ -172,6 +175,8 @@ describe('POST /notify to a topic or to everyone', () => {
     ['broadcast with a topic', { broadcast: true, topic: 't', payload: {} }, 'body.broadcast'],
     ['broadcast: false', { broadcast: false, payload: {} }, 'body.broadcast'],
     ['a bad topic', { topic: 'a b', payload: {} }, 'body.topic'],
+    ['a topic ./x', { topic: './x', payload: {} }, 'body.topic'],
+    ['a topic ..', { topic: '..', payload: {} }, 'body.topic'],
     // Above BullMQ's largest priority (2 ** 21 - 1): was a 503 "maybe accepted" that stored nothing.
     ['a topic send with priority 2097152', { topic: 't', payload: {}, priority: 2_097_152 }, 'body.priority'],
     [

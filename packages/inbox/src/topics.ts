@@ -289,7 +289,7 @@ export function checkLabel(name: string, what: 'topic' | 'type'): string {
   if (typeof name !== 'string' || name.length > TOPIC_MAX_LENGTH || !TOPIC.test(name)) {
     throw new InboxError(
       InboxErrorCode.INVALID_ARGUMENT,
-      `${shown(name)} is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+      `${shown(name)} is not a ${what} name: 1 to 64 of A-Z a-z 0-9 _ . : / -, not . or .. alone or between slashes`,
     );
   }
   return name;

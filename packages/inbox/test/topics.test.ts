@@ -115,10 +115,13 @@ describe('topics', () => {
       expect(() => checkTopic(bad as unknown as string)).toThrow(
         new InboxError(
           InboxErrorCode.INVALID_ARGUMENT,
-          `${shown} is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -`,
+          `${shown} is not a topic name: 1 to 64 of A-Z a-z 0-9 _ . : / -, not . or .. alone or between slashes`,
         ),
       );
     }
+    for (const segment of ['.', '..', 'a/..', './b', 'a/./b'])
+      expect(() => checkTopic(segment), segment).toThrow(/is not a topic name/);
+    expect(checkTopic('a..b/.c')).toBe('a..b/.c');
     // A long string is cut in the message.
     expect(() => checkTopic('x'.repeat(5000))).toThrow(/^"x{64}…" is not a topic name/);
   });

@@ -44,8 +44,10 @@ export const TOPIC_MAX_LENGTH = 64;
 /**
  * Characters a topic name may contain: letters, digits and `_ . : / -` (the `topic` label's, so a topic
  * send's inbox entries carry their topic as that label). No braces: the name is a Redis Cluster hash tag.
+ * No `.` or `..` alone or between slashes, as for user ids: the topic's routes (`/topics/:topic/…`) could
+ * not be reached.
  */
-export const TOPIC_PATTERN = '^[A-Za-z0-9_.:/-]+$';
+export const TOPIC_PATTERN = '^(?!(?:.*/)?\\.\\.?(?:/|$))[A-Za-z0-9_.:/-]+$';
 const Label = Type.String({ minLength: 1, maxLength: TOPIC_MAX_LENGTH, pattern: TOPIC_PATTERN });
 
 /** The fields of one notification (the body of `POST /notify`, an item of a batch). */
