@@ -367,11 +367,11 @@ export class Inbox {
     // a client kept before the inbox expired.
     // After a slot moved, each command alone (readReplies): TIME then from any node, whose clock is as
     // good for a version that only has to be above one kept before the inbox expired.
-    const redis = this.#redis;
-    const [uv, count, [seconds, micros]] = await readReplies(
-      redis.pipeline().hget(keys.meta, 'uv').scard(keys.unread).time(),
-      () => Promise.all([redis.hget(keys.meta, 'uv'), redis.scard(keys.unread), redis.time()]),
-    );
+    const [uv, count, [seconds, micros]] = await readReplies(this.#redis, (redis) => [
+      redis.hget(keys.meta, 'uv'),
+      redis.scard(keys.unread),
+      redis.time(),
+    ]);
     const version = uv ? Number(uv) : (Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)) * 1000;
     return { count: Number(count), version };
   }
@@ -457,10 +457,10 @@ export class Inbox {
     if (!keys.routes(id)) return marker;
     const legacy = keys.legacyMarker(id);
     // Both in one round trip (a pipeline: the same slot, and a full Redis refuses no read).
-    const redis = this.#redis;
-    const [current, earlier] = await readReplies(redis.pipeline().exists(marker).exists(legacy), () =>
-      Promise.all([redis.exists(marker), redis.exists(legacy)]),
-    );
+    const [current, earlier] = await readReplies(this.#redis, (redis) => [
+      redis.exists(marker),
+      redis.exists(legacy),
+    ]);
     return current !== 1 && earlier === 1 ? legacy : marker;
   }
 
@@ -510,11 +510,10 @@ export class Inbox {
   async status(userId: string, id: string): Promise<NotificationStatus | undefined> {
     const keys = this.keys(userId);
     // A pipeline: a full Redis refuses a MULTI's reads too (see `unread`).
-    const redis = this.#redis;
-    let [marker, unread] = await readReplies(
-      redis.pipeline().hgetall(keys.marker(id)).sismember(keys.unread, id),
-      () => Promise.all([redis.hgetall(keys.marker(id)), redis.sismember(keys.unread, id)]),
-    );
+    let [marker, unread] = await readReplies(this.#redis, (redis) => [
+      redis.hgetall(keys.marker(id)),
+      redis.sismember(keys.unread, id),
+    ]);
     // A routed id stored by a worker from before routed ids: its marker is under the user's keys.
     if (marker.state === undefined && keys.routes(id))
       marker = await this.#redis.hgetall(keys.legacyMarker(id));

@@ -73,24 +73,17 @@ export async function listingOf(
   if (page.entries.length === 0) return { items: [], nextAfter: null, trimmed: page.trimmed, unread };
   const ids = page.entries.map((entry) => entry.id);
   // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too.
-  const pipeline = redis.pipeline().smismember(keys.unread, ...ids);
-  for (const id of ids) pipeline.hmget(keys.marker(id), 'deliveredAt', 'state');
-  const [unreadFlags, ...delivered] = await readReplies<[number[], ...(string | null)[][]]>(pipeline, () =>
-    Promise.all([
-      redis.smismember(keys.unread, ...ids),
-      ...ids.map((id) => redis.hmget(keys.marker(id), 'deliveredAt', 'state')),
-    ]),
-  );
+  const [unreadFlags, ...delivered] = (await readReplies(redis, (client) => [
+    client.smismember(keys.unread, ...ids),
+    ...ids.map((id) => client.hmget(keys.marker(id), 'deliveredAt', 'state')),
+  ])) as [number[], ...(string | null)[][]];
   // Routed ids without a marker there: stored by a worker from before routed ids, under the user's keys.
   const legacy = ids.flatMap((id, index) =>
     delivered[index]?.[1] == null && keys.routes(id) ? [index] : [],
   );
   if (legacy.length > 0) {
-    const again = redis.pipeline();
-    const marker = (index: number) => keys.legacyMarker(ids[index] ?? '');
-    for (const index of legacy) again.hmget(marker(index), 'deliveredAt', 'state');
-    const found = await readReplies(again, () =>
-      Promise.all(legacy.map((index) => redis.hmget(marker(index), 'deliveredAt', 'state'))),
+    const found = await readReplies(redis, (client) =>
+      legacy.map((index) => client.hmget(keys.legacyMarker(ids[index] ?? ''), 'deliveredAt', 'state')),
     );
     legacy.forEach((index, i) => {
       delivered[index] = found[i] ?? [];

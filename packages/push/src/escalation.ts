@@ -51,10 +51,10 @@ export class EscalationRecords {
 
   /** Writes the outcome (`acked`, `pushed`, `skipped`) on an existing marker; a marker gone stays gone. */
   async settle(marker: string, record: EscalationStatus): Promise<void> {
-    const redis = this.#redis;
-    const [exists, raw] = await readReplies(redis.pipeline().exists(marker).hget(marker, 'escalation'), () =>
-      Promise.all([redis.exists(marker), redis.hget(marker, 'escalation')]),
-    );
+    const [exists, raw] = await readReplies(this.#redis, (redis) => [
+      redis.exists(marker),
+      redis.hget(marker, 'escalation'),
+    ]);
     if (exists !== 1) return;
     const dueAt = parse(raw)?.dueAt;
     await this.#redis.hset(marker, 'escalation', JSON.stringify({ ...record, ...(dueAt ? { dueAt } : {}) }));
@@ -85,11 +85,8 @@ export class EscalationRecords {
   /** Of `markers`, the indices whose escalation is still `scheduled` (what an ack may cancel). */
   async pending(markers: readonly string[]): Promise<number[]> {
     if (markers.length === 0) return [];
-    const redis = this.#redis;
-    const pipeline = redis.pipeline();
-    for (const marker of markers) pipeline.hget(marker, 'escalation');
-    const results = await readReplies(pipeline, () =>
-      Promise.all(markers.map((marker) => redis.hget(marker, 'escalation'))),
+    const results = await readReplies(this.#redis, (redis) =>
+      markers.map((marker) => redis.hget(marker, 'escalation')),
     );
     return results.flatMap((raw, index) => (parse(raw)?.state === 'scheduled' ? [index] : []));
   }

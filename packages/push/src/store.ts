@@ -99,11 +99,10 @@ export class PushSubscriptions {
   async list(tenantId: string, userId: string): Promise<PushSubscriptionJSON[]> {
     const keys = pushSubscriptionKeys(this.#prefix, tenantId, userId);
     // A pipeline: a full Redis (maxmemory) refuses a MULTI's reads too; an endpoint without its entry is left out.
-    const redis = this.#redis;
-    const [order, all] = await readReplies(
-      redis.pipeline().zrange(keys.order, 0, -1).hgetall(keys.subscriptions),
-      () => Promise.all([redis.zrange(keys.order, 0, -1), redis.hgetall(keys.subscriptions)]),
-    );
+    const [order, all] = await readReplies(this.#redis, (redis) => [
+      redis.zrange(keys.order, 0, -1),
+      redis.hgetall(keys.subscriptions),
+    ]);
     return order.flatMap((endpoint) => {
       const raw = all[endpoint];
       if (raw === undefined) return [];
